@@ -1,0 +1,1 @@
+"""The SQL files of `replay`: one question per file, read by `replay.sql`."""

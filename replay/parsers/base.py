@@ -1,0 +1,94 @@
+"""The tool-parser protocol every family module follows, and the types it speaks.
+
+A tool parser turns a model's raw completion (text with its special tokens) into content and tool
+calls, two ways:
+
+- **whole-text parse** ``parse(text) -> ParseResult``: the non-streaming path (vLLM
+  ``extract_tool_calls``, SGLang ``detect_and_parse``);
+- **streaming parse**: ``feed(delta) -> StreamDelta`` once per streamed step, then ``finish() ->
+  StreamDelta`` once at the end of the stream (SGLang's ``parse_streaming_increment`` and its
+  end-of-stream hook; vLLM's ``extract_tool_calls_streaming`` plus the serving layer's final flush).
+  ``finish()`` must report every complete call still buffered and release held-back text.
+
+A streaming parser is one object per stream: construct a new one for each replay. The events a
+parser yields are judged on what a client builds from them (:func:`replay.stream.assemble_openai`):
+the OpenAI Python SDK joins ``function.arguments`` by ``index`` and keeps the first ``name``.
+
+Parsers *raise* on faults of their own (a bug, an impossible state); malformed model output is not
+a fault: it is handled as the family's reference implementation handles it, and documented in the
+family's module. The pipeline catches exceptions per exchange and records them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of a whole-text parse.
+
+    ``name``: the function name. ``arguments``: JSON text of the arguments object, as the upstream
+    parsers return it (``json.dumps(obj, ensure_ascii=False)``, default separators).
+    """
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What a whole-text parse returns: the content a client sees, and the calls in order."""
+
+    content: str
+    calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class CallDelta:
+    """One tool-call delta of a streamed step, as in ``choices[0].delta.tool_calls[]``.
+
+    ``index``: position of the call in the response (0, 1, 2 ...). ``name``: set on a call's first
+    delta only. ``arguments``: the next fragment of the arguments' JSON text (may be empty).
+    """
+
+    index: int
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass
+class StreamDelta:
+    """What one ``feed``/``finish`` call yields: a content fragment and tool-call deltas."""
+
+    content: str = ""
+    calls: list[CallDelta] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.content or self.calls)
+
+
+@runtime_checkable
+class ToolParser(Protocol):
+    """The protocol: a class with these members, constructed once per stream.
+
+    Class attributes:
+      ``name``: the family's registry name (``hermes``, ``deepseek_v31``).
+      ``markers``: the family's special tokens. A real server never splits one across two
+      deltas, so synthetic chunkings do not cut inside them (except ``char-raw``).
+
+    ``__init__(tools)`` takes the request's tool declarations (a list of OpenAI tool dicts, or
+    None), for families whose parse depends on the declared schema.
+    """
+
+    name: ClassVar[str]
+    markers: ClassVar[tuple[str, ...]]
+
+    def __init__(self, tools: list[dict[str, Any]] | None = None) -> None: ...
+
+    def parse(self, text: str) -> ParseResult: ...
+
+    def feed(self, delta: str) -> StreamDelta: ...
+
+    def finish(self) -> StreamDelta: ...

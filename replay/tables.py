@@ -1,0 +1,141 @@
+"""The Arrow schema of every table a run writes: the one contract between stages and SQL.
+
+A run is a folder (``runs/<name>/``) of Parquet files, one per table below, plus ``run.json``
+and ``report.md``. Every stage writes record batches with exactly these schemas, and every file in
+``queries/`` reads them through DuckDB views of the same names (see :mod:`replay.sql`).
+
+Units: lengths are in characters (Unicode code points) unless a column name says ``tokens`` or
+``bytes``; indices are 0-based; ``side`` is one of ``served``, ``old``, ``new``, ``reference``.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+#: One tool call as a client ends up with it (OpenAI Chat Completions form), JSON text arguments.
+CALL = pa.struct(
+    [
+        pa.field("index", pa.int32()),
+        pa.field("id", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("arguments", pa.string()),
+    ]
+)
+
+#: A null found in a tool declaration: which tool of the request, and the JSON path inside it
+#: (``$.function.strict``, ``$.function.parameters.properties.path.default``).
+NULL_AT = pa.struct([pa.field("tool_index", pa.int32()), pa.field("path", pa.string())])
+
+#: ``exchanges``: one row per captured request/response (a line of a capture file).
+EXCHANGES = pa.schema(
+    [
+        pa.field("exchange_id", pa.string(), nullable=False),  # the capture's `id`, else "<file>:<line>"
+        pa.field("source_file", pa.string(), nullable=False),
+        pa.field("source_line", pa.int64(), nullable=False),  # 1-based line in the decompressed file
+        pa.field("ts", pa.string()),  # as captured (ISO 8601 text or epoch seconds as text)
+        pa.field("route", pa.string()),  # chat.completions | messages | responses
+        pa.field("model", pa.string()),
+        pa.field("stream", pa.bool_()),  # the request asked for a stream
+        pa.field("request_json", pa.string(), nullable=False),  # request body, JSON text
+        pa.field("n_messages", pa.int32()),
+        pa.field("n_tools", pa.int32()),
+        # what the client received, assembled from `response` or from `stream` as the OpenAI SDK does
+        pa.field("served_content", pa.string()),
+        pa.field("served_tool_calls", pa.list_(CALL)),
+        pa.field("served_finish_reason", pa.string()),
+        pa.field("served_chunks", pa.int32()),  # number of SSE payloads in `stream`
+        # what the server logged, when it did (`server` object of capture format v1)
+        pa.field("server_prompt", pa.string()),
+        pa.field("server_prompt_token_ids", pa.list_(pa.int32())),
+        pa.field("server_output_text", pa.string()),  # raw completion with special tokens
+        pa.field("server_output_token_ids", pa.list_(pa.int32())),
+        pa.field("server_steps", pa.list_(pa.string())),  # raw text of each streaming step
+    ]
+)
+
+#: ``tools``: one row per tool declaration of a request, as the client sent it.
+TOOLS = pa.schema(
+    [
+        pa.field("exchange_id", pa.string(), nullable=False),
+        pa.field("tool_index", pa.int32(), nullable=False),  # position in the request's `tools`
+        pa.field("type", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("has_description", pa.bool_(), nullable=False),
+        pa.field("has_parameters", pa.bool_(), nullable=False),
+        pa.field("has_strict", pa.bool_(), nullable=False),  # the key is present (its value may be null)
+        pa.field("strict", pa.bool_()),  # the value of `strict`; null when absent or null
+        pa.field("client_null_paths", pa.list_(pa.string())),  # JSON paths of every null the client wrote
+        pa.field("tool_json", pa.string(), nullable=False),  # the declaration as sent, JSON text
+    ]
+)
+
+#: ``ingest_errors``: one row per capture line (or byte range) that did not become an exchange.
+INGEST_ERRORS = pa.schema(
+    [
+        pa.field("source_file", pa.string(), nullable=False),
+        pa.field("source_line", pa.int64()),  # 1-based; null when the fault has no line (a truncated frame)
+        pa.field("byte_offset", pa.int64()),  # offset of the line in the decompressed stream, bytes
+        pa.field("reason", pa.string(), nullable=False),  # short kind: bad-json, not-object, missing-request, ...
+        pa.field("detail", pa.string()),  # the exception text
+        pa.field("excerpt", pa.string()),  # at most 120 characters of the line, decoded with replacement
+    ]
+)
+
+#: ``renders``: one row per (exchange, side): the prompt that side renders for the request.
+RENDERS = pa.schema(
+    [
+        pa.field("exchange_id", pa.string(), nullable=False),
+        pa.field("side", pa.string(), nullable=False),  # old | new | reference | served
+        pa.field("serializer", pa.string()),
+        pa.field("renderer", pa.string()),
+        pa.field("n_tools", pa.int32()),
+        pa.field("prompt_sha256", pa.string()),  # hex digest of the UTF-8 prompt; null when it failed
+        pa.field("prompt_chars", pa.int64()),
+        pa.field("prompt_tokens", pa.int64()),  # null without --tokenizer
+        pa.field("leaked_nulls", pa.list_(NULL_AT)),  # nulls in the serialized tools the client never wrote
+        pa.field("schemas_with_leaked_null", pa.int32()),  # tools of this request with >= 1 leaked null
+        pa.field("error", pa.string()),  # why this side could not serialize or render; null when it did
+    ]
+)
+
+#: ``streams``: one row per (exchange, side, chunking): a replay of one tool parser.
+#: chunking ``parse`` is the side's whole-text parse (the non-streaming path); the ``reference``
+#: side has only that row.
+STREAMS = pa.schema(
+    [
+        pa.field("exchange_id", pa.string(), nullable=False),
+        pa.field("side", pa.string(), nullable=False),  # old | new | reference
+        pa.field("parser", pa.string()),
+        pa.field("chunking", pa.string(), nullable=False),  # parse | recorded | whole | char | fixed-N | token | char-raw
+        pa.field("n_deltas", pa.int32()),  # deltas fed (0 for `parse`)
+        pa.field("calls_streamed", pa.int32()),  # calls the client assembles (or the parse returns)
+        pa.field("calls_whole", pa.int32()),  # calls in the reference whole-text parse
+        pa.field("content", pa.string()),  # content the client assembles
+        pa.field("finish_reason", pa.string()),  # tool_calls when any call was streamed, else stop
+        pa.field("error", pa.string()),  # parser exception; the row's counts are then null
+    ]
+)
+
+#: ``calls``: one row per call a replay produced (and per call of the reference parse).
+CALLS = pa.schema(
+    [
+        pa.field("exchange_id", pa.string(), nullable=False),
+        pa.field("side", pa.string(), nullable=False),
+        pa.field("chunking", pa.string(), nullable=False),
+        pa.field("index", pa.int32(), nullable=False),  # OpenAI tool_calls[].index
+        pa.field("name", pa.string()),  # first name sent for this index (the SDK keeps the first)
+        pa.field("arguments", pa.string()),  # argument fragments joined in order
+        pa.field("arguments_json_ok", pa.bool_(), nullable=False),  # joined text parses as a JSON object
+        pa.field("matches_whole", pa.bool_()),  # same name and same JSON value as the reference call at this index
+    ]
+)
+
+#: Every table of a run, by the name of its Parquet file (without ``.parquet``) and SQL view.
+TABLES: dict[str, pa.Schema] = {
+    "exchanges": EXCHANGES,
+    "tools": TOOLS,
+    "ingest_errors": INGEST_ERRORS,
+    "renders": RENDERS,
+    "streams": STREAMS,
+    "calls": CALLS,
+}
