@@ -1,0 +1,232 @@
+"""Hermes / Qwen2.5 / Qwen3 / QwQ tool calls: ``<tool_call>`` + JSON object + ``</tool_call>``.
+
+Output syntax (tool-call-formats.md §1): each call is a block ``<tool_call>`` ws JSON ws
+``</tool_call>`` where the JSON is ``{"name": <string>, "arguments": <object>}``; ``"parameters"``
+is accepted as a synonym of ``"arguments"`` (SGLang's ``HermesDetector`` does). Several calls are
+consecutive blocks, usually separated by a newline. ws is JSON whitespace (space, tab, LF, CR).
+
+Reference behaviour (this module's definition, shared by the whole-text parse and the streaming
+parser; the tests check that they agree under every chunking):
+
+* The JSON after ``<tool_call>`` is read string-aware, as ``json.JSONDecoder().raw_decode`` reads
+  it (SGLang's newer detector), so a ``</tool_call>`` inside an argument string does not end the
+  call (the regex parsers of vLLM and SGLang's ``Qwen25Detector`` cut it there).
+* A block is a tool call when its JSON is an object with a string ``name`` and an object
+  ``arguments`` (else ``parameters``), and only whitespace follows it up to ``</tool_call>``.
+  The call's arguments are ``json.dumps(arguments, ensure_ascii=False)``.
+* A block that is not a call is content, verbatim, markers included, and parsing goes on after
+  it. Its extent: when its JSON decodes, up to the first ``</tool_call>`` after the JSON value;
+  when it does not, up to the first ``</tool_call>`` after the start marker; either way up to the
+  end of the text when there is no such end marker. (vLLM instead turns the whole output into
+  content on any error; SGLang stops at the first bad block.)
+* A block with no ``</tool_call>`` at the end of the text (the stream stopped) is a call when its
+  JSON is complete and a valid call followed only by whitespace, else its text is content.
+* Content is all text outside call blocks, verbatim: nothing stripped, text after the last call
+  kept, a stray ``</tool_call>`` kept. Reasoning (``<think>``) is plain content here.
+
+Streaming: a buffered state machine. Outside a block it emits text as soon as it cannot be the
+start of ``<tool_call>`` (a buffer suffix that is a prefix of the marker is held back). Inside a
+block it buffers until the block is decided (end marker seen, or the JSON can no longer be a
+value and the end marker is seen, or ``finish()``), then sends the call in one tool-call delta:
+the name once, complete, and the arguments as exactly the whole-text parse's string.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, skip_ws
+from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+
+START = "<tool_call>"
+END = "</tool_call>"
+
+_DECODER = json.JSONDecoder()
+
+
+def call_from_object(obj: Any) -> tuple[str, str] | None:
+    """``(name, arguments JSON text)`` when ``obj`` is a valid Hermes call object, else None.
+
+    Valid: a dict with a ``str`` ``name`` and a dict ``arguments`` (or, when ``arguments`` is
+    absent, a dict ``parameters``). Arguments are dumped with ``json.dumps(ensure_ascii=False)``.
+    """
+    if not isinstance(obj, dict):
+        return None
+    name = obj.get("name")
+    args = obj["arguments"] if "arguments" in obj else obj.get("parameters")
+    if not isinstance(name, str) or not isinstance(args, dict):
+        return None
+    return name, json.dumps(args, ensure_ascii=False)
+
+
+def partial_marker_suffix(buf: str, markers: tuple[str, ...]) -> int:
+    """Length (chars) of the longest suffix of ``buf`` that is a proper prefix of a marker."""
+    longest = max((len(m) for m in markers), default=1) - 1
+    for k in range(min(len(buf), longest), 0, -1):
+        tail = buf[-k:]
+        if any(len(m) > k and m.startswith(tail) for m in markers):
+            return k
+    return 0
+
+
+class HermesParser:
+    """Tool parser for the Hermes ``<tool_call>`` JSON format (Hermes 2 Pro/3, Qwen2.5, Qwen3, QwQ).
+
+    Mirrors vLLM ``Hermes2ProToolParser`` and SGLang ``HermesDetector`` in syntax; the rules for
+    malformed output are this module's (see the module docstring). ``tools`` is accepted and
+    ignored: calls to undeclared tools are reported as calls (SGLang drops them; an audit wants
+    to see them).
+    """
+
+    name: ClassVar[str] = "hermes"
+    markers: ClassVar[tuple[str, ...]] = (START, END)
+
+    def __init__(self, tools: list[dict[str, Any]] | None = None) -> None:
+        self.tools = tools
+        self._buf = ""
+        self._in_block = False
+        self._phase = ""
+        self._scan: JsonPrefix | None = None
+        self._fed = 0  # buffer index up to which the scanner has been fed
+        self._j = 0  # start of the JSON value in the buffer
+        self._k = 0  # end of the JSON value in the buffer
+        self._seek = 0  # where to look for the end marker next
+        self._index = 0  # OpenAI tool_calls[].index of the next call
+        self._finished = False
+
+    # ---------------------------------------------------------------- whole-text parse
+    def parse(self, text: str) -> ParseResult:
+        """Whole-text parse: ``text`` (raw completion) -> content and calls, per the module rules."""
+        content: list[str] = []
+        calls: list[ToolCall] = []
+        n = len(text)
+        pos = 0
+        while True:
+            s = text.find(START, pos)
+            if s < 0:
+                content.append(text[pos:])
+                break
+            content.append(text[pos:s])
+            j = skip_ws(text, s + len(START))
+            try:
+                obj, k = _DECODER.raw_decode(text, j)
+            except json.JSONDecodeError:
+                e = text.find(END, j)
+                end = n if e < 0 else e + len(END)
+                content.append(text[s:end])
+                pos = end
+                continue
+            m = skip_ws(text, k)
+            if text.startswith(END, m):
+                end = m + len(END)
+                call = call_from_object(obj)
+            elif m == n:
+                end = n
+                call = call_from_object(obj)
+            else:
+                e = text.find(END, k)
+                end = n if e < 0 else e + len(END)
+                call = None
+            if call is None:
+                content.append(text[s:end])
+            else:
+                calls.append(ToolCall(*call))
+            pos = end
+        return ParseResult(content="".join(content), calls=tuple(calls))
+
+    # ---------------------------------------------------------------- streaming
+    def feed(self, delta: str) -> StreamDelta:
+        """Streaming parse: take the next delta (text); return content and tool-call deltas."""
+        if self._finished:
+            raise RuntimeError("feed() after finish(): construct a new parser per stream")
+        self._buf += delta
+        return self._drain(final=False)
+
+    def finish(self) -> StreamDelta:
+        """End of stream: decide the open block (if any), release held-back text."""
+        if self._finished:
+            return StreamDelta()
+        out = self._drain(final=True)
+        self._finished = True
+        return out
+
+    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
+        """The tool-call deltas sent for one decided call (``raw``: the model's JSON text)."""
+        return [CallDelta(index=index, name=name, arguments=arguments)]
+
+    def _drain(self, final: bool) -> StreamDelta:
+        out = StreamDelta()
+        parts: list[str] = []
+        while True:
+            if not self._in_block:
+                i = self._buf.find(START)
+                if i < 0:
+                    keep = 0 if final else partial_marker_suffix(self._buf, (START,))
+                    cut = len(self._buf) - keep
+                    parts.append(self._buf[:cut])
+                    self._buf = self._buf[cut:]
+                    break
+                parts.append(self._buf[:i])
+                self._buf = self._buf[i:]
+                self._in_block = True
+                self._phase = "pre"
+            decided = self._advance(final)
+            if decided is None:
+                break
+            end, call = decided
+            if call is None:
+                parts.append(self._buf[:end])
+            else:
+                out.calls.extend(self._emit_call(self._index, call[0], call[1], self._buf[self._j : self._k]))
+                self._index += 1
+            self._buf = self._buf[end:]
+            self._in_block = False
+        out.content = "".join(parts)
+        return out
+
+    def _advance(self, final: bool) -> tuple[int, tuple[str, str] | None] | None:
+        """Move the open block on; None while undecided, else (block end, call or None)."""
+        buf = self._buf
+        if self._phase == "pre":
+            j = skip_ws(buf, len(START))
+            if j == len(buf):
+                return (len(buf), None) if final else None
+            self._j = self._fed = j
+            self._scan = JsonPrefix()
+            self._phase = "json"
+        if self._phase == "json":
+            assert self._scan is not None
+            status = self._scan.feed(buf[self._fed :])
+            self._fed = len(buf)
+            if status == MORE and final:
+                status = self._scan.close()
+            if status == MORE:
+                return None
+            if status == DONE:
+                assert self._scan.end is not None
+                self._k = self._j + self._scan.end
+                self._phase = "post"
+            else:
+                self._seek = self._j
+                self._phase = "seek"
+        if self._phase == "post":
+            m = skip_ws(buf, self._k)
+            if buf.startswith(END, m):
+                return m + len(END), self._call()
+            if m == len(buf):
+                return (len(buf), self._call()) if final else None
+            if not final and END.startswith(buf[m:]):
+                return None
+            self._seek = self._k
+            self._phase = "seek"
+        e = buf.find(END, self._seek)
+        if e < 0:
+            if final:
+                return len(buf), None
+            self._seek = max(self._seek, len(buf) - len(END) + 1)
+            return None
+        return e + len(END), None
+
+    def _call(self) -> tuple[str, str] | None:
+        return call_from_object(json.loads(self._buf[self._j : self._k]))

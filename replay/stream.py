@@ -1,0 +1,337 @@
+"""Chunkings, replay of a tool parser over a chunking, and OpenAI-SDK client assembly.
+
+A **chunking** splits a raw completion into **deltas** (the text of each streaming step) whose
+join is the completion. Names (all lengths and positions in chars):
+
+- ``recorded``: the captured steps (``steps=``), checked to join to the text;
+- ``whole``: one delta; ``char``: one char per delta; ``fixed-N``: N chars per delta;
+- ``token``: one token per delta, cut at the offsets of a ``tokenizers.Tokenizer`` (or a
+  transformers fast tokenizer) encoding with ``add_special_tokens=False``;
+- ``char-raw``: one char per delta, cutting inside markers too (opt-in: no real server does);
+- ``random-<seed>``: seeded random cuts; ``split-<k>``: the two-way split at char ``k``.
+
+Synthetic chunkings never cut strictly inside an occurrence of one of the parser's ``markers``
+(a real server sends a special token whole): such a cut is dropped, merging the two deltas around
+it. ``recorded`` and ``char-raw`` are not adjusted.
+
+:func:`replay_stream` feeds a fresh parser every delta, then ``finish()``, and assembles what a
+client sees with :func:`assemble_openai` (the OpenAI Python SDK's join, tool-call-formats.md
+§16.1). :func:`check_stream_equals_whole` is the property the audit and the tests rely on:
+the streamed, joined result equals the whole-text parse under every chunking.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from replay.parsers.base import StreamDelta
+
+CHUNKINGS_DEFAULT: tuple[str, ...] = (
+    "recorded",
+    "whole",
+    "char",
+    "fixed-2",
+    "fixed-3",
+    "fixed-5",
+    "fixed-8",
+    "fixed-13",
+    "fixed-40",
+)
+
+#: Chunkings that need no input but the text (``recorded`` needs steps, ``token`` a tokenizer).
+SYNTHETIC_DEFAULT: tuple[str, ...] = tuple(c for c in CHUNKINGS_DEFAULT if c != "recorded")
+
+
+class ChunkingError(ValueError):
+    """A chunking that cannot be applied: unknown name, or ``recorded``/``token`` without (or with
+    inconsistent) input."""
+
+
+def default_chunkings(*, tokenizer: Any = None, recorded: bool = True) -> tuple[str, ...]:
+    """The default chunking names: :data:`CHUNKINGS_DEFAULT` (without ``recorded`` when
+    ``recorded`` is False), plus ``token`` when a tokenizer is given."""
+    names = CHUNKINGS_DEFAULT if recorded else SYNTHETIC_DEFAULT
+    return names + (("token",) if tokenizer is not None else ())
+
+
+def forbidden_cuts(text: str, markers: Iterable[str] = ()) -> set[int]:
+    """Cut positions (chars) strictly inside an occurrence of any marker in ``text``."""
+    bad: set[int] = set()
+    for m in markers:
+        if len(m) < 2:
+            continue
+        i = text.find(m)
+        while i >= 0:
+            bad.update(range(i + 1, i + len(m)))
+            i = text.find(m, i + 1)
+    return bad
+
+
+def _cut(text: str, cuts: Iterable[int], bad: set[int]) -> list[str]:
+    points = sorted({c for c in cuts if 0 < c < len(text) and c not in bad})
+    out, prev = [], 0
+    for c in points:
+        out.append(text[prev:c])
+        prev = c
+    out.append(text[prev:])
+    return out
+
+
+def _token_cuts(text: str, tokenizer: Any) -> list[int]:
+    """Token boundaries (chars) of ``text`` under a tokenizers or transformers fast tokenizer."""
+    offsets = None
+    try:
+        enc = tokenizer.encode(text, add_special_tokens=False)
+        offsets = getattr(enc, "offsets", None)
+    except TypeError:
+        offsets = None
+    if offsets is None:
+        try:
+            offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        except Exception as exc:  # not a fast tokenizer
+            raise ChunkingError(f"token chunking needs a tokenizer with char offsets: {exc!r}") from exc
+    cuts: list[int] = []
+    for start, end in offsets:
+        cuts.extend((start, end))
+    return cuts
+
+
+def split(
+    text: str,
+    chunking: str,
+    *,
+    markers: Sequence[str] = (),
+    steps: Sequence[str] | None = None,
+    tokenizer: Any = None,
+) -> list[str]:
+    """Split ``text`` into deltas by ``chunking``; their join is ``text``.
+
+    ``markers``: the parser's special tokens; synthetic chunkings do not cut inside them (except
+    ``char-raw``). ``steps``: the captured deltas, for ``recorded``. ``tokenizer``: for ``token``.
+    An empty ``text`` gives no deltas (``recorded`` gives ``steps`` as they are).
+
+    Raises :class:`ChunkingError` for an unknown name, for ``recorded`` without steps or with
+    steps that do not join to ``text``, and for ``token`` without a usable tokenizer.
+    """
+    if chunking == "recorded":
+        if steps is None:
+            raise ChunkingError("recorded chunking needs the captured steps")
+        steps = list(steps)
+        if "".join(steps) != text:
+            raise ChunkingError("recorded steps do not join to the completion text")
+        return steps
+    if chunking == "token" and tokenizer is None:
+        raise ChunkingError("token chunking needs a tokenizer")
+    if not text:
+        if chunking in ("whole", "char", "char-raw", "token") or chunking.startswith(("fixed-", "random-", "split-")):
+            return []
+        raise ChunkingError(f"unknown chunking {chunking!r}")
+    n = len(text)
+    if chunking == "char-raw":
+        return list(text)
+    bad = forbidden_cuts(text, markers)
+    if chunking == "whole":
+        return [text]
+    if chunking == "char":
+        return _cut(text, range(1, n), bad)
+    if chunking == "token":
+        return _cut(text, _token_cuts(text, tokenizer), bad)
+    prefix, _, arg = chunking.partition("-")
+    try:
+        value = int(arg)
+    except ValueError:
+        raise ChunkingError(f"unknown chunking {chunking!r}") from None
+    if prefix == "fixed" and value > 0:
+        return _cut(text, range(value, n, value), bad)
+    if prefix == "split" and value >= 0:
+        return _cut(text, [value], bad)
+    if prefix == "random" and value >= 0:
+        rng = random.Random(value)
+        cuts, pos = [], 0
+        while pos < n:
+            pos += rng.choice((1, 1, 2, 3, 4, 5, 7, 11, 17))
+            cuts.append(pos)
+        return _cut(text, cuts, bad)
+    raise ChunkingError(f"unknown chunking {chunking!r}")
+
+
+def two_way_splits(text: str, markers: Sequence[str] = ()) -> Iterator[tuple[int, list[str]]]:
+    """Every two-way split of ``text``: ``(k, [text[:k], text[k:]])`` for each cut ``k`` (chars,
+    ``0 < k < len(text)``) that is not strictly inside a marker occurrence."""
+    bad = forbidden_cuts(text, markers)
+    for k in range(1, len(text)):
+        if k not in bad:
+            yield k, [text[:k], text[k:]]
+
+
+# ------------------------------------------------------------------------- client assembly
+@dataclass
+class AssembledCall:
+    """One call as the OpenAI SDK rebuilds it: ``arguments`` joined in order, first ``name`` kept.
+
+    ``names_sent``: how many deltas of this index carried a name (more than 1 is a server fault:
+    the SDK would concatenate them; :func:`assemble_openai` keeps the first)."""
+
+    index: int
+    name: str | None
+    arguments: str
+    names_sent: int = 0
+
+
+@dataclass
+class Assembled:
+    """What a client ends up with: content, calls sorted by index, and the ``finish_reason``."""
+
+    content: str
+    calls: list[AssembledCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+
+
+def assemble_openai(deltas: Iterable[StreamDelta]) -> Assembled:
+    """Join stream deltas as the OpenAI Python SDK does (tool-call-formats.md §16.1).
+
+    Content fragments are concatenated; tool-call ``arguments`` are joined per ``index``; the first
+    ``name`` of an index wins (later ones are counted in ``names_sent``). ``finish_reason`` is
+    ``tool_calls`` when any tool-call delta was seen, else ``stop`` (as vLLM and SGLang set it).
+    """
+    content: list[str] = []
+    calls: dict[int, AssembledCall] = {}
+    parts: dict[int, list[str]] = {}
+    saw_call = False
+    for d in deltas:
+        if d.content:
+            content.append(d.content)
+        for c in d.calls:
+            saw_call = True
+            call = calls.get(c.index)
+            if call is None:
+                call = calls[c.index] = AssembledCall(index=c.index, name=None, arguments="")
+                parts[c.index] = []
+            if c.name is not None:
+                call.names_sent += 1
+                if call.name is None:
+                    call.name = c.name
+            if c.arguments:
+                parts[c.index].append(c.arguments)
+    out = []
+    for index in sorted(calls):
+        call = calls[index]
+        call.arguments = "".join(parts[index])
+        out.append(call)
+    return Assembled(content="".join(content), calls=out, finish_reason="tool_calls" if saw_call else "stop")
+
+
+def replay_stream(parser_cls: Any, tools: list[dict[str, Any]] | None, deltas: Iterable[str]) -> Assembled:
+    """Replay one stream: a new ``parser_cls(tools)``, ``feed`` each delta (text), ``finish()``,
+    and assemble the events with :func:`assemble_openai`. Parser exceptions propagate."""
+    parser = parser_cls(tools)
+    events = [parser.feed(d) for d in deltas]
+    events.append(parser.finish())
+    return assemble_openai(events)
+
+
+def _strict(value: Any) -> Any:
+    """A comparable form of a JSON value where booleans are not numbers and key order is ignored."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return (type(value).__name__, value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    if isinstance(value, list):
+        return ("array", tuple(_strict(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _strict(v)) for k, v in value.items()))
+    return ("other", repr(value))
+
+
+def same_call(streamed_args: str, whole_args: str) -> bool:
+    """True when two argument texts are the same JSON value (key order, spacing and escapes
+    ignored; ``true`` is not ``1``; ``1`` equals ``1.0``). Text that is not JSON -> False."""
+    try:
+        a = json.loads(streamed_args)
+        b = json.loads(whole_args)
+    except (ValueError, TypeError):
+        return False
+    return _strict(a) == _strict(b)
+
+
+# ------------------------------------------------------------------------- the property
+@dataclass
+class StreamMismatch:
+    """One chunking under which the streamed, joined result differs from the whole-text parse.
+
+    ``chunking``: its label; ``deltas``: what was fed; ``problems``: what differs, in words."""
+
+    chunking: str
+    deltas: list[str]
+    problems: list[str]
+
+    def describe(self) -> str:
+        """A short report naming the chunking, its deltas and the differences."""
+        shown = self.deltas if len(self.deltas) <= 60 else self.deltas[:60] + ["..."]
+        return f"chunking {self.chunking} ({len(self.deltas)} deltas): {'; '.join(self.problems)}\n  deltas={shown!r}"
+
+
+def compare_to_whole(got: Assembled, whole: Any) -> list[str]:
+    """Differences between an assembled stream and a whole-text :class:`ParseResult` (words).
+
+    Checked: content; number of calls; per index the name, a single name delta, and the identical
+    argument string; ``finish_reason`` is ``tool_calls`` iff the whole-text parse has calls."""
+    problems: list[str] = []
+    if got.content != whole.content:
+        problems.append(f"content {got.content!r} != whole {whole.content!r}")
+    if len(got.calls) != len(whole.calls):
+        problems.append(f"{len(got.calls)} calls streamed, whole-text parse has {len(whole.calls)}")
+    for pos, (g, w) in enumerate(zip(got.calls, whole.calls)):
+        if g.index != pos:
+            problems.append(f"call at position {pos} has index {g.index}")
+        if g.name != w.name:
+            problems.append(f"call {pos}: name {g.name!r} != {w.name!r}")
+        if g.names_sent != 1:
+            problems.append(f"call {pos}: name sent {g.names_sent} times")
+        if g.arguments != w.arguments:
+            problems.append(f"call {pos}: arguments {g.arguments!r} != {w.arguments!r}")
+    expected_reason = "tool_calls" if whole.calls else "stop"
+    if got.finish_reason != expected_reason:
+        problems.append(f"finish_reason {got.finish_reason} (expected {expected_reason})")
+    return problems
+
+
+def check_stream_equals_whole(
+    parser_cls: Any,
+    text: str,
+    chunkings: Iterable[str | tuple[str, list[str]]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    tokenizer: Any = None,
+) -> list[StreamMismatch]:
+    """The stream-equals-whole property for one completion; returns the failures, fewest deltas
+    first (empty when it holds).
+
+    ``chunkings``: chunking names (split with the parser's ``markers``; ``recorded`` is skipped
+    here since there are no steps) or ``(label, deltas)`` pairs given explicitly (e.g. from
+    :func:`two_way_splits`). A parser exception under a chunking is reported as a failure.
+    """
+    whole = parser_cls(tools).parse(text)
+    markers = tuple(getattr(parser_cls, "markers", ()))
+    failures: list[StreamMismatch] = []
+    for ch in chunkings:
+        if isinstance(ch, str):
+            if ch == "recorded":
+                continue
+            label, deltas = ch, split(text, ch, markers=markers, tokenizer=tokenizer)
+        else:
+            label, deltas = ch[0], list(ch[1])
+        try:
+            got = replay_stream(parser_cls, tools, deltas)
+        except Exception as exc:  # a parser fault is a failure of the property
+            failures.append(StreamMismatch(label, deltas, [f"raised {exc!r}"]))
+            continue
+        problems = compare_to_whole(got, whole)
+        if problems:
+            failures.append(StreamMismatch(label, deltas, problems))
+    failures.sort(key=lambda f: len(f.deltas))
+    return failures
