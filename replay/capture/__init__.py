@@ -1,0 +1,13 @@
+"""Capture ingest: file discovery, streaming decompression, format readers, ingest to Parquet.
+
+- :func:`discover` finds capture files under files and folders;
+- :func:`ingest` reads them (capture format v1, :mod:`replay.capture.v1`) and writes
+  ``exchanges.parquet``, ``tools.parquet`` and ``ingest_errors.parquet``, returning
+  :class:`IngestStats`;
+- :func:`replay.capture.files.open_lines` streams the lines of one file, plain, zstd or gzip.
+"""
+
+from replay.capture.files import discover, open_lines
+from replay.capture.ingest import IngestStats, ingest
+
+__all__ = ["IngestStats", "discover", "ingest", "open_lines"]

@@ -1,0 +1,236 @@
+"""Ingest capture files into ``exchanges.parquet``, ``tools.parquet`` and ``ingest_errors.parquet``.
+
+Every line of every file is accounted for: it becomes an ``exchanges`` row (with its ``tools``
+rows), an ``ingest_errors`` row, or it is blank (whitespace only: not a record, not an error,
+counted in :attr:`IngestStats.blank_lines`). A fault that stops reading a file (truncated or
+corrupt compressed stream, unreadable file) gives one ``ingest_errors`` row standing for the line
+at which reading stopped, and counts as one line. Hence always::
+
+    stats.lines - stats.blank_lines == stats.exchanges + stats.errors
+
+Rows go out in record batches of the :mod:`replay.tables` schemas as they fill (by row count and
+by bytes), so memory does not grow with the size of the capture.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from replay.capture.files import StreamFault, discover, open_lines
+from replay.capture.v1 import CaptureError, parse_line
+from replay.tables import EXCHANGES, INGEST_ERRORS, TOOLS
+
+__all__ = ["IngestStats", "ingest", "EXCERPT_CHARS"]
+
+#: Characters of a bad line kept in ``ingest_errors.excerpt``.
+EXCERPT_CHARS = 120
+
+#: Approximate bytes of buffered lines after which batches are flushed even if not full.
+_FLUSH_BYTES = 64 << 20
+
+
+@dataclass
+class IngestStats:
+    """Counts of one :func:`ingest` run.
+
+    ``files``: capture files read. ``lines``: lines seen (decompressed), including blank lines,
+    plus one per stream/file fault. ``blank_lines``: whitespace-only lines (skipped, not errors).
+    ``exchanges``: rows written to ``exchanges``. ``errors``: rows written to ``ingest_errors``.
+    ``tools``: rows written to ``tools``. ``bytes_read``: bytes read from disk (compressed size).
+    ``errors_by_reason``: ``errors`` split by ``reason``. ``duplicate_ids``: exchanges whose
+    captured ``id`` was seen before in this run; their ``exchange_id`` became ``<id>@<file>:<line>``
+    so that it stays a key.
+    Invariant: ``lines - blank_lines == exchanges + errors``.
+    """
+
+    files: int = 0
+    lines: int = 0
+    blank_lines: int = 0
+    exchanges: int = 0
+    errors: int = 0
+    tools: int = 0
+    bytes_read: int = 0
+    duplicate_ids: int = 0
+    errors_by_reason: dict[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.lines} lines: {self.exchanges} exchanges, {self.errors} errors"
+
+
+def _excerpt(raw: bytes) -> str:
+    return raw[: EXCERPT_CHARS * 4].decode("utf-8", "replace")[:EXCERPT_CHARS]
+
+
+class _Writer:
+    """The three Parquet writers and their pending rows."""
+
+    def __init__(self, out_dir: Path, batch_rows: int, stats: IngestStats) -> None:
+        self.batch_rows = batch_rows
+        self.stats = stats
+        self.reasons: Counter[str] = Counter()
+        self.writers = {
+            name: pq.ParquetWriter(out_dir / f"{name}.parquet", schema, compression="zstd")
+            for name, schema in (("exchanges", EXCHANGES), ("tools", TOOLS), ("ingest_errors", INGEST_ERRORS))
+        }
+        # pending exchanges: (exchange_row, tool_rows, raw line) kept together so a row the schema
+        # rejects can still become an error row with its line
+        self.units: list[tuple[dict, list[dict], bytes, int]] = []
+        self.n_tools = 0
+        self.errors: list[dict] = []
+        self.pending_bytes = 0
+
+    def add_exchange(self, row: dict, tools: list[dict], raw: bytes, offset: int) -> None:
+        self.units.append((row, tools, raw, offset))
+        self.n_tools += len(tools)
+        self.pending_bytes += len(raw)
+        if len(self.units) >= self.batch_rows or self.n_tools >= 8 * self.batch_rows or self.pending_bytes >= _FLUSH_BYTES:
+            self.flush_exchanges()
+
+    def add_error(self, source_file: str, line: int | None, offset: int | None, reason: str, detail: str, raw: bytes) -> None:
+        self.errors.append(
+            {
+                "source_file": source_file,
+                "source_line": line,
+                "byte_offset": offset,
+                "reason": reason,
+                "detail": detail,
+                "excerpt": _excerpt(raw),
+            }
+        )
+        self.reasons[reason] += 1
+        self.stats.errors += 1
+        if len(self.errors) >= self.batch_rows:
+            self.flush_errors()
+
+    def flush_exchanges(self) -> None:
+        if not self.units:
+            return
+        units, self.units, self.n_tools, self.pending_bytes = self.units, [], 0, 0
+        try:
+            ex = pa.RecordBatch.from_pylist([u[0] for u in units], schema=EXCHANGES)
+            tl = pa.RecordBatch.from_pylist([t for u in units for t in u[1]], schema=TOOLS)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            # a value the schema rejects: find the unit(s) and turn them into error rows
+            ok: list[tuple[dict, list[dict], bytes, int]] = []
+            for row, tools, raw, offset in units:
+                try:
+                    pa.RecordBatch.from_pylist([row], schema=EXCHANGES)
+                    pa.RecordBatch.from_pylist(tools, schema=TOOLS)
+                    ok.append((row, tools, raw, offset))
+                except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                    self.add_error(row["source_file"], row["source_line"], offset, "bad-field",
+                                   f"value does not fit the table schema: {exc}", raw)
+            ex = pa.RecordBatch.from_pylist([u[0] for u in ok], schema=EXCHANGES)
+            tl = pa.RecordBatch.from_pylist([t for u in ok for t in u[1]], schema=TOOLS)
+        if ex.num_rows:
+            self.writers["exchanges"].write_batch(ex)
+        if tl.num_rows:
+            self.writers["tools"].write_batch(tl)
+        self.stats.exchanges += ex.num_rows
+        self.stats.tools += tl.num_rows
+
+    def flush_errors(self) -> None:
+        if self.errors:
+            self.writers["ingest_errors"].write_batch(pa.RecordBatch.from_pylist(self.errors, schema=INGEST_ERRORS))
+            self.errors = []
+
+    def close(self) -> None:
+        try:
+            self.flush_exchanges()
+            self.flush_errors()
+        finally:
+            for w in self.writers.values():
+                w.close()
+        self.stats.errors_by_reason = dict(sorted(self.reasons.items()))
+
+
+def ingest(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    batch_rows: int = 2048,
+    progress: Callable[[int], None] | None = None,
+) -> IngestStats:
+    """Read capture files (format v1) and write the ingest tables to ``out_dir``.
+
+    ``paths``: files and folders, as for :func:`replay.capture.files.discover`. ``out_dir``:
+    created if missing; ``exchanges.parquet``, ``tools.parquet`` and ``ingest_errors.parquet``
+    are (over)written there, all three always, with the schemas of :mod:`replay.tables` (an empty
+    table when nothing went to it). ``batch_rows``: exchanges (and error rows) per record batch.
+    ``progress``: called with the number of bytes just read from disk (compressed), for a
+    progress bar.
+
+    Each line is parsed by :func:`replay.capture.v1.parse_line`; a line that fails becomes an
+    ``ingest_errors`` row (file, 1-based line, byte offset in the decompressed stream, reason,
+    detail, excerpt of at most :data:`EXCERPT_CHARS` characters) and the run goes on. A truncated
+    or corrupt compressed stream keeps the lines decoded before the fault and adds one row with
+    reason ``truncated-stream`` / ``corrupt-stream``; a file that cannot be opened or read adds
+    one row with reason ``unreadable-file`` (line: where reading stopped). ``source_file`` is the
+    path as discovered (``str(path)``).
+
+    A captured ``id`` seen before in the run is kept distinct as ``<id>@<file>:<line>``
+    (counted in :attr:`IngestStats.duplicate_ids`).
+
+    Returns :class:`IngestStats`. Raises :class:`FileNotFoundError` when a path does not exist
+    (before anything is written), :class:`ValueError` when ``batch_rows < 1``, and
+    :class:`OSError` when ``out_dir`` cannot be written.
+    """
+    if batch_rows < 1:
+        raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+    files = discover(paths)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stats = IngestStats(files=len(files))
+
+    def on_read(n: int) -> None:
+        stats.bytes_read += n
+        if progress is not None:
+            progress(n)
+
+    writer = _Writer(out, batch_rows, stats)
+    # The one structure that grows with the capture: the exchange ids seen (tens of bytes each).
+    seen_ids: set[str] = set()
+    try:
+        for path in files:
+            source = str(path)
+            last_line = 0
+            last_end = 0
+            try:
+                for line_no, offset, raw in open_lines(path, on_read=on_read):
+                    last_line, last_end = line_no, offset + len(raw) + 1
+                    stats.lines += 1
+                    if not raw.strip():
+                        stats.blank_lines += 1
+                        continue
+                    try:
+                        row, tools = parse_line(raw, source, line_no)
+                    except CaptureError as exc:
+                        writer.add_error(source, line_no, offset, exc.reason, exc.detail, raw)
+                        continue
+                    except Exception as exc:  # a bug in the parser must not stop the run
+                        writer.add_error(source, line_no, offset, "internal-error", repr(exc), raw)
+                        continue
+                    xid = row["exchange_id"]
+                    if xid in seen_ids:  # keep exchange_id a key: every join of the SQL relies on it
+                        row["exchange_id"] = xid = f"{xid}@{source}:{line_no}"
+                        for t in tools:
+                            t["exchange_id"] = xid
+                        stats.duplicate_ids += 1
+                    seen_ids.add(xid)
+                    writer.add_exchange(row, tools, raw, offset)
+            except StreamFault as fault:
+                stats.lines += 1
+                writer.add_error(source, fault.line_no, fault.byte_offset, fault.reason, fault.detail, fault.partial)
+            except OSError as exc:
+                stats.lines += 1
+                writer.add_error(source, last_line + 1, last_end, "unreadable-file", f"{type(exc).__name__}: {exc}", b"")
+    finally:
+        writer.close()
+    return stats

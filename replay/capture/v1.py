@@ -1,0 +1,521 @@
+"""Capture format v1: one exchange per JSON line -> one ``exchanges`` row and its ``tools`` rows.
+
+A line is a JSON object (UTF-8, RFC 8259)::
+
+    {"id": "...", "ts": "2025-01-01T00:00:00Z", "route": "chat.completions",
+     "model": "...", "request": {...},                  # the body exactly as the client sent it
+     "response": {...}                                  # a non-streaming response body, or
+     "stream": [{...}, "{...}", "[DONE]"],              # the SSE `data:` payloads in order
+     "server": {"prompt": "...", "prompt_token_ids": [...], "output_text": "...",
+                "output_token_ids": [...], "steps": ["...", ...]}}   # optional
+
+``route`` is ``chat.completions`` (OpenAI Chat Completions), ``messages`` (Anthropic Messages) or
+``responses`` (OpenAI Responses). Each ``stream`` payload is a JSON object, a string holding one
+(a leading ``data:`` is tolerated), or ``"[DONE]"``. Keys not listed are ignored (so headers, API
+keys and other metadata a capture may carry never reach the tables).
+
+Rules:
+
+- ``exchange_id``: ``id`` when it is a string or a number (written as text), else
+  ``"<source_file>:<line_no>"``. Duplicated ids are kept: each line is its own row.
+- ``model``: ``model``, else the request's ``model``. ``stream``: the request's ``stream`` when a
+  bool, False when absent (the APIs' default), null otherwise.
+- ``request_json``: the request re-serialized with orjson (key order kept, no spaces). orjson
+  reads integers beyond 64 bits as floats, so such a number is not written back digit for digit.
+- ``served_*``: from ``stream`` when present, else from ``response``; assembled per route by
+  :func:`assemble_chat_stream`, :func:`assemble_messages_stream`, :func:`assemble_responses_stream`
+  and :func:`served_from_response`. ``served_chunks``: number of payloads of ``stream`` other
+  than ``"[DONE]"`` (null without ``stream``).
+
+Every fault raises :class:`CaptureError` with one of :data:`REASONS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from replay.tools import describe_tool
+
+__all__ = [
+    "REASONS",
+    "ROUTES",
+    "CaptureError",
+    "assemble_chat_stream",
+    "assemble_messages_stream",
+    "assemble_responses_stream",
+    "parse_line",
+    "served_from_response",
+]
+
+#: Routes of capture format v1.
+ROUTES = ("chat.completions", "messages", "responses")
+
+#: Every ``ingest_errors.reason`` a v1 line can give (see :func:`parse_line`). Ingest
+#: (:mod:`replay.capture.ingest`) adds ``truncated-stream``, ``corrupt-stream`` (stream faults),
+#: ``unreadable-file`` (OSError while reading), ``internal-error`` (an unexpected exception in the
+#: line parser: a bug, recorded rather than stopping the run) and ``bad-field`` for a row whose
+#: values the table schema rejects.
+REASONS = (
+    "not-utf8",  # the line is not valid UTF-8 (strict decoding)
+    "bad-json",  # not one JSON value (syntax error, NaN, trailing data)
+    "not-object",  # valid JSON but not an object
+    "missing-request",  # no `request` key (or null)
+    "request-not-object",  # `request` is not an object
+    "tools-not-list",  # `request.tools` is present, not null and not an array
+    "tool-not-object",  # an entry of `request.tools` is not an object
+    "bad-field",  # another field of the wrong type or value (route, ts, model, response, stream, server.*)
+)
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_BOM = b"\xef\xbb\xbf"
+
+
+class CaptureError(ValueError):
+    """A capture line that cannot become an exchange.
+
+    ``reason``: short kind, one of :data:`REASONS` (goes to ``ingest_errors.reason``);
+    ``detail``: human-readable explanation (goes to ``ingest_errors.detail``).
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _json_text(value: Any) -> str | None:
+    """Arguments as JSON text: strings kept, other values serialized, None kept."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return None
+
+
+def _number_text(value: Any) -> str | None:
+    """A string as is; a number (not a bool) as text (integral floats without ``.0``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return None
+
+
+def _call(index: int, id_: Any, name: Any, arguments: Any) -> dict:
+    return {"index": index, "id": _str_or_none(id_), "name": _str_or_none(name), "arguments": _json_text(arguments)}
+
+
+def _index(value: Any, default: int | None) -> int | None:
+    """``value`` when it is an int (not a bool) in ``[0, 2**31-1]``, else ``default``."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _INT32_MAX
+    return value if ok else default
+
+
+def _int_list(value: Any, where: str) -> list[int] | None:
+    if value is None:
+        return None
+    # type(v) is int excludes bools; set(map(type, ...)) and min/max run at C speed
+    if not (
+        type(value) is list
+        and set(map(type, value)) <= {int}
+        and (not value or (_INT32_MIN <= min(value) and max(value) <= _INT32_MAX))
+    ):
+        raise CaptureError("bad-field", f"{where} must be a list of 32-bit integers")
+    return value
+
+
+def _opt_str(value: Any, where: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise CaptureError("bad-field", f"{where} must be a string or null, got {type(value).__name__}")
+
+
+# --------------------------------------------------------------------------- served: response
+
+
+def served_from_response(route: str, response: dict) -> tuple[str | None, list[dict] | None, str | None]:
+    """``(content, tool_calls, finish_reason)`` a client reads from a non-streaming response body.
+
+    ``chat.completions``: ``choices[0].message`` ``content`` and ``tool_calls`` (``index`` = position,
+    ``id``, ``function.name``, ``function.arguments``), ``choices[0].finish_reason``.
+    ``messages`` (Anthropic): ``text`` blocks joined, each ``tool_use`` block a call (``index`` =
+    position among tool_use blocks, ``arguments`` = ``input`` as JSON text), ``stop_reason``.
+    ``responses``: ``output_text`` parts of ``message`` items joined, each ``function_call`` item a
+    call (``id`` = ``call_id``), finish reason = ``status``.
+    Missing parts give None (tool_calls: None when the body has no call list, ``[]`` when empty);
+    values of the wrong type are read as missing. Never raises for a dict.
+    """
+    if route == "chat.completions":
+        choices = response.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        msg = choice.get("message")
+        msg = msg if isinstance(msg, dict) else {}
+        raw_calls = msg.get("tool_calls")
+        calls = None
+        if isinstance(raw_calls, list):
+            calls = []
+            for i, tc in enumerate(raw_calls):
+                if not isinstance(tc, dict):
+                    continue
+                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                calls.append(_call(i, tc.get("id"), fn.get("name"), fn.get("arguments")))
+        return _str_or_none(msg.get("content")), calls, _str_or_none(choice.get("finish_reason"))
+    if route == "messages":
+        blocks = response.get("content")
+        texts: list[str] = []
+        calls = []
+        if isinstance(blocks, list):
+            for b in blocks:
+                if not isinstance(b, dict):
+                    continue
+                if b.get("type") == "text" and isinstance(b.get("text"), str):
+                    texts.append(b["text"])
+                elif b.get("type") == "tool_use":
+                    calls.append(_call(len(calls), b.get("id"), b.get("name"), b.get("input")))
+        elif isinstance(blocks, str):
+            texts.append(blocks)
+        return ("".join(texts) if texts else None), calls, _str_or_none(response.get("stop_reason"))
+    # responses
+    texts = []
+    calls = []
+    output = response.get("output")
+    for item in output if isinstance(output, list) else ():
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message" and isinstance(item.get("content"), list):
+            for part in item["content"]:
+                if isinstance(part, dict) and part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+        elif item.get("type") == "function_call":
+            calls.append(_call(len(calls), item.get("call_id"), item.get("name"), item.get("arguments")))
+    return ("".join(texts) if texts else None), calls, _str_or_none(response.get("status"))
+
+
+# --------------------------------------------------------------------------- served: streams
+
+
+def assemble_chat_stream(chunks: list[dict]) -> tuple[str | None, list[dict] | None, str | None]:
+    """``(content, tool_calls, finish_reason)`` from ``chat.completion.chunk`` payloads, as the
+    OpenAI Python SDK accumulates deltas of choice 0 (``openai.lib.streaming.chat``).
+
+    ``content``: every ``delta.content`` string concatenated (None when none came).
+    ``tool_calls``: merged by ``delta.tool_calls[].index``: ``function.arguments`` fragments joined
+    in order, the first ``id`` and the first ``function.name`` kept (DESIGN.md "client assembly";
+    note the SDK's generic ``_accumulate_delta`` would concatenate a name sent twice), a call whose
+    entry has no ``index`` in ``[0, 2**31-1]`` is put at the next free index; sorted by index; None
+    when no chunk carried tool_calls; a non-string ``arguments`` fragment is added as JSON text. ``finish_reason``: the last non-null ``finish_reason``.
+    Chunks without choice 0 (usage chunks) are skipped. Never raises for a list of dicts.
+    """
+    parts: list[str] = []
+    calls: dict[int, dict] = {}
+    finish = None
+    saw_calls = False
+    for chunk in chunks:
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            continue
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                if isinstance(delta.get("content"), str):
+                    parts.append(delta["content"])
+                tcs = delta.get("tool_calls")
+                if isinstance(tcs, list):
+                    saw_calls = True
+                    for tc in tcs:
+                        if not isinstance(tc, dict):
+                            continue
+                        idx = _index(tc.get("index"), None)
+                        if idx is None:
+                            idx = max(calls, default=-1) + 1
+                        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                        acc = calls.setdefault(idx, {"index": idx, "id": None, "name": None, "arguments": None})
+                        if acc["id"] is None and isinstance(tc.get("id"), str):
+                            acc["id"] = tc["id"]
+                        if acc["name"] is None and isinstance(fn.get("name"), str):
+                            acc["name"] = fn["name"]
+                        frag = _json_text(fn.get("arguments"))
+                        if frag is not None:
+                            acc["arguments"] = (acc["arguments"] or "") + frag
+            if choice.get("finish_reason") is not None:
+                finish = _str_or_none(choice["finish_reason"])
+    tool_calls = [calls[i] for i in sorted(calls)] if saw_calls else None
+    return ("".join(parts) if parts else None), tool_calls, finish
+
+
+def assemble_messages_stream(events: list[dict]) -> tuple[str | None, list[dict] | None, str | None]:
+    """``(content, tool_calls, finish_reason)`` from Anthropic Messages stream events, as the
+    Anthropic SDK's ``MessageStream`` accumulates them.
+
+    Content blocks are keyed by ``index`` of ``content_block_start`` / ``content_block_delta``:
+    ``text_delta.text`` appended to text blocks, ``input_json_delta.partial_json`` joined per
+    ``tool_use`` block. ``content``: the text blocks concatenated in block order (None when there
+    is none); ``tool_calls``: the tool_use blocks in block order (``index`` = position among them,
+    ``id``, ``name`` from the block start, ``arguments`` = the joined partial JSON, or the start's
+    ``input`` as JSON text when no delta came); ``finish_reason``: the last non-null
+    ``stop_reason`` of ``message_start.message`` / ``message_delta.delta``. Never raises.
+    """
+    blocks: dict[int, dict] = {}
+    finish = None
+    for ev in events:
+        et = ev.get("type")
+        if et == "message_start" and isinstance(ev.get("message"), dict):
+            sr = ev["message"].get("stop_reason")
+            if sr is not None:
+                finish = _str_or_none(sr)
+        elif et == "content_block_start" and isinstance(ev.get("content_block"), dict):
+            cb = ev["content_block"]
+            idx = _index(ev.get("index"), max(blocks, default=-1) + 1)
+            blocks[idx] = {
+                "type": cb.get("type"),
+                "text": [cb["text"]] if isinstance(cb.get("text"), str) else [],
+                "id": cb.get("id"),
+                "name": cb.get("name"),
+                "input": cb.get("input"),
+                "json": None,
+            }
+        elif et == "content_block_delta" and isinstance(ev.get("delta"), dict):
+            d = ev["delta"]
+            idx = _index(ev.get("index"), None)
+            if idx is None:
+                continue
+            b = blocks.get(idx)
+            if b is None:
+                b = blocks[idx] = {"type": None, "text": [], "id": None, "name": None, "input": None, "json": None}
+            if d.get("type") == "text_delta" and isinstance(d.get("text"), str):
+                b["type"] = b["type"] or "text"
+                b["text"].append(d["text"])
+            elif d.get("type") == "input_json_delta" and isinstance(d.get("partial_json"), str):
+                b["type"] = b["type"] or "tool_use"
+                b["json"] = (b["json"] or "") + d["partial_json"]
+        elif et == "message_delta" and isinstance(ev.get("delta"), dict):
+            sr = ev["delta"].get("stop_reason")
+            if sr is not None:
+                finish = _str_or_none(sr)
+    texts: list[str] = []
+    calls: list[dict] = []
+    for idx in sorted(blocks):
+        b = blocks[idx]
+        if b["type"] == "text":
+            texts.extend(b["text"])
+        elif b["type"] == "tool_use":
+            args = b["json"] if b["json"] is not None else _json_text(b["input"])
+            calls.append(_call(len(calls), b["id"], b["name"], args))
+    return ("".join(texts) if texts else None), calls, finish
+
+
+def assemble_responses_stream(events: list[dict]) -> tuple[str | None, list[dict] | None, str | None]:
+    """``(content, tool_calls, finish_reason)`` from OpenAI Responses stream events (kept simple).
+
+    ``content``: every ``response.output_text.delta`` ``delta`` joined. ``tool_calls``: one per
+    ``function_call`` item of ``response.output_item.added`` (keyed by ``output_index``; ``id`` =
+    ``call_id``, ``name``), ``arguments`` = its ``response.function_call_arguments.delta`` deltas
+    joined (the item's own ``arguments`` when no delta came); in ``output_index`` order.
+    ``finish_reason``: ``status`` of the response in the last ``response.completed`` /
+    ``response.incomplete`` / ``response.failed`` event. Never raises.
+    """
+    texts: list[str] = []
+    items: dict[int, dict] = {}
+    finish = None
+    for ev in events:
+        et = ev.get("type")
+        if et == "response.output_text.delta" and isinstance(ev.get("delta"), str):
+            texts.append(ev["delta"])
+        elif et == "response.output_item.added" and isinstance(ev.get("item"), dict):
+            item = ev["item"]
+            if item.get("type") == "function_call":
+                items[_index(ev.get("output_index"), max(items, default=-1) + 1)] = {
+                    "id": item.get("call_id"), "name": item.get("name"),
+                    "init": item.get("arguments"), "args": None,
+                }
+        elif et == "response.function_call_arguments.delta" and isinstance(ev.get("delta"), str):
+            idx = _index(ev.get("output_index"), None)
+            if idx is None:
+                continue
+            it = items.setdefault(idx, {"id": None, "name": None, "init": None, "args": None})
+            it["args"] = (it["args"] or "") + ev["delta"]
+        elif et in ("response.completed", "response.incomplete", "response.failed") and isinstance(
+            ev.get("response"), dict
+        ):
+            finish = _str_or_none(ev["response"].get("status"))
+    calls = []
+    for k in sorted(items):
+        it = items[k]
+        args = it["args"] if it["args"] is not None else it["init"]
+        calls.append(_call(len(calls), it["id"], it["name"], args))
+    return ("".join(texts) if texts else None), calls, finish
+
+
+_ASSEMBLERS = {
+    "chat.completions": assemble_chat_stream,
+    "messages": assemble_messages_stream,
+    "responses": assemble_responses_stream,
+}
+
+
+def _stream_payloads(stream: Any) -> list[dict]:
+    """The payload objects of ``stream`` without ``[DONE]``; raises ``bad-field``."""
+    if not isinstance(stream, list):
+        raise CaptureError("bad-field", f"stream must be a list of SSE payloads, got {type(stream).__name__}")
+    out: list[dict] = []
+    for i, p in enumerate(stream):
+        if isinstance(p, str):
+            s = p.strip()
+            if s.startswith("data:"):
+                s = s[5:].strip()
+            if s == "[DONE]":
+                continue
+            try:
+                p = orjson.loads(s)
+            except orjson.JSONDecodeError as exc:
+                raise CaptureError("bad-field", f"stream[{i}] is a string but not JSON: {exc}") from None
+        if not isinstance(p, dict):
+            raise CaptureError("bad-field", f"stream[{i}] must be a JSON object, a string holding one, or '[DONE]'")
+        out.append(p)
+    return out
+
+
+# --------------------------------------------------------------------------- the line
+
+
+def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[dict]]:
+    """Turn one capture line into an ``exchanges`` row and its ``tools`` rows.
+
+    ``raw``: the line's bytes without the newline (a leading UTF-8 BOM is ignored);
+    ``source_file``: the file name written to ``source_file``; ``line_no``: 1-based line number.
+    Returns ``(exchange_row, tool_rows)``: dicts keyed by the column names of
+    :data:`replay.tables.EXCHANGES` and :data:`replay.tables.TOOLS`, with values of the columns'
+    types (every value fits the schema). Field rules: see the module docstring.
+
+    Raises :class:`CaptureError` with reason (one of :data:`REASONS`): ``not-utf8``, ``bad-json``,
+    ``not-object``, ``missing-request``, ``request-not-object``, ``tools-not-list``,
+    ``tool-not-object``, ``bad-field``. A blank line (whitespace only) is not a record: the caller
+    skips it; given one, this raises ``bad-json``.
+    """
+    if raw.startswith(_BOM):
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaptureError("not-utf8", f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
+    try:
+        rec = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise CaptureError("bad-json", str(exc)) from None
+    if not isinstance(rec, dict):
+        raise CaptureError("not-object", f"line is a JSON {type(rec).__name__}, not an object")
+    request = rec.get("request")
+    if request is None:
+        raise CaptureError("missing-request", "no 'request' object")
+    if not isinstance(request, dict):
+        raise CaptureError("request-not-object", f"'request' is a {type(request).__name__}, not an object")
+
+    route = rec.get("route")
+    if route not in ROUTES:
+        raise CaptureError("bad-field", f"route must be one of {', '.join(ROUTES)}; got {route!r:.60}")
+
+    rid = rec.get("id")
+    exchange_id = _number_text(rid) if rid is not None else None
+    if exchange_id is None:
+        exchange_id = f"{source_file}:{line_no}"
+
+    ts = rec.get("ts")
+    ts_text = _number_text(ts) if ts is not None else None
+    if ts is not None and ts_text is None:
+        raise CaptureError("bad-field", f"ts must be a string or a number, got {type(ts).__name__}")
+
+    model = rec.get("model")
+    if model is None:
+        model = _str_or_none(request.get("model"))
+    model = _opt_str(model, "model")
+
+    stream_flag = request.get("stream", False)
+    stream_flag = stream_flag if isinstance(stream_flag, bool) else None
+
+    msgs = request.get("messages")
+    if isinstance(msgs, list):
+        n_messages = len(msgs)
+    elif route == "responses" and isinstance(request.get("input"), list):
+        n_messages = len(request["input"])
+    elif route == "responses" and isinstance(request.get("input"), str):
+        n_messages = 1
+    else:
+        n_messages = None
+
+    tools = request.get("tools")
+    if tools is None:
+        tools = []
+    elif not isinstance(tools, list):
+        raise CaptureError("tools-not-list", f"request.tools is a {type(tools).__name__}, not an array")
+    tool_rows: list[dict] = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise CaptureError("tool-not-object", f"request.tools[{i}] is a {type(tool).__name__}, not an object")
+        tool_json = orjson.dumps(tool)
+        row = {"exchange_id": exchange_id, "tool_index": i}
+        # fast path: no b"null" anywhere in the JSON text means no null value
+        row.update(describe_tool(tool, scan_nulls=b"null" in tool_json))
+        row["tool_json"] = tool_json.decode()
+        tool_rows.append(row)
+
+    content = calls = finish = None
+    n_chunks = None
+    if rec.get("stream") is not None:
+        payloads = _stream_payloads(rec["stream"])
+        n_chunks = len(payloads)
+        content, calls, finish = _ASSEMBLERS[route](payloads)
+    elif rec.get("response") is not None:
+        response = rec["response"]
+        if not isinstance(response, dict):
+            raise CaptureError("bad-field", f"response must be an object, got {type(response).__name__}")
+        content, calls, finish = served_from_response(route, response)
+    if n_chunks is not None and n_chunks > _INT32_MAX:
+        raise CaptureError("bad-field", "stream has more than 2**31-1 payloads")
+
+    server = rec.get("server")
+    if server is None:
+        server = {}
+    elif not isinstance(server, dict):
+        raise CaptureError("bad-field", f"server must be an object, got {type(server).__name__}")
+    steps = server.get("steps")
+    if steps is not None and not (isinstance(steps, list) and all(isinstance(s, str) for s in steps)):
+        raise CaptureError("bad-field", "server.steps must be a list of strings")
+
+    row = {
+        "exchange_id": exchange_id,
+        "source_file": source_file,
+        "source_line": line_no,
+        "ts": ts_text,
+        "route": route,
+        "model": model,
+        "stream": stream_flag,
+        "request_json": orjson.dumps(request).decode(),
+        "n_messages": n_messages,
+        "n_tools": len(tools),
+        "served_content": content,
+        "served_tool_calls": calls,
+        "served_finish_reason": finish,
+        "served_chunks": n_chunks,
+        "server_prompt": _opt_str(server.get("prompt"), "server.prompt"),
+        "server_prompt_token_ids": _int_list(server.get("prompt_token_ids"), "server.prompt_token_ids"),
+        "server_output_text": _opt_str(server.get("output_text"), "server.output_text"),
+        "server_output_token_ids": _int_list(server.get("output_token_ids"), "server.output_token_ids"),
+        "server_steps": steps,
+    }
+    return row, tool_rows

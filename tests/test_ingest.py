@@ -1,0 +1,644 @@
+"""Capture ingest (replay/capture/): discovery, decompression, v1 lines, Parquet tables, accounting."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from replay.capture import IngestStats, discover, ingest
+from replay.capture.files import CorruptStream, TruncatedStream, open_lines
+from replay.capture.v1 import CaptureError, parse_line
+from replay.tables import EXCHANGES, INGEST_ERRORS, TOOLS
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "read",
+        "description": "Read a file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string", "default": None}}},
+    },
+}
+TOOL2 = {"type": "function", "function": {"name": "ls", "strict": None}}
+
+EX_RESPONSE = {
+    "id": "ex-1",
+    "ts": "2025-01-01T00:00:00Z",
+    "route": "chat.completions",
+    "model": "m1",
+    "request": {
+        "model": "m1",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [TOOL, TOOL2],
+    },
+    "response": {
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"path": "a"}'}}
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ]
+    },
+    "server": {
+        "prompt": "<s>hi",
+        "prompt_token_ids": [1, 2],
+        "output_text": "<tool>read</tool>",
+        "output_token_ids": [7, 8, 9],
+    },
+}
+
+
+def chunk(delta: dict, finish: str | None = None) -> dict:
+    return {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def tc(index: int, *, id: str | None = None, name: str | None = None, args: str | None = None) -> dict:
+    fn: dict = {}
+    if name is not None:
+        fn["name"] = name
+    if args is not None:
+        fn["arguments"] = args
+    out: dict = {"index": index, "function": fn}
+    if id is not None:
+        out["id"] = id
+        out["type"] = "function"
+    return out
+
+
+# two calls, arguments split over chunks, the second call's arguments end in the last chunk
+STREAM = [
+    chunk({"role": "assistant", "content": ""}),
+    chunk({"content": "Let me "}),
+    chunk({"content": "look."}),
+    chunk({"tool_calls": [tc(0, id="call_a", name="read", args="")]}),
+    chunk({"tool_calls": [tc(0, args='{"pa')]}),
+    orjson.dumps(chunk({"tool_calls": [tc(0, args='th": "a.txt"}')]})).decode(),  # a string holding JSON
+    chunk({"tool_calls": [tc(1, id="call_b", name="ls", args='{"dir"')]}),
+    chunk({"tool_calls": [tc(1, name="ls_again", args=': "/tmp"}')]}, finish="tool_calls"),
+    {"object": "chat.completion.chunk", "choices": [], "usage": {"total_tokens": 5}},
+    "[DONE]",
+]
+
+EX_STREAM = {
+    "id": 42,
+    "ts": 1700000000,
+    "route": "chat.completions",
+    "request": {"model": "m2", "stream": True, "messages": [{"role": "user", "content": "x"}], "tools": [TOOL]},
+    "stream": STREAM,
+    "server": {"steps": ["Let me ", "look.", "<tool>"]},
+}
+
+EXPECTED_STREAM_CALLS = [
+    {"index": 0, "id": "call_a", "name": "read", "arguments": '{"path": "a.txt"}'},
+    {"index": 1, "id": "call_b", "name": "ls", "arguments": '{"dir": "/tmp"}'},
+]
+
+
+def jl(*records) -> bytes:
+    return b"".join((r if isinstance(r, bytes) else orjson.dumps(r)) + b"\n" for r in records)
+
+
+def read(out: Path, name: str) -> list[dict]:
+    return pq.read_table(out / f"{name}.parquet").to_pylist()
+
+
+def check_accounting(stats: IngestStats, out: Path) -> None:
+    assert stats.lines - stats.blank_lines == stats.exchanges + stats.errors
+    assert stats.exchanges == len(read(out, "exchanges"))
+    assert stats.errors == len(read(out, "ingest_errors"))
+    assert stats.tools == len(read(out, "tools"))
+    assert sum(stats.errors_by_reason.values()) == stats.errors
+
+
+def expected_rows(source: str) -> list[dict]:
+    return [
+        {
+            "exchange_id": "ex-1",
+            "source_file": source,
+            "source_line": 1,
+            "ts": "2025-01-01T00:00:00Z",
+            "route": "chat.completions",
+            "model": "m1",
+            "stream": False,
+            "request_json": orjson.dumps(EX_RESPONSE["request"]).decode(),
+            "n_messages": 1,
+            "n_tools": 2,
+            "served_content": None,
+            "served_tool_calls": [{"index": 0, "id": "c1", "name": "read", "arguments": '{"path": "a"}'}],
+            "served_finish_reason": "tool_calls",
+            "served_chunks": None,
+            "server_prompt": "<s>hi",
+            "server_prompt_token_ids": [1, 2],
+            "server_output_text": "<tool>read</tool>",
+            "server_output_token_ids": [7, 8, 9],
+            "server_steps": None,
+        },
+        {
+            "exchange_id": "42",
+            "source_file": source,
+            "source_line": 3,  # line 2 is blank
+            "ts": "1700000000",
+            "route": "chat.completions",
+            "model": "m2",
+            "stream": True,
+            "request_json": orjson.dumps(EX_STREAM["request"]).decode(),
+            "n_messages": 1,
+            "n_tools": 1,
+            "served_content": "Let me look.",
+            "served_tool_calls": EXPECTED_STREAM_CALLS,
+            "served_finish_reason": "tool_calls",
+            "served_chunks": 9,
+            "server_prompt": None,
+            "server_prompt_token_ids": None,
+            "server_output_text": None,
+            "server_output_token_ids": None,
+            "server_steps": ["Let me ", "look.", "<tool>"],
+        },
+    ]
+
+
+def expected_tools() -> list[dict]:
+    return [
+        {
+            "exchange_id": "ex-1",
+            "tool_index": 0,
+            "type": "function",
+            "name": "read",
+            "has_description": True,
+            "has_parameters": True,
+            "has_strict": False,
+            "strict": None,
+            "client_null_paths": ["$.function.parameters.properties.path.default"],
+            "tool_json": orjson.dumps(TOOL).decode(),
+        },
+        {
+            "exchange_id": "ex-1",
+            "tool_index": 1,
+            "type": "function",
+            "name": "ls",
+            "has_description": False,
+            "has_parameters": False,
+            "has_strict": True,
+            "strict": None,
+            "client_null_paths": ["$.function.strict"],
+            "tool_json": orjson.dumps(TOOL2).decode(),
+        },
+        {
+            "exchange_id": "42",
+            "tool_index": 0,
+            "type": "function",
+            "name": "read",
+            "has_description": True,
+            "has_parameters": True,
+            "has_strict": False,
+            "strict": None,
+            "client_null_paths": ["$.function.parameters.properties.path.default"],
+            "tool_json": orjson.dumps(TOOL).decode(),
+        },
+    ]
+
+
+GOOD = jl(EX_RESPONSE, b"   ", EX_STREAM)
+
+
+@pytest.mark.parametrize(
+    "name, encode",
+    [
+        ("cap.jsonl", lambda b: b),
+        ("cap.jsonl.zst", lambda b: zstandard.ZstdCompressor().compress(b)),
+        ("cap.jsonl.gz", gzip.compress),
+        ("misnamed.jsonl", lambda b: zstandard.ZstdCompressor().compress(b)),  # zstd under a plain name
+        ("misnamed.jsonl.zst", gzip.compress),  # gzip under a zstd name
+    ],
+)
+def test_ingest_exact_rows(tmp_path: Path, name: str, encode) -> None:
+    src = tmp_path / name
+    src.write_bytes(encode(GOOD))
+    out = tmp_path / "run"
+    seen: list[int] = []
+    stats = ingest([src], out, progress=seen.append)
+    assert read(out, "exchanges") == expected_rows(str(src))
+    assert read(out, "tools") == expected_tools()
+    assert read(out, "ingest_errors") == []
+    assert (stats.files, stats.lines, stats.blank_lines, stats.exchanges, stats.errors, stats.tools) == (1, 3, 1, 2, 0, 3)
+    assert stats.bytes_read == sum(seen) == src.stat().st_size
+    assert stats.errors_by_reason == {}
+    assert str(stats) == "3 lines: 2 exchanges, 0 errors"
+    check_accounting(stats, out)
+    for table, schema in (("exchanges", EXCHANGES), ("tools", TOOLS), ("ingest_errors", INGEST_ERRORS)):
+        assert pq.read_schema(out / f"{table}.parquet").remove_metadata() == schema
+
+
+def test_bad_lines_each_give_an_error_row(tmp_path: Path) -> None:
+    lines = [
+        b'{"id": "a", "route": "chat.completions", "request": {',  # 1 malformed JSON
+        b"[1, 2]",  # 2 not an object
+        b'{"id": "b", "route": "chat.completions"}',  # 3 missing request
+        b'{"route": "chat.completions", "request": "hi"}',  # 4 request not an object
+        b'{"route": "chat.completions", "request": {"tools": {"name": "x"}}}',  # 5 tools not a list
+        b"",  # 6 blank
+        b'{"route": "chat.completions", "request": {"tools": [3]}}',  # 7 tool not an object
+        b'{"route": "chat.completions", "request": {"m": "caf\xe9"}}',  # 8 latin-1 byte: not UTF-8
+        b'{"route": "completions", "request": {}}',  # 9 bad route
+        b'{"route": "messages", "request": {}, "server": {"steps": ["a", 1]}}',  # 10 bad steps
+        b'{"route": "messages", "request": {}, "server": {"prompt_token_ids": [1, 4294967296]}}',  # 11 > int32
+        b'{"route": "messages", "request": {}, "stream": ["not json"]}',  # 12 bad stream payload
+        b'{"route": "messages", "request": {}}',  # 13 fine: exchange "<file>:13"
+        b"NaN",  # 14 not JSON per RFC 8259
+    ]
+    src = tmp_path / "bad.jsonl"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    errors = read(out, "ingest_errors")
+    got = [(e["source_file"], e["source_line"], e["reason"]) for e in errors]
+    f = str(src)
+    assert got == [
+        (f, 1, "bad-json"),
+        (f, 2, "not-object"),
+        (f, 3, "missing-request"),
+        (f, 4, "request-not-object"),
+        (f, 5, "tools-not-list"),
+        (f, 7, "tool-not-object"),
+        (f, 8, "not-utf8"),
+        (f, 9, "bad-field"),
+        (f, 10, "bad-field"),
+        (f, 11, "bad-field"),
+        (f, 12, "bad-field"),
+        (f, 14, "bad-json"),
+    ]
+    offsets = [sum(len(x) + 1 for x in lines[: i - 1]) for _, i, _ in got]
+    assert [e["byte_offset"] for e in errors] == offsets
+    assert errors[0]["excerpt"] == lines[0].decode()
+    assert errors[6]["excerpt"] == '{"route": "chat.completions", "request": {"m": "caf\ufffd"}}'
+    assert all(e["detail"] for e in errors)
+    ex = read(out, "exchanges")
+    assert [(r["exchange_id"], r["source_line"], r["route"]) for r in ex] == [(f"{f}:13", 13, "messages")]
+    assert (stats.lines, stats.blank_lines, stats.exchanges, stats.errors) == (14, 1, 1, 12)
+    assert stats.errors_by_reason == {
+        "bad-field": 4,
+        "bad-json": 2,
+        "missing-request": 1,
+        "not-object": 1,
+        "not-utf8": 1,
+        "request-not-object": 1,
+        "tool-not-object": 1,
+        "tools-not-list": 1,
+    }
+    check_accounting(stats, out)
+
+
+def test_excerpt_is_at_most_120_chars(tmp_path: Path) -> None:
+    src = tmp_path / "long-bad.jsonl"
+    src.write_bytes(b'{"x": "' + "é".encode() * 1000 + b"\n")
+    out = tmp_path / "run"
+    ingest(src, out)
+    (err,) = read(out, "ingest_errors")
+    assert err["reason"] == "bad-json" and err["excerpt"] == '{"x": "' + "é" * 113
+
+
+def many_lines(n: int) -> list[bytes]:
+    return [
+        orjson.dumps({"id": f"r{i}", "route": "chat.completions", "request": {"messages": [], "pad": "x" * (i % 97)}})
+        for i in range(n)
+    ]
+
+
+def test_truncated_zst(tmp_path: Path) -> None:
+    lines = many_lines(20000)
+    data = b"".join(x + b"\n" for x in lines)
+    comp = zstandard.ZstdCompressor(level=1).compress(data)
+    src = tmp_path / "cut.jsonl.zst"
+    src.write_bytes(comp[:-7])  # cut the end of the (only) frame
+    # the reader yields the complete lines decoded before the cut, then raises
+    got = []
+    with pytest.raises(TruncatedStream) as fault:
+        for line_no, offset, raw in open_lines(src):
+            got.append((line_no, offset, raw))
+    n = len(got)
+    assert 0 < n < len(lines)
+    assert [g[2] for g in got] == lines[:n]
+    assert fault.value.line_no == n + 1
+    assert fault.value.byte_offset == sum(len(x) + 1 for x in lines[:n])
+    assert lines[n].startswith(fault.value.partial)
+
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    errors = read(out, "ingest_errors")
+    assert [(e["source_file"], e["source_line"], e["reason"]) for e in errors] == [(str(src), n + 1, "truncated-stream")]
+    assert errors[0]["byte_offset"] == fault.value.byte_offset
+    assert [r["exchange_id"] for r in read(out, "exchanges")] == [f"r{i}" for i in range(n)]
+    # accounting: the fault row stands for the line at which reading stopped, and counts as one line
+    assert (stats.lines, stats.exchanges, stats.errors) == (n + 1, n, 1)
+    assert stats.errors_by_reason == {"truncated-stream": 1}
+    check_accounting(stats, out)
+
+
+def test_truncated_zst_second_frame(tmp_path: Path) -> None:
+    c = zstandard.ZstdCompressor()
+    a, b = many_lines(2)
+    src = tmp_path / "frames.jsonl.zst"
+    src.write_bytes(c.compress(a + b"\n") + c.compress(b + b"\n")[:-3])
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    assert [r["exchange_id"] for r in read(out, "exchanges")] == ["r0"]
+    assert [(e["source_line"], e["reason"]) for e in read(out, "ingest_errors")] == [(2, "truncated-stream")]
+    check_accounting(stats, out)
+
+
+def test_multi_frame_zst_and_multi_member_gz(tmp_path: Path) -> None:
+    lines = many_lines(3)
+    c = zstandard.ZstdCompressor()
+    (tmp_path / "a.jsonl.zst").write_bytes(c.compress(lines[0] + b"\n" + lines[1][:10]) + c.compress(lines[1][10:] + b"\n" + lines[2]))
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(lines[0] + b"\n") + gzip.compress(lines[1] + b"\n" + lines[2] + b"\n") + b"\0\0\0")
+    for name in ("a.jsonl.zst", "b.jsonl.gz"):
+        assert [raw for _, _, raw in open_lines(tmp_path / name)] == lines
+
+
+def test_truncated_gz(tmp_path: Path) -> None:
+    lines = many_lines(20000)
+    comp = gzip.compress(b"".join(x + b"\n" for x in lines))
+    src = tmp_path / "cut.jsonl.gz"
+    src.write_bytes(comp[: len(comp) // 2])
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    ex = read(out, "exchanges")
+    n = len(ex)
+    assert 0 < n < len(lines)
+    assert [r["exchange_id"] for r in ex] == [f"r{i}" for i in range(n)]
+    errors = read(out, "ingest_errors")
+    assert [(e["source_line"], e["reason"]) for e in errors] == [(n + 1, "truncated-stream")]
+    assert (stats.lines, stats.exchanges, stats.errors) == (n + 1, n, 1)
+    check_accounting(stats, out)
+
+
+def test_corrupt_gz_and_zst(tmp_path: Path) -> None:
+    lines = many_lines(5000)
+    data = b"".join(x + b"\n" for x in lines)
+    gz = bytearray(gzip.compress(data))
+    gz[len(gz) // 2 : len(gz) // 2 + 64] = b"\xff" * 64
+    zs = bytearray(zstandard.ZstdCompressor(write_checksum=True).compress(data))
+    zs[len(zs) // 2 : len(zs) // 2 + 64] = b"\x00" * 64
+    (tmp_path / "c.jsonl.gz").write_bytes(bytes(gz))
+    (tmp_path / "c.jsonl.zst").write_bytes(bytes(zs))
+    (tmp_path / "g.jsonl.gz").write_bytes(gzip.compress(data[:200]) + b"garbage")
+    for name in ("c.jsonl.gz", "c.jsonl.zst", "g.jsonl.gz"):
+        with pytest.raises(CorruptStream):
+            for _ in open_lines(tmp_path / name):
+                pass
+    out = tmp_path / "run"
+    stats = ingest(tmp_path, out)
+    reasons = [(Path(e["source_file"]).name, e["reason"]) for e in read(out, "ingest_errors")]
+    # a corrupt block may decode to garbage before the decoder notices (zstd and gzip check their checksums at
+    # the end of the frame): such lines give their own rows (bad-json, not-utf8 ...) before the fault
+    faults = [r for r in reasons if r[1] == "corrupt-stream"]
+    assert faults == [("c.jsonl.gz", "corrupt-stream"), ("c.jsonl.zst", "corrupt-stream"), ("g.jsonl.gz", "corrupt-stream")]
+    assert {r[0] for r in reasons if r[1] != "corrupt-stream"} <= {"c.jsonl.zst", "c.jsonl.gz"}
+    assert stats.errors_by_reason["corrupt-stream"] == 3
+    check_accounting(stats, out)
+
+
+def test_empty_file_writes_empty_tables(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "empty.jsonl.gz").write_bytes(gzip.compress(b""))
+    (tmp_path / "empty.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(b""))
+    out = tmp_path / "run"
+    stats = ingest(tmp_path, out)
+    assert (stats.files, stats.lines, stats.exchanges, stats.errors, stats.tools) == (3, 0, 0, 0, 0)
+    assert str(stats) == "0 lines: 0 exchanges, 0 errors"
+    for table, schema in (("exchanges", EXCHANGES), ("tools", TOOLS), ("ingest_errors", INGEST_ERRORS)):
+        t = pq.read_table(out / f"{table}.parquet")
+        assert t.num_rows == 0 and t.schema.remove_metadata() == schema
+
+
+def test_final_line_without_newline(tmp_path: Path) -> None:
+    src = tmp_path / "nonl.jsonl"
+    src.write_bytes(jl(EX_RESPONSE) + orjson.dumps({**EX_RESPONSE, "id": "last"}))
+    assert [(n, o) for n, o, _ in open_lines(src)] == [(1, 0), (2, len(jl(EX_RESPONSE)))]
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    assert [(r["exchange_id"], r["source_line"]) for r in read(out, "exchanges")] == [("ex-1", 1), ("last", 2)]
+    assert (stats.lines, stats.exchanges, stats.errors) == (2, 2, 0)
+
+
+def test_crlf_lines(tmp_path: Path) -> None:
+    src = tmp_path / "crlf.jsonl"
+    src.write_bytes(orjson.dumps(EX_RESPONSE) + b"\r\n\r\n" + orjson.dumps(EX_STREAM) + b"\r\n")
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    assert (stats.lines, stats.blank_lines, stats.exchanges, stats.errors) == (3, 1, 2, 0)
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "jsonl.zst"])
+def test_5mb_line(tmp_path: Path, suffix: str) -> None:
+    big = "y" * (5 * 1024 * 1024)
+    rec = {"id": "big", "route": "chat.completions", "request": {"messages": [{"role": "user", "content": big}]}}
+    data = jl(EX_RESPONSE, rec, EX_STREAM)
+    src = tmp_path / f"big.{suffix}"
+    src.write_bytes(data if suffix == "jsonl" else zstandard.ZstdCompressor().compress(data))
+    # small blocks: the line spans many reads
+    got = list(open_lines(src, block_size=4096))
+    assert [len(raw) for _, _, raw in got] == [len(orjson.dumps(x)) for x in (EX_RESPONSE, rec, EX_STREAM)]
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    ex = read(out, "exchanges")
+    assert [r["exchange_id"] for r in ex] == ["ex-1", "big", "42"]
+    assert orjson.loads(ex[1]["request_json"])["messages"][0]["content"] == big
+    assert (stats.lines, stats.exchanges, stats.errors) == (3, 3, 0)
+
+
+def test_stream_assembly_exact_calls() -> None:
+    row, _ = parse_line(orjson.dumps(EX_STREAM), "f.jsonl", 1)
+    assert row["served_tool_calls"] == EXPECTED_STREAM_CALLS
+    assert (row["served_content"], row["served_finish_reason"], row["served_chunks"]) == ("Let me look.", "tool_calls", 9)
+
+
+def test_stream_calls_interleaved_and_in_last_chunk() -> None:
+    stream = [
+        chunk({"tool_calls": [tc(0, id="a", name="f", args='{"x":'), tc(1, id="b", name="g", args="")]}),
+        chunk({"tool_calls": [tc(1, args='{"y":')]}),
+        chunk({"tool_calls": [tc(0, args=" 1}")]}),
+        chunk({"tool_calls": [tc(1, args=" 2}")]}, finish="tool_calls"),  # the call ends in the last chunk
+        chunk({}, finish=None),
+    ]
+    rec = {"route": "chat.completions", "request": {"stream": True}, "stream": stream}
+    row, _ = parse_line(orjson.dumps(rec), "f.jsonl", 5)
+    assert row["served_tool_calls"] == [
+        {"index": 0, "id": "a", "name": "f", "arguments": '{"x": 1}'},
+        {"index": 1, "id": "b", "name": "g", "arguments": '{"y": 2}'},
+    ]
+    assert row["served_content"] is None and row["served_finish_reason"] == "tool_calls"
+    assert row["served_chunks"] == 5 and row["exchange_id"] == "f.jsonl:5"
+    # no tool_calls in any chunk: None (not an empty list)
+    row, _ = parse_line(orjson.dumps({**rec, "stream": [chunk({"content": "hi"}, "stop"), "[DONE]"]}), "f", 1)
+    assert (row["served_content"], row["served_tool_calls"], row["served_finish_reason"], row["served_chunks"]) == (
+        "hi",
+        None,
+        "stop",
+        1,
+    )
+
+
+def test_messages_stream_assembly() -> None:
+    events = [
+        {"type": "message_start", "message": {"content": [], "stop_reason": None}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "lo"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "tu1", "name": "f", "input": {}}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"a"'}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ": 1}"}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "tu2", "name": "g", "input": {}}},
+        {"type": "content_block_stop", "index": 2},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+        {"type": "message_stop"},
+    ]
+    rec = {"route": "messages", "request": {"messages": [{}, {}], "tools": [{"name": "f", "input_schema": {}}]}, "stream": events}
+    row, tools = parse_line(orjson.dumps(rec), "f", 1)
+    assert row["served_content"] == "Hello"
+    assert row["served_tool_calls"] == [
+        {"index": 0, "id": "tu1", "name": "f", "arguments": '{"a": 1}'},
+        {"index": 1, "id": "tu2", "name": "g", "arguments": "{}"},
+    ]
+    assert (row["served_finish_reason"], row["served_chunks"], row["n_messages"]) == ("tool_use", 13, 2)
+    assert (tools[0]["type"], tools[0]["name"], tools[0]["has_parameters"]) == (None, "f", True)
+    # non-streaming Messages body
+    resp = {"content": [{"type": "text", "text": "ok"}, {"type": "tool_use", "id": "t", "name": "f", "input": {"a": 1}}], "stop_reason": "tool_use"}
+    row, _ = parse_line(orjson.dumps({"route": "messages", "request": {}, "response": resp}), "f", 1)
+    assert (row["served_content"], row["served_tool_calls"], row["served_finish_reason"]) == (
+        "ok",
+        [{"index": 0, "id": "t", "name": "f", "arguments": '{"a":1}'}],
+        "tool_use",
+    )
+
+
+def test_responses_route() -> None:
+    events = [
+        {"type": "response.output_text.delta", "output_index": 0, "delta": "Hi"},
+        {"type": "response.output_item.added", "output_index": 1, "item": {"type": "function_call", "call_id": "fc1", "name": "f", "arguments": ""}},
+        {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": '{"q":'},
+        {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": '"x"}'},
+        {"type": "response.completed", "response": {"status": "completed"}},
+    ]
+    rec = {"route": "responses", "request": {"input": "hello", "tools": [{"type": "function", "name": "f", "parameters": {}}]}, "stream": events}
+    row, tools = parse_line(orjson.dumps(rec), "f", 1)
+    assert (row["served_content"], row["served_tool_calls"], row["served_finish_reason"], row["n_messages"]) == (
+        "Hi",
+        [{"index": 0, "id": "fc1", "name": "f", "arguments": '{"q":"x"}'}],
+        "completed",
+        1,
+    )
+    assert tools[0]["name"] == "f"
+    resp = {"status": "completed", "output": [
+        {"type": "message", "content": [{"type": "output_text", "text": "a"}]},
+        {"type": "function_call", "call_id": "c", "name": "g", "arguments": "{}"},
+    ]}
+    row, _ = parse_line(orjson.dumps({"route": "responses", "request": {}, "response": resp}), "f", 1)
+    assert (row["served_content"], row["served_tool_calls"]) == ("a", [{"index": 0, "id": "c", "name": "g", "arguments": "{}"}])
+
+
+def test_parse_line_errors_and_ids() -> None:
+    with pytest.raises(CaptureError) as err:
+        parse_line(b"\xff{}", "f", 1)
+    assert err.value.reason == "not-utf8"
+    row, _ = parse_line(b'\xef\xbb\xbf{"route": "messages", "request": {}, "id": true}', "f", 9)
+    assert row["exchange_id"] == "f:9"  # a bool id is not an id; the BOM is ignored
+    row, _ = parse_line(b'{"route": "messages", "request": {"stream": "yes"}, "id": 1.5, "ts": 1.25}', "f", 9)
+    assert (row["exchange_id"], row["ts"], row["stream"]) == ("1.5", "1.25", None)
+
+
+def test_duplicate_ids_are_kept_distinct(tmp_path: Path) -> None:
+    src = tmp_path / "dup.jsonl"
+    src.write_bytes(jl(EX_RESPONSE, EX_RESPONSE, EX_RESPONSE))
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    # every line is kept, and exchange_id stays a key: a repeated id gets "@<file>:<line>"
+    assert [(r["exchange_id"], r["source_line"]) for r in read(out, "exchanges")] == [
+        ("ex-1", 1),
+        (f"ex-1@{src}:2", 2),
+        (f"ex-1@{src}:3", 3),
+    ]
+    assert stats.duplicate_ids == 2
+    tools = read(out, "tools")
+    assert len(tools) == 6 and {t["exchange_id"] for t in tools} == {"ex-1", f"ex-1@{src}:2", f"ex-1@{src}:3"}
+
+
+def test_small_batches_and_many_files(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(jl(*[{**EX_RESPONSE, "id": f"a{i}"} for i in range(7)]) + b"oops\n")
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(jl(*[{**EX_STREAM, "id": f"b{i}"} for i in range(5)])))
+    out = tmp_path / "run"
+    stats = ingest(tmp_path, out, batch_rows=2)
+    assert [r["exchange_id"] for r in read(out, "exchanges")] == [f"a{i}" for i in range(7)] + [f"b{i}" for i in range(5)]
+    assert pq.ParquetFile(out / "exchanges.parquet").metadata.num_row_groups > 1
+    assert (stats.files, stats.lines, stats.exchanges, stats.errors, stats.tools) == (2, 13, 12, 1, 7 * 2 + 5)
+    check_accounting(stats, out)
+
+
+def test_discover(tmp_path: Path) -> None:
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / ".hidden").mkdir()
+    for name in ("d/b.jsonl", "d/a.jsonl.zst", "d/sub/c.ndjson.gz", "d/sub/e.json", "d/.h.jsonl",
+                 "d/.hidden/x.jsonl", "d/notes.txt", "d/f.JSONL", "odd.bin"):
+        (tmp_path / name).write_bytes(b"")
+    d = tmp_path / "d"
+    assert discover(d) == [d / "a.jsonl.zst", d / "b.jsonl", d / "f.JSONL", d / "sub" / "c.ndjson.gz", d / "sub" / "e.json"]
+    # a file named directly is taken whatever its name; duplicates removed
+    assert discover([tmp_path / "odd.bin", d / "b.jsonl", str(d / "b.jsonl")]) == [d / "b.jsonl", tmp_path / "odd.bin"]
+    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+        discover([d, tmp_path / "nope.jsonl"])
+    with pytest.raises(FileNotFoundError):
+        ingest(tmp_path / "nope.jsonl", tmp_path / "run")
+
+
+def test_unexpected_faults_do_not_stop_the_run(tmp_path: Path, monkeypatch) -> None:
+    import sys
+
+    # `replay.capture.ingest` as an attribute is the re-exported function; the module is in sys.modules
+    ing = sys.modules["replay.capture.ingest"]
+
+    def fake_parse(raw: bytes, source_file: str, line_no: int):
+        if line_no == 1:
+            raise RuntimeError("parser bug")
+        row, tools = parse_line(raw, source_file, line_no)
+        if line_no == 2:
+            row["n_tools"] = 2**40  # does not fit int32: caught when the batch is built
+        return row, tools
+
+    monkeypatch.setattr(ing, "parse_line", fake_parse)
+    src = tmp_path / "x.jsonl"
+    src.write_bytes(jl(*[{**EX_RESPONSE, "id": f"e{i}"} for i in range(4)]))
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    assert [(e["source_line"], e["reason"]) for e in read(out, "ingest_errors")] == [(1, "internal-error"), (2, "bad-field")]
+    assert [r["exchange_id"] for r in read(out, "exchanges")] == ["e2", "e3"]
+    assert stats.tools == 4  # the rejected exchange's tool rows are dropped with it
+    check_accounting(stats, out)
+
+
+def test_decompression_output_is_bounded(tmp_path: Path) -> None:
+    """1 KiB of zstd can expand to many MB: the reader must not materialize it in one piece."""
+    from replay.capture.files import _Decoder
+
+    data = (b"a" * 1000 + b"\n") * 100_000  # 100 MB, compresses ~10000:1
+    comp = zstandard.ZstdCompressor().compress(data)
+    dec = _Decoder("zstd")
+    sizes = [len(piece) for piece in dec.feed(comp)]
+    assert sum(sizes) == len(data) and dec.finished()
+    assert max(sizes) <= 32 << 20
+    gz = gzip.compress(data)
+    dec = _Decoder("gzip")
+    sizes = [len(piece) for piece in dec.feed(gz)]
+    assert sum(sizes) == len(data) and max(sizes) <= 32 << 20
