@@ -1,0 +1,121 @@
+"""The whole job as one library call: ingest, render, re-stream, count, report.
+
+``replay audit`` is a thin layer over :func:`audit`; a user can call it from Python the same way::
+
+    from replay.audit import audit
+    from replay.pipeline import AuditConfig
+    result = audit(["captures/"], "runs/pr-123", AuditConfig())
+    print(result.report_path.read_text())
+
+A run folder holds the Parquet tables, ``run.json`` (options, versions, inputs, ingest statistics,
+seconds per stage) and ``report.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, ContextManager
+
+from replay.capture import discover, ingest
+from replay.pipeline import AuditConfig, count_exchanges, run_render, run_stream, validate_specs
+from replay.report import markdown_report
+from replay.sql import connect
+
+#: ``stage(name, total) -> context manager yielding advance(n)``; how a caller shows progress.
+StageFn = Callable[[str, int | None], ContextManager[Callable[[int], None]]]
+
+
+def _no_progress(name: str, total: int | None) -> ContextManager[Callable[[int], None]]:
+    return nullcontext(lambda n: None)
+
+
+def versions() -> dict[str, str]:
+    """Versions of replay and the libraries whose behaviour the numbers depend on."""
+    out = {"python": platform.python_version()}
+    for dist in ("replay-audit", "transformers", "tokenizers", "jinja2", "duckdb", "pyarrow", "orjson"):
+        try:
+            out["replay" if dist == "replay-audit" else dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+@dataclass
+class AuditResult:
+    """What :func:`audit` returns: the run folder, its metadata (``run.json``), the report's path."""
+
+    run_dir: Path
+    meta: dict[str, Any]
+    report_path: Path
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
+    """Write ``run.json`` (UTF-8, indented)."""
+    (Path(run_dir) / "run.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    """Read ``run.json``; an empty dict when the run has none (a run made by ``replay ingest`` alone)."""
+    p = Path(run_dir) / "run.json"
+    return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
+
+
+def write_report(run_dir: Path, meta: dict[str, Any]) -> Path:
+    """(Re)write ``report.md`` from the run's tables; returns its path."""
+    con = connect(run_dir)
+    path = Path(run_dir) / "report.md"
+    path.write_text(markdown_report(con, meta), encoding="utf-8")
+    con.close()
+    return path
+
+
+def audit(paths: list[str | Path], out: str | Path, cfg: AuditConfig, stage: StageFn = _no_progress) -> AuditResult:
+    """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
+
+    ``cfg``: the sides and chunkings (:class:`replay.pipeline.AuditConfig`). ``stage``: optional
+    progress callback (see :data:`StageFn`). Returns an :class:`AuditResult`.
+    Raises FileNotFoundError for a missing input path and ValueError for a bad serializer or parser
+    spec, before anything is written; faults in the data itself never raise (they are rows).
+    """
+    run_dir = Path(out)
+    validate_specs(cfg)
+    files = discover(paths)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    seconds: dict[str, float] = {}
+    meta: dict[str, Any] = {
+        "options": cfg.options,
+        "versions": versions(),
+        "inputs": [{"path": str(f), "bytes": f.stat().st_size} for f in files],
+    }
+
+    t0 = time.perf_counter()
+    with stage("ingest", sum(f.stat().st_size for f in files)) as advance:
+        stats = ingest(files, run_dir, progress=advance)
+    seconds["ingest"] = time.perf_counter() - t0
+    meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
+
+    n = count_exchanges(run_dir)
+    t0 = time.perf_counter()
+    with stage("render", n) as advance:
+        run_render(run_dir, cfg, progress=advance)
+    seconds["render"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    with stage("re-stream", n) as advance:
+        run_stream(run_dir, cfg, progress=advance)
+    seconds["stream"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    meta["seconds"] = seconds
+    report = write_report(run_dir, meta)
+    seconds["report"] = time.perf_counter() - t0
+    write_meta(run_dir, meta)
+    return AuditResult(run_dir=run_dir, meta=meta, report_path=report, seconds=seconds)

@@ -1,0 +1,389 @@
+"""The ``replay`` command line: options in, one library call, output out.
+
+Every command is a thin layer over the library (:mod:`replay.audit`, :mod:`replay.capture`,
+:mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query or
+spec error, 2 bad usage (typer's).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Callable, Iterator, Optional
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+import orjson  # noqa: E402
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
+
+from replay import __version__  # noqa: E402
+
+app = typer.Typer(
+    name="replay",
+    help="Replay captured LLM serving traffic through old and new tool serializers, chat templates and "
+    "tool parsers, and count what differs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+# --- shared options -------------------------------------------------------------------------------
+RunOpt = Annotated[Path, typer.Option("--run", help="Run folder (made by `replay audit` or `replay ingest`).")]
+OldSer = Annotated[str, typer.Option(help="Tool serializer of the old side: built-in name or module:attr / file.py:attr.")]
+NewSer = Annotated[str, typer.Option(help="Tool serializer of the new side.")]
+RefSer = Annotated[str, typer.Option(help="Tool serializer of the reference side.")]
+TemplateOpt = Annotated[
+    Optional[Path], typer.Option("--chat-template", help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer.")
+]
+TokenizerOpt = Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder holding one) for token counts and the `token` chunking.")]
+ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser family for every exchange (default: from the model name).")]
+OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
+NewParser = Annotated[Optional[str], typer.Option(help="Tool parser of the new side (default: the family's).")]
+ChunkingsOpt = Annotated[
+    Optional[str],
+    typer.Option(help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
+]
+
+
+def _fail(msg: str, code: int = 1) -> None:
+    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _config(
+    old_serializer: str,
+    new_serializer: str,
+    reference_serializer: str,
+    chat_template: Optional[Path],
+    tokenizer: Optional[Path],
+    parser: Optional[str],
+    old_parser: Optional[str],
+    new_parser: Optional[str],
+    chunkings: Optional[str],
+) -> Any:
+    from replay.pipeline import AuditConfig
+    from replay.render import ChatTemplateRenderer, JsonToolsRenderer, load_tokenizer
+    from replay.render.chat_template import special_tokens_from
+    from replay.stream import CHUNKINGS_DEFAULT
+
+    tok = None
+    if tokenizer is not None:
+        try:
+            tok = load_tokenizer(tokenizer)
+        except Exception as exc:
+            _fail(f"--tokenizer {tokenizer}: {exc}")
+    if chat_template is not None:
+        try:
+            renderer = ChatTemplateRenderer.from_file(chat_template, special_tokens=special_tokens_from(tokenizer))
+        except (OSError, ValueError) as exc:
+            _fail(f"--chat-template {chat_template}: {exc}")
+    else:
+        renderer = JsonToolsRenderer()
+    chunks = tuple(c.strip() for c in chunkings.split(",") if c.strip()) if chunkings else CHUNKINGS_DEFAULT
+    if tok is not None and "token" not in chunks and not chunkings:
+        chunks = chunks + ("token",)
+    options = {
+        "old_serializer": old_serializer,
+        "new_serializer": new_serializer,
+        "reference_serializer": reference_serializer,
+        "renderer": renderer.name,
+        "chat_template": str(chat_template) if chat_template else None,
+        "tokenizer": str(tokenizer) if tokenizer else None,
+        "parser": parser,
+        "old_parser": old_parser,
+        "new_parser": new_parser,
+        "chunkings": list(chunks),
+    }
+    return AuditConfig(
+        old_serializer=old_serializer,
+        new_serializer=new_serializer,
+        reference_serializer=reference_serializer,
+        renderer=renderer,
+        tokenizer=tok,
+        parser=parser,
+        old_parser=old_parser,
+        new_parser=new_parser,
+        chunkings=chunks,
+        options=options,
+    )
+
+
+@contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[str, Optional[int]], Any]]:
+    """A rich progress bar per stage, on stderr; nothing when ``quiet`` or not a terminal."""
+    if quiet:
+        from contextlib import nullcontext
+
+        yield lambda name, total: nullcontext(lambda n: None)
+        return
+    progress = Progress(
+        TextColumn("{task.description:<10}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
+
+    @contextmanager
+    def stage(name: str, total: Optional[int]) -> Iterator[Callable[[int], None]]:
+        task = progress.add_task(name, total=total)
+        yield lambda n: progress.advance(task, n)
+        progress.update(task, completed=total if total is not None else progress.tasks[task].completed)
+
+    with progress:
+        yield stage
+
+
+def _default_out() -> Path:
+    return Path("runs") / time.strftime("audit-%Y%m%d-%H%M%S")
+
+
+# --- commands --------------------------------------------------------------------------------------
+
+
+@app.command()
+def audit(
+    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl, .jsonl.zst, .jsonl.gz.")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (default runs/audit-<time>).")] = None,
+    old_serializer: OldSer = "model-dump",
+    new_serializer: NewSer = "client-fields",
+    reference_serializer: RefSer = "as-sent",
+    chat_template: TemplateOpt = None,
+    tokenizer: TokenizerOpt = None,
+    parser: ParserOpt = None,
+    old_parser: OldParser = None,
+    new_parser: NewParser = None,
+    chunkings: ChunkingsOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
+
+    Example: replay audit samples/ --out runs/samples
+    """
+    from replay.audit import audit as run_audit
+    from replay.report import headlines, rich_table, summary_by_side
+    from replay.sql import connect, run_query
+
+    cfg = _config(old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings)
+    run_dir = out or _default_out()
+    try:
+        with _progress(quiet) as stage:
+            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage)
+    except (FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    con = connect(run_dir)
+    console.print(rich_table(summary_by_side(run_query(con, "summary")), title=f"replay audit: {run_dir}"))
+
+    for line in headlines(con, result.meta):
+        console.print(f"• {line}", highlight=False, markup=False, soft_wrap=True)
+    total = sum(result.seconds.values())
+    console.print(f"\nWrote {result.report_path} and the tables in {run_dir}/ ({total:.2f} s).", highlight=False)
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
+    out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
+
+    Example: replay ingest samples/ --out runs/samples
+    """
+    from replay.audit import versions, write_meta
+    import dataclasses
+
+    from replay.capture import discover, ingest as run_ingest
+
+    try:
+        files = discover([str(p) for p in paths])
+    except FileNotFoundError as exc:
+        _fail(str(exc))
+    out.mkdir(parents=True, exist_ok=True)
+    with _progress(quiet) as stage:
+        with stage("ingest", sum(f.stat().st_size for f in files)) as advance:
+            stats = run_ingest(files, out, progress=advance)
+    write_meta(out, {"versions": versions(), "inputs": [{"path": str(f), "bytes": f.stat().st_size} for f in files], "ingest": dataclasses.asdict(stats)})
+    console.print(str(stats), highlight=False)
+    if stats.errors:
+        from replay.sql import connect, run_sql
+        from replay.report import rich_table
+
+        con = connect(out)
+        console.print(
+            rich_table(
+                run_sql(con, "SELECT source_file, source_line, reason, detail FROM ingest_errors ORDER BY source_file, source_line LIMIT 20"),
+                title="ingest errors (first 20; all in ingest_errors.parquet)",
+            )
+        )
+
+
+def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
+    from replay.audit import read_meta, write_meta, write_report
+    from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
+
+    try:
+        validate_specs(cfg)
+        n = count_exchanges(run)
+    except (FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    with _progress(quiet) as stage:
+        with stage(which, n) as advance:
+            counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+    meta = read_meta(run)
+    meta["options"] = {**meta.get("options", {}), **{k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}}
+    write_meta(run, meta)
+    write_report(run, meta)
+    console.print(f"{which}: wrote {counts} rows; report.md updated.", highlight=False)
+
+
+_STAGE_KEYS = {
+    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer"},
+    "re-stream": {"parser", "old_parser", "new_parser", "chunkings", "tokenizer"},
+}
+
+
+@app.command()
+def render(
+    run: RunOpt,
+    old_serializer: OldSer = "model-dump",
+    new_serializer: NewSer = "client-fields",
+    reference_serializer: RefSer = "as-sent",
+    chat_template: TemplateOpt = None,
+    tokenizer: TokenizerOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Re-render the prompts of an ingested run (rewrites renders.parquet and report.md).
+
+    Example: replay render --run runs/samples --chat-template qwen3.jinja --tokenizer tok/
+    """
+    cfg = _config(old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, None, None, None, None)
+    _stage_command("render", run, cfg, quiet)
+
+
+@app.command()
+def stream(
+    run: RunOpt,
+    parser: ParserOpt = None,
+    old_parser: OldParser = None,
+    new_parser: NewParser = None,
+    chunkings: ChunkingsOpt = None,
+    tokenizer: TokenizerOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Re-stream the raw completions of an ingested run (rewrites streams/calls.parquet and report.md).
+
+    Example: replay stream --run runs/samples --old-parser my_parsers.py:OldHermes --chunkings whole,char
+    """
+    cfg = _config("model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings)
+    _stage_command("re-stream", run, cfg, quiet)
+
+
+@app.command()
+def query(
+    name: Annotated[Optional[str], typer.Argument(help="A query of queries/ (omit with --sql, or with --list).")] = None,
+    run: Annotated[Optional[Path], typer.Option("--run", help="Run folder.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | json | csv | md")] = "table",
+    sql: Annotated[Optional[str], typer.Option("--sql", help="Run this SQL on the run's tables (views: exchanges, tools, ingest_errors, renders, streams, calls).")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the queries with their titles.")] = False,
+) -> None:
+    """Run a query of queries/ (or any SQL) on a run and print the result.
+
+    Example: replay query summary --run runs/samples --format json
+    """
+    from replay.report import markdown_table, rich_table
+    from replay.sql import QueryError, connect, list_queries, run_query, run_sql
+
+    if list_:
+        for q in list_queries().values():
+            console.print(f"[bold]{q.name}[/]  {q.title}", highlight=False)
+        return
+    if fmt not in ("table", "json", "csv", "md"):
+        _fail(f"--format must be table, json, csv or md, not {fmt!r}", 2)
+    if (name is None) == (sql is None):
+        _fail("give a query NAME or --sql, not both (replay query --list shows the names)", 2)
+    if run is None:
+        _fail("--run RUN is required", 2)
+    try:
+        con = connect(run)
+        table = run_query(con, name) if name else run_sql(con, sql or "")
+    except (FileNotFoundError, QueryError) as exc:
+        _fail(str(exc))
+    if fmt == "json":
+        sys.stdout.write(orjson.dumps(table.to_pylist(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode() + "\n")
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(table.column_names)
+        for row in table.to_pylist():
+            w.writerow(["" if v is None else v for v in row.values()])
+        sys.stdout.write(buf.getvalue())
+    elif fmt == "md":
+        sys.stdout.write(markdown_table(table) + "\n")
+    else:
+        console.print(rich_table(table))
+
+
+@app.command()
+def report(run: RunOpt) -> None:
+    """Rewrite RUN/report.md from the run's tables and print it.
+
+    Example: replay report --run runs/samples
+    """
+    from replay.audit import read_meta, write_report
+
+    try:
+        path = write_report(run, read_meta(run))
+    except FileNotFoundError as exc:
+        _fail(str(exc))
+    sys.stdout.write(path.read_text(encoding="utf-8"))
+
+
+@app.command()
+def formats() -> None:
+    """List the tool-parser families, their aliases and markers, and the tool serializers.
+
+    Example: replay formats
+    """
+    from rich.table import Table
+
+    from replay.parsers import PARSERS
+    from replay.tools import SERIALIZERS
+
+    t = Table(title="tool parsers", title_justify="left", header_style="bold")
+    for col in ("family", "aliases", "markers", "class"):
+        t.add_column(col)
+    by_cls: dict[type, list[str]] = {}
+    for alias, cls in PARSERS.items():
+        by_cls.setdefault(cls, []).append(alias)
+    for cls, aliases in by_cls.items():
+        others = [a for a in aliases if a != cls.name]
+        t.add_row(cls.name, ", ".join(others), " ".join(cls.markers), f"{cls.__module__}.{cls.__qualname__}")
+    console.print(t)
+    s = Table(title="tool serializers", title_justify="left", header_style="bold")
+    s.add_column("name")
+    s.add_column("what it reproduces")
+    for name, fn in SERIALIZERS.items():
+        s.add_row(name, (fn.__doc__ or "").strip().splitlines()[0])
+    console.print(s)
+
+
+@app.callback(invoke_without_command=True)
+def _main(version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False) -> None:
+    if version:
+        console.print(f"replay {__version__}")
+        raise typer.Exit()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,464 @@
+"""The render and re-stream stages: ``exchanges.parquet`` in, ``renders``/``streams``/``calls`` out.
+
+Both stages read the ingested exchanges in record batches and write Parquet in record batches, so a
+capture of many GB goes through in bounded memory. Per exchange:
+
+- **render**: serialize the request's tool declarations with each side's tool serializer (old,
+  new, reference), find the nulls each serializer wrote that the client never sent, render the
+  prompt with the run's renderer, and record its SHA-256, length in chars and (with a tokenizer)
+  tokens. When two sides serialize the tools identically the prompt is rendered once: the prompts
+  are then identical by construction. A side that cannot serialize or render gets its error on its
+  row; the run goes on.
+- **re-stream**: for an exchange with a raw completion (``server.output_text``), run the
+  reference tool parser's whole-text parse, then each side's parser as a whole-text parse
+  (chunking ``parse``, the non-streaming path) and as a streaming parser under every chunking,
+  assemble what the client gets as the OpenAI SDK does, and compare each call with the reference.
+
+Parsers raise; this module catches per exchange and records the error on the row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from replay import tables
+from replay.parsers import family_for_model, get_parser
+from replay.render.base import RenderError, Renderer, count_tokens
+from replay.render.chat_template import request_messages
+from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, replay_stream, same_call, split
+from replay.tools import get_serializer, leaked_nulls
+
+SIDES = ("old", "new", "reference")
+
+
+@dataclass
+class AuditConfig:
+    """Options of the render and re-stream stages; recorded in ``run.json``.
+
+    Serializer and parser specs are built-in names or ``module:attr`` / ``file.py:attr`` plugins.
+    ``parser``: force one family for every exchange (else chosen from the model name).
+    ``old_parser``/``new_parser``: default to the family's built-in parser. ``chunkings``: names
+    understood by :func:`replay.stream.split`; ``token`` is added when a tokenizer is given.
+    """
+
+    old_serializer: str = "model-dump"
+    new_serializer: str = "client-fields"
+    reference_serializer: str = "as-sent"
+    renderer: Renderer | None = None
+    tokenizer: Any = None
+    parser: str | None = None
+    old_parser: str | None = None
+    new_parser: str | None = None
+    chunkings: tuple[str, ...] = CHUNKINGS_DEFAULT
+    batch_rows: int = 512
+    options: dict[str, Any] = field(default_factory=dict)  # as given on the command line, for run.json
+
+    def serializer_specs(self) -> dict[str, str]:
+        """``{side: serializer spec}`` for old, new and reference."""
+        return {"old": self.old_serializer, "new": self.new_serializer, "reference": self.reference_serializer}
+
+
+def openai_tools(route: str | None, tools: Any) -> list[dict[str, Any]] | None:
+    """The request's tool declarations in OpenAI Chat Completions form.
+
+    ``chat.completions``: as sent. ``responses``: a flat function tool ``{"type": "function",
+    "name", ...}`` is wrapped into ``{"type": "function", "function": {...}}``. ``messages``
+    (Anthropic): ``{name, description, input_schema}`` becomes ``function`` with ``parameters`` =
+    ``input_schema`` (what gateways such as LiteLLM do to serve them on an OpenAI-style server).
+    Keys the client wrote are kept, nothing is added. Returns None when there are no tools.
+    """
+    if not isinstance(tools, list) or not tools:
+        return None
+    out = []
+    for t in tools:
+        if route == "messages" and isinstance(t, dict) and "function" not in t and "name" in t:
+            fn = {k: v for k, v in t.items() if k not in ("input_schema", "type")}
+            if "input_schema" in t:
+                fn["parameters"] = t["input_schema"]
+            out.append({"type": "function", "function": fn})
+        elif route == "responses" and isinstance(t, dict) and t.get("type") == "function" and "function" not in t:
+            out.append({"type": "function", "function": {k: v for k, v in t.items() if k != "type"}})
+        else:
+            out.append(t)
+    return out
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class _BatchWriter:
+    """Rows (dicts) in, Parquet record batches out, ``batch_rows`` at a time."""
+
+    def __init__(self, path: Path, schema: pa.Schema, batch_rows: int) -> None:
+        self.schema = schema
+        self.writer = pq.ParquetWriter(path, schema, compression="zstd")
+        self.rows: list[dict[str, Any]] = []
+        self.batch_rows = batch_rows
+        self.count = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= self.batch_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.writer.write_batch(pa.RecordBatch.from_pylist(self.rows, schema=self.schema))
+            self.count += len(self.rows)
+            self.rows = []
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+def iter_exchanges(run_dir: Path, columns: list[str], batch_rows: int) -> Iterator[dict[str, Any]]:
+    """Yield the exchanges of a run as dicts of ``columns``, one record batch in memory at a time."""
+    pf = pq.ParquetFile(Path(run_dir) / "exchanges.parquet")
+    for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
+        yield from batch.to_pylist()
+
+
+def count_exchanges(run_dir: Path) -> int:
+    """Rows in a run's ``exchanges.parquet`` (from the Parquet footer, no data read)."""
+    return pq.ParquetFile(Path(run_dir) / "exchanges.parquet").metadata.num_rows
+
+
+# ---------------------------------------------------------------------------------------------
+# render
+
+
+def render_exchange(ex: dict[str, Any], cfg: AuditConfig, serializers: dict[str, Callable]) -> list[dict[str, Any]]:
+    """The ``renders`` rows of one exchange: one per side (old, new, reference), plus ``served``
+    when the server logged its prompt and the renderer is a chat template.
+
+    ``ex``: an exchanges row (needs ``exchange_id``, ``route``, ``request_json``, ``server_prompt``).
+    ``serializers``: ``{side: callable}``. Never raises: a side's failure is its row's ``error``.
+    """
+    renderer = cfg.renderer
+    assert renderer is not None
+    xid = ex["exchange_id"]
+    base = {"exchange_id": xid, "renderer": renderer.name}
+    try:
+        request = orjson.loads(ex["request_json"])
+        messages = request_messages(ex.get("route"), request)
+        client_tools = openai_tools(ex.get("route"), request.get("tools"))
+    except Exception as exc:  # request unusable for every side
+        return [
+            {**base, "side": side, "serializer": cfg.serializer_specs()[side], "error": f"{type(exc).__name__}: {exc}"}
+            for side in SIDES
+        ]
+    done: dict[bytes, dict[str, Any]] = {}  # serialized tools (JSON bytes) -> prompt facts already rendered
+    rows = []
+    for side in SIDES:
+        row: dict[str, Any] = {**base, "side": side, "serializer": cfg.serializer_specs()[side]}
+        row["n_tools"] = len(client_tools or ())
+        try:
+            serialized = [serializers[side](t) for t in client_tools] if client_tools else None
+            leaks = []
+            leaking_tools = 0
+            for i, (c, s) in enumerate(zip(client_tools or (), serialized or ())):
+                paths = leaked_nulls(c, s)
+                leaks.extend({"tool_index": i, "path": p} for p in paths)
+                leaking_tools += bool(paths)
+            row["leaked_nulls"] = leaks
+            row["schemas_with_leaked_null"] = leaking_tools
+            key = orjson.dumps(serialized)
+            if key not in done:
+                prompt = renderer.render(messages, serialized)
+                done[key] = {
+                    "prompt_sha256": _sha(prompt),
+                    "prompt_chars": len(prompt),
+                    "prompt_tokens": count_tokens(cfg.tokenizer, prompt) if cfg.tokenizer is not None else None,
+                }
+            row.update(done[key])
+        except Exception as exc:  # serializer (ToolDeclarationError, plugin bug) or RenderError
+            kind = "" if isinstance(exc, RenderError) else f"{type(exc).__name__}: "
+            row["error"] = f"{kind}{exc}"
+        rows.append(row)
+    prompt = ex.get("server_prompt")
+    if prompt is not None and renderer.name.startswith("chat-template"):
+        rows.append(
+            {
+                **base,
+                "side": "served",
+                "serializer": None,
+                "n_tools": len(client_tools or ()),
+                "prompt_sha256": _sha(prompt),
+                "prompt_chars": len(prompt),
+                "prompt_tokens": count_tokens(cfg.tokenizer, prompt) if cfg.tokenizer is not None else None,
+            }
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# re-stream
+
+
+@dataclass
+class _Sides:
+    """Parser classes resolved once per family: reference, old, new."""
+
+    reference: type
+    old: type
+    new: type
+
+
+class ParserResolver:
+    """Resolve the parser classes of each side for an exchange's model, once per family.
+
+    Raises :class:`replay.parsers.UnknownParserError` (a ValueError) for a bad spec, at the first
+    exchange that needs it; the pipeline records it on that exchange's rows.
+    """
+
+    def __init__(self, cfg: AuditConfig) -> None:
+        self.cfg = cfg
+        self.cache: dict[str, _Sides] = {}
+        self.plugins: dict[str, type] = {}
+
+    def _side(self, spec: str | None, family: str) -> type:
+        if spec is None:
+            return get_parser(family)
+        if spec not in self.plugins:
+            self.plugins[spec] = get_parser(spec)
+        return self.plugins[spec]
+
+    def family(self, model: str | None) -> str | None:
+        """The family for ``model``: ``--parser`` when given, else the model-name table."""
+        return self.cfg.parser or family_for_model(model)
+
+    def sides(self, family: str) -> _Sides:
+        if family not in self.cache:
+            self.cache[family] = _Sides(
+                reference=get_parser(family),
+                old=self._side(self.cfg.old_parser, family),
+                new=self._side(self.cfg.new_parser, family),
+            )
+        return self.cache[family]
+
+
+def _json_object(text: str | None) -> bool:
+    if text is None:
+        return False
+    try:
+        return isinstance(orjson.loads(text), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def stream_exchange(
+    ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``streams`` and ``calls`` rows of one exchange with a raw completion.
+
+    Returns ``([], [])`` when the exchange has no ``server_output_text``. Never raises: a parser
+    exception, a chunking that cannot be built (``recorded`` steps that do not join to the
+    completion) or a family that cannot be chosen is recorded as the row's ``error``.
+    """
+    text = ex.get("server_output_text")
+    if text is None:
+        return [], []
+    xid = ex["exchange_id"]
+    family = resolver.family(ex.get("model"))
+    if family is None:
+        return [
+            {
+                "exchange_id": xid,
+                "side": "reference",
+                "parser": None,
+                "chunking": "parse",
+                "error": f"no tool parser family for model {ex.get('model')!r}: pass --parser",
+            }
+        ], []
+    try:
+        tools = openai_tools(ex.get("route"), orjson.loads(ex["request_json"]).get("tools"))
+        sides = resolver.sides(family)
+    except Exception as exc:
+        return [
+            {"exchange_id": xid, "side": "reference", "parser": family, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"}
+        ], []
+    streams: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+
+    try:
+        whole = sides.reference(tools).parse(text)
+    except Exception as exc:
+        streams.append(
+            {"exchange_id": xid, "side": "reference", "parser": sides.reference.name, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"}
+        )
+        return streams, calls
+    ref_calls = list(whole.calls)
+    n_whole = len(ref_calls)
+    streams.append(
+        {
+            "exchange_id": xid,
+            "side": "reference",
+            "parser": sides.reference.name,
+            "chunking": "parse",
+            "n_deltas": 0,
+            "calls_streamed": n_whole,
+            "calls_whole": n_whole,
+            "content": whole.content,
+            "finish_reason": "tool_calls" if ref_calls else "stop",
+        }
+    )
+    for i, c in enumerate(ref_calls):
+        calls.append(
+            {
+                "exchange_id": xid,
+                "side": "reference",
+                "chunking": "parse",
+                "index": i,
+                "name": c.name,
+                "arguments": c.arguments,
+                "arguments_json_ok": _json_object(c.arguments),
+                "matches_whole": True,
+            }
+        )
+
+    def judge(side: str, parser_name: str, chunking: str, n_deltas: int, content: str, got: list[tuple[int, str | None, str]]) -> None:
+        streams.append(
+            {
+                "exchange_id": xid,
+                "side": side,
+                "parser": parser_name,
+                "chunking": chunking,
+                "n_deltas": n_deltas,
+                "calls_streamed": len(got),
+                "calls_whole": n_whole,
+                "content": content,
+                "finish_reason": "tool_calls" if got else "stop",
+            }
+        )
+        for index, name, args in got:
+            ref = ref_calls[index] if 0 <= index < n_whole else None
+            calls.append(
+                {
+                    "exchange_id": xid,
+                    "side": side,
+                    "chunking": chunking,
+                    "index": index,
+                    "name": name,
+                    "arguments": args,
+                    "arguments_json_ok": _json_object(args),
+                    "matches_whole": ref is not None and ref.name == name and same_call(args, ref.arguments),
+                }
+            )
+
+    markers = tuple(sides.reference.markers)
+    replayed: dict[type, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for side in ("old", "new"):
+        cls = getattr(sides, side)
+        if cls in replayed:  # same parser on both sides: the replay is identical by construction
+            s_rows, c_rows = replayed[cls]
+            streams.extend({**r, "side": side} for r in s_rows)
+            calls.extend({**r, "side": side} for r in c_rows)
+            continue
+        s_start, c_start = len(streams), len(calls)
+        pname = getattr(cls, "name", cls.__name__)
+        try:
+            res = cls(tools).parse(text)
+            judge(side, pname, "parse", 0, res.content, [(i, c.name, c.arguments) for i, c in enumerate(res.calls)])
+        except Exception as exc:
+            streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"})
+        for chunking in cfg.chunkings:
+            if chunking == "recorded" and ex.get("server_steps") is None:
+                continue
+            if chunking == "token" and cfg.tokenizer is None:
+                continue
+            try:
+                deltas = split(
+                    text,
+                    chunking,
+                    markers=markers + tuple(getattr(cls, "markers", ())),
+                    steps=ex.get("server_steps"),
+                    tokenizer=cfg.tokenizer,
+                )
+            except ChunkingError as exc:
+                streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "error": f"chunking: {exc}"})
+                continue
+            try:
+                got = replay_stream(cls, tools, deltas)
+            except Exception as exc:
+                streams.append(
+                    {"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "n_deltas": len(deltas), "error": f"{type(exc).__name__}: {exc}"}
+                )
+                continue
+            judge(side, pname, chunking, len(deltas), got.content, [(c.index, c.name, c.arguments) for c in got.calls])
+        replayed[cls] = (streams[s_start:], calls[c_start:])
+    return streams, calls
+
+
+# ---------------------------------------------------------------------------------------------
+# stage drivers
+
+
+def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> int:
+    """Write ``renders.parquet`` for every exchange of the run; returns the number of rows.
+
+    ``progress`` is called with the number of exchanges done since the last call.
+    Raises :class:`replay.tools.UnknownSerializerError` / :class:`replay.plugins.PluginError` for a
+    bad serializer spec, before any row is written.
+    """
+    serializers = {side: get_serializer(spec) for side, spec in cfg.serializer_specs().items()}
+    out = _BatchWriter(Path(run_dir) / "renders.parquet", tables.RENDERS, cfg.batch_rows * 4)
+    cols = ["exchange_id", "route", "request_json", "server_prompt"]
+    n = 0
+    for ex in iter_exchanges(run_dir, cols, cfg.batch_rows):
+        for row in render_exchange(ex, cfg, serializers):
+            out.add(row)
+        n += 1
+        if progress and n % 64 == 0:
+            progress(64)
+    if progress:
+        progress(n % 64)
+    out.close()
+    return out.count
+
+
+def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> tuple[int, int]:
+    """Write ``streams.parquet`` and ``calls.parquet``; returns their row counts.
+
+    ``progress`` is called with the number of exchanges done since the last call.
+    """
+    resolver = ParserResolver(cfg)
+    s_out = _BatchWriter(Path(run_dir) / "streams.parquet", tables.STREAMS, cfg.batch_rows * 4)
+    c_out = _BatchWriter(Path(run_dir) / "calls.parquet", tables.CALLS, cfg.batch_rows * 4)
+    cols = ["exchange_id", "route", "model", "request_json", "server_output_text", "server_steps"]
+    n = 0
+    for ex in iter_exchanges(run_dir, cols, cfg.batch_rows):
+        s_rows, c_rows = stream_exchange(ex, cfg, resolver)
+        for r in s_rows:
+            s_out.add(r)
+        for r in c_rows:
+            c_out.add(r)
+        n += 1
+        if progress and n % 16 == 0:
+            progress(16)
+    if progress:
+        progress(n % 16)
+    s_out.close()
+    c_out.close()
+    return s_out.count, c_out.count
+
+
+def validate_specs(cfg: AuditConfig) -> None:
+    """Resolve every serializer and parser spec once, so a typo fails before any work is done.
+
+    Raises ValueError (UnknownSerializerError, UnknownParserError, PluginError) naming the spec.
+    """
+    for spec in cfg.serializer_specs().values():
+        get_serializer(spec)
+    for spec in (cfg.parser, cfg.old_parser, cfg.new_parser):
+        if spec is not None:
+            get_parser(spec)
+

@@ -1,0 +1,127 @@
+"""The ``chat-template`` renderer: a Jinja chat template rendered the way transformers renders it.
+
+Servers (vLLM, SGLang, TGI, llama.cpp's HF-compatible path) turn a request into a prompt with
+``tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)``.
+That method renders with ``transformers.utils.chat_template_utils.render_jinja_template``; this
+renderer calls the same function, so the sandbox, the ``tojson`` filter
+(``json.dumps(..., ensure_ascii=False)``, keys unsorted), ``raise_exception`` and ``strftime_now``
+are transformers' own. Tool dicts reach the template unchanged (a ``"strict": null`` stays), which
+is what makes a serializer's leaked null visible in the prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from replay.render.base import RenderError
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def special_tokens_from(tokenizer_path: str | os.PathLike[str] | None) -> dict[str, str]:
+    """``bos_token``/``eos_token``/``pad_token``/``unk_token`` strings from the
+    ``tokenizer_config.json`` beside a tokenizer (a folder, or the folder of a ``tokenizer.json``),
+    as ``apply_chat_template`` passes them to the template. Empty when there is none."""
+    if tokenizer_path is None:
+        return {}
+    p = Path(tokenizer_path).expanduser()
+    cfg = (p if p.is_dir() else p.parent) / "tokenizer_config.json"
+    if not cfg.is_file():
+        return {}
+    data = json.loads(cfg.read_text(encoding="utf-8"))
+    out: dict[str, str] = {}
+    for key in ("bos_token", "eos_token", "pad_token", "unk_token"):
+        value = data.get(key)
+        if isinstance(value, dict):  # AddedToken form
+            value = value.get("content")
+        if isinstance(value, str):
+            out[key] = value
+    return out
+
+
+def request_messages(route: str | None, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chat messages a template sees for a request body.
+
+    ``chat.completions``: ``messages`` as sent. ``messages`` (Anthropic): a top-level ``system``
+    (string or text blocks) becomes a first system message. ``responses``: ``instructions`` as a
+    system message, then ``input`` (a string becomes one user message; message items are kept).
+    Raises :class:`RenderError` when the request holds no message list.
+    """
+    msgs: list[dict[str, Any]] = []
+    if route == "messages" and request.get("system") is not None:
+        system = request["system"]
+        if isinstance(system, list):
+            system = "".join(b.get("text", "") for b in system if isinstance(b, dict))
+        msgs.append({"role": "system", "content": system})
+    if route == "responses":
+        if isinstance(request.get("instructions"), str):
+            msgs.append({"role": "system", "content": request["instructions"]})
+        inp = request.get("input")
+        if isinstance(inp, str):
+            return msgs + [{"role": "user", "content": inp}]
+        body = inp
+    else:
+        body = request.get("messages")
+    if not isinstance(body, list):
+        raise RenderError("request has no message list to render")
+    return msgs + [m for m in body if isinstance(m, dict)]
+
+
+class ChatTemplateRenderer:
+    """Render a request through a Jinja chat template with transformers.
+
+    ``template``: the template text. ``special_tokens``: ``bos_token``/``eos_token`` ... strings
+    passed to the template (see :func:`special_tokens_from`). ``extra``: more template variables
+    (``enable_thinking``, ``date_string``). ``name``: the label on ``renders`` rows.
+
+    ``render(messages, tools)`` returns the prompt with the generation prompt appended
+    (``add_generation_prompt=True``). Raises :class:`RenderError` for any template error (a
+    ``raise_exception`` call, an undefined attribute, a type error inside the template).
+    """
+
+    def __init__(
+        self,
+        template: str,
+        *,
+        special_tokens: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+        name: str = "chat-template",
+    ) -> None:
+        self.template = template
+        self.kwargs = {**(special_tokens or {}), **(extra or {})}
+        self.name = name
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **kw: Any) -> "ChatTemplateRenderer":
+        """Read the template from ``path`` (a ``.jinja`` file, or a ``tokenizer_config.json`` whose
+        ``chat_template`` field holds it). Raises FileNotFoundError / ValueError."""
+        p = Path(path).expanduser()
+        text = p.read_text(encoding="utf-8")
+        if p.suffix == ".json":
+            tmpl = json.loads(text).get("chat_template")
+            if isinstance(tmpl, list):  # named templates: take "default" (or "tool_use" when present)
+                named = {t.get("name"): t.get("template") for t in tmpl if isinstance(t, dict)}
+                tmpl = named.get("tool_use") or named.get("default")
+            if not isinstance(tmpl, str):
+                raise ValueError(f"{path}: no chat_template string")
+            text = tmpl
+        kw.setdefault("name", f"chat-template:{p.name}")
+        return cls(text, **kw)
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        from transformers.utils.chat_template_utils import render_jinja_template
+
+        try:
+            rendered, _ = render_jinja_template(
+                conversations=[messages],
+                tools=tools or None,
+                chat_template=self.template,
+                add_generation_prompt=True,
+                **self.kwargs,
+            )
+        except Exception as exc:  # jinja2 TemplateError, TypeError inside the template, ...
+            raise RenderError(f"{type(exc).__name__}: {exc}") from exc
+        return rendered[0]

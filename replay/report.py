@@ -1,0 +1,207 @@
+"""What a run says: a rich summary table for the terminal and ``report.md`` for a pull request.
+
+The numbers all come from the shipped queries (:mod:`replay.sql`); this module only words them.
+Sentences name the sides by their serializer or parser so a reader of the PR knows what was compared
+("24 of 24 tool schemas carried a null the client never sent with `model-dump`; 0 with
+`client-fields`").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import pyarrow as pa
+from rich.table import Table
+
+from replay.sql import get_query, run_query, scalar
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return str(value)
+
+
+def rich_table(table: pa.Table, title: str | None = None) -> Table:
+    """An Arrow table as a rich Table: numbers right-aligned with thousands separators, nulls as –."""
+    out = Table(title=title, title_justify="left", header_style="bold")
+    for name in table.column_names:
+        numeric = pa.types.is_integer(table.schema.field(name).type) or pa.types.is_floating(table.schema.field(name).type)
+        out.add_column(name, justify="right" if numeric else "left")
+    for row in table.to_pylist():
+        out.add_row(*(_fmt(v) for v in row.values()))
+    return out
+
+
+def markdown_table(table: pa.Table) -> str:
+    """An Arrow table as a GitHub Markdown table (``|`` in cells escaped)."""
+    cols = table.column_names
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---:" if _numeric(table, c) else "---" for c in cols) + "|"]
+    for row in table.to_pylist():
+        lines.append("| " + " | ".join(_fmt(row[c]).replace("|", "\\|").replace("\n", " ") for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def _numeric(table: pa.Table, col: str) -> bool:
+    t = table.schema.field(col).type
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def summary_by_side(table: pa.Table) -> pa.Table:
+    """The ``summary`` query transposed for reading: one row per count, one column per side."""
+    rows = table.to_pylist()
+    sides = [r["side"] for r in rows]
+    counts = [c for c in table.column_names if c != "side"]
+    cols: dict[str, list[Any]] = {"count": counts}
+    for side, r in zip(sides, rows):
+        cols[side] = [r[c] for c in counts]
+    return pa.table(cols, schema=pa.schema([("count", pa.string())] + [(s, pa.int64()) for s in sides]))
+
+
+def _n(count: int | None, noun: str) -> str:
+    """``"1 call"``, ``"3 calls"``, with thousands separators."""
+    count = count or 0
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
+def _by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
+    return {r[key]: r for r in rows}
+
+
+def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
+    """The run's headline numbers as sentences, in Markdown (one list item each).
+
+    ``con``: a connection from :func:`replay.sql.connect`. ``meta``: ``run.json`` contents (names of
+    the serializers, parsers, renderer, and the ingest statistics).
+    """
+    opts = meta.get("options", {})
+    ser = {s: opts.get(f"{s}_serializer", s) for s in ("old", "new", "reference")}
+    summary = _by(run_query(con, "summary").to_pylist(), "side")
+    out: list[str] = []
+
+    ingest = meta.get("ingest") or {}
+    if ingest:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted((ingest.get("errors_by_reason") or {}).items()))
+        out.append(
+            f"Ingested {ingest.get('lines', 0):,} lines: {ingest.get('exchanges', 0):,} exchanges, "
+            f"{ingest.get('errors', 0):,} errors" + (f" ({reasons})" if reasons else "") + "."
+        )
+
+    old, new = summary.get("old", {}), summary.get("new", {})
+    n_schemas = old.get("tool_schemas") or 0
+    if n_schemas:
+        out.append(
+            f"{old.get('schemas_with_leaked_null', 0):,} of {n_schemas:,} tool schemas carried a null the client "
+            f"never sent with `{ser['old']}`; {new.get('schemas_with_leaked_null', 0):,} with `{ser['new']}`."
+        )
+        leaks = run_query(con, "null_leaks").to_pylist()
+        per_field: dict[str, dict[str, int]] = {}
+        for r in leaks:
+            per_field.setdefault(r["field"], {})[r["side"]] = r["schemas_leaking"]
+        for fld, counts in sorted(per_field.items(), key=lambda kv: -max(kv[1].values())):
+            out.append(
+                f"`{fld}: null` in {counts.get('old', 0):,} of {n_schemas:,} schemas with `{ser['old']}`; "
+                f"{counts.get('new', 0):,} with `{ser['new']}`."
+            )
+
+    div = _by(run_query(con, "divergent_prompts").to_pylist(), "comparison")
+    on = div.get("old vs new")
+    if on and on["prompts_compared"]:
+        sentence = f"{on['prompts_diverged']:,} of {on['prompts_compared']:,} prompts differ between `{ser['old']}` and `{ser['new']}`"
+        if on.get("extra_tokens_total") is not None:
+            sentence += (
+                f"; the old side costs {on['extra_tokens_total']:,} extra prompt tokens in all "
+                f"(mean {on['extra_tokens_mean']:,} per request, p99 {on['extra_tokens_p99']:,})"
+            )
+        out.append(sentence + ".")
+        ref_o, ref_n = div.get("old vs reference"), div.get("new vs reference")
+        if ref_o and ref_n:
+            out.append(
+                f"Against the client's own tool dicts (`{ser['reference']}`): {ref_o['prompts_diverged']:,} of "
+                f"{ref_o['prompts_compared']:,} prompts differ with `{ser['old']}`, {ref_n['prompts_diverged']:,} of "
+                f"{ref_n['prompts_compared']:,} with `{ser['new']}`."
+            )
+    sv = div.get("served vs reference")
+    if sv and sv["prompts_compared"]:
+        out.append(f"{sv['prompts_diverged']:,} of {sv['prompts_compared']:,} prompts the server logged differ from the reference render.")
+    fails = {s: summary.get(s, {}).get("render_failures") or 0 for s in ("old", "new", "reference")}
+    if any(fails.values()):
+        out.append(
+            f"Render failures: {fails['old']:,} with `{ser['old']}`, {fails['new']:,} with `{ser['new']}`, "
+            f"{fails['reference']:,} with the reference."
+        )
+
+    calls_whole = (summary.get("reference") or {}).get("calls_whole") or 0
+    n_completions = scalar(con, "SELECT count(*) FROM streams WHERE side = 'reference' AND error IS NULL")
+    if n_completions:
+        parsers = {
+            s: scalar(con, "SELECT string_agg(DISTINCT parser, ', ' ORDER BY parser) FROM streams WHERE side = ? AND error IS NULL", [s])
+            for s in ("old", "new")
+        }
+        chunkings = scalar(con, 
+            "SELECT count(DISTINCT chunking) FROM streams WHERE side IN ('old', 'new') AND chunking <> 'parse'"
+        )
+        out.append(
+            f"The reference whole-text parse finds {_n(calls_whole, 'call')} in {_n(n_completions, 'raw completion')}, "
+            f"each replayed under {chunkings} chunkings per side."
+        )
+        for side in ("old", "new"):
+            s = summary.get(side, {})
+            out.append(
+                f"{side.capitalize()} parser (`{parsers[side]}`): {s.get('calls_dropped', 0):,} of {_n(calls_whole, 'call')} "
+                f"dropped under at least one chunking, {s.get('non_json_joins', 0):,} with non-JSON joined arguments, "
+                f"{s.get('argument_mismatches', 0):,} with arguments that differ from the whole-text parse."
+            )
+    served = summary.get("served", {})
+    n_served = scalar(con, "SELECT count(*) FROM exchanges WHERE served_tool_calls IS NOT NULL "
+        "OR served_finish_reason IS NOT NULL OR served_content IS NOT NULL")
+    if n_served:
+        out.append(
+            f"What clients received ({_n(n_served, 'captured response')}): {_n(served.get('non_json_joins'), 'call')} with "
+            f"non-JSON arguments; {_n(served.get('calls_dropped'), 'call')} of the whole-text parse missing, "
+            f"{served.get('argument_mismatches') or 0:,} with different arguments."
+        )
+    skipped = scalar(con, 
+        "SELECT count(*) FROM streams WHERE side = 'reference' AND error IS NOT NULL"
+    )
+    if skipped:
+        out.append(f"{skipped:,} raw completions could not be parsed by the reference (see `streams.error`).")
+    return out
+
+
+def markdown_report(con: Any, meta: dict[str, Any]) -> str:
+    """The whole ``report.md``: headline sentences, the summary table, and one section per check.
+
+    ``con``: a connection from :func:`replay.sql.connect`; ``meta``: ``run.json`` contents.
+    """
+    opts = meta.get("options", {})
+    parts = ["# replay audit", ""]
+    parts.append(
+        "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`; "
+        "parsers old = `{op}`, new = `{np}` (reference: the built-in whole-text parse).".format(
+            old=opts.get("old_serializer"),
+            new=opts.get("new_serializer"),
+            ref=opts.get("reference_serializer"),
+            renderer=opts.get("renderer"),
+            op=opts.get("old_parser") or "family default",
+            np=opts.get("new_parser") or "family default",
+        )
+    )
+    parts.append("")
+    parts.extend(f"- {s}" for s in headlines(con, meta))
+    parts += ["", "## Summary", "", markdown_table(summary_by_side(run_query(con, "summary"))), ""]
+    parts += ["`replay query summary --run RUN` gives the same counts one row per side.", ""]
+    for name in ("null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins"):
+        q = get_query(name)
+        table = run_query(con, name)
+        parts += [f"## {q.title}", "", f"`replay query {name}`", ""]
+        parts.append(markdown_table(table) if table.num_rows else "_No rows._")
+        parts.append("")
+    parts.append(f"_replay {meta.get('versions', {}).get('replay', '')}; inputs: {len(meta.get('inputs', []))} files._")
+    return "\n".join(parts) + "\n"

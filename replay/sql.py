@@ -1,0 +1,120 @@
+"""DuckDB over a run: one view per table, and the questions in ``queries/*.sql``.
+
+Every ``.parquet`` file of a run folder becomes a view of the same name (``exchanges``,
+``tools``, ``ingest_errors``, ``renders``, ``streams``, ``calls``); a table whose file is missing
+(a run that stopped after ingest) becomes an empty view of its schema from :mod:`replay.tables`,
+so every query runs on every run. A query file's first comment lines are its title and meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from replay import tables
+
+
+class QueryError(ValueError):
+    """An unknown query name, or SQL that DuckDB rejects (the message carries DuckDB's)."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query of ``queries/``: ``name`` (file stem), ``title`` (first header line), ``doc``
+    (the rest of the header comment) and ``sql``."""
+
+    name: str
+    title: str
+    doc: str
+    sql: str
+
+
+def _parse(name: str, text: str) -> Query:
+    header = []
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        header.append(line[2:].strip())
+    title = header[0] if header else name
+    if title.lower().startswith(name.lower() + ":"):
+        title = title[len(name) + 1 :].strip()
+    return Query(name=name, title=title, doc="\n".join(header[1:]).strip(), sql=text)
+
+
+def list_queries() -> dict[str, Query]:
+    """Every query shipped with the package, by name (the ``.sql`` file stem), sorted."""
+    out = {}
+    for entry in sorted(resources.files("replay.queries").iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".sql"):
+            name = entry.name[: -len(".sql")]
+            out[name] = _parse(name, entry.read_text(encoding="utf-8"))
+    return out
+
+
+def get_query(name: str) -> Query:
+    """The query called ``name``. Raises :class:`QueryError` listing the known names."""
+    queries = list_queries()
+    if name not in queries:
+        raise QueryError(f"no query {name!r}; known: {', '.join(queries)}")
+    return queries[name]
+
+
+def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with a view per table of the run in ``run_dir``.
+
+    Raises FileNotFoundError when ``run_dir`` is not a run (it has no ``exchanges.parquet``).
+    """
+    run = Path(run_dir)
+    if not (run / "exchanges.parquet").is_file():
+        raise FileNotFoundError(f"{run} is not a run folder: no exchanges.parquet (run `replay ingest` or `replay audit` first)")
+    con = duckdb.connect(":memory:")
+    for name, schema in tables.TABLES.items():
+        path = run / f"{name}.parquet"
+        if path.is_file():
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{_quote(path)}')")
+        else:
+            empty = pa.Table.from_batches([], schema=schema)  # noqa: F841  (read by DuckDB's replacement scan)
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty")
+    return con
+
+
+def _quote(path: Path) -> str:
+    return str(path.resolve()).replace("'", "''")
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """Run ``sql`` on the run's views; returns the result as an Arrow table.
+
+    Raises :class:`QueryError` with DuckDB's message when the SQL fails.
+    """
+    try:
+        rel = con.sql(sql)
+        if rel is None:  # a statement without a result (CREATE, SET ...)
+            return pa.table({})
+        # DuckDB 2 names it to_arrow_table(); DuckDB 1 arrow()
+        fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
+        return fetch()
+    except duckdb.Error as exc:
+        raise QueryError(str(exc)) from exc
+
+
+def run_query(con: duckdb.DuckDBPyConnection, name: str) -> pa.Table:
+    """Run the shipped query ``name``; returns an Arrow table. Raises :class:`QueryError`."""
+    return run_sql(con, get_query(name).sql)
+
+
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> Any:
+    """The first column of the first row of ``sql`` (None when there is no row); the result is
+    read to its end, as DuckDB 2 requires before the connection runs anything else."""
+    got = con.execute(sql, params or []).fetchall()
+    return got[0][0] if got else None
+
+
+def rows(table: pa.Table) -> list[dict[str, Any]]:
+    """An Arrow table as a list of row dicts (column order kept)."""
+    return table.to_pylist()
