@@ -1,0 +1,206 @@
+"""The real CLI on `samples/`: exact counts, derived from how `samples/make_samples.py` builds them.
+
+Derivation (see the docstring of samples/make_samples.py):
+- exchanges: 7 coding-agent turns + 5 DeepSeek gateway requests + 1 good line of malformed.jsonl = 13;
+  ingest errors: the 5 bad lines of malformed.jsonl.
+- tool schemas: 7 x 5 coding tools + 5 x 3 gateway tools = 50.
+- leaked nulls with model-dump: per coding request `read` (strict), `edit` (description, strict),
+  `todo_list` (strict) = 3 schemas; per gateway request `web_search` (strict), `get_time` (description,
+  parameters, strict) = 2 schemas. 7 x 3 + 5 x 2 = 31 schemas, in 12 prompts.
+  With client-fields: only the name-only `get_time` (parameters: null) = 5 schemas, in 5 prompts.
+  `write`'s and `create_ticket`'s `"default": null` are the client's own: never a leak.
+- prompts: the 12 requests with tools differ between old and new (json-tools renderer); the 13th has none.
+  new vs reference: the 5 gateway prompts (`"parameters": null` on get_time).
+- raw completions: 7 + 5 = 12; calls in the whole-text parse: coding 1+1+2+1+1+1+0 = 7, gateway 1+2+1+0+1 = 5.
+- served: agent-04 streamed "" arguments and agent-05 raw text before the JSON (2 non-JSON joins);
+  agent-06's call never reached the client (1 dropped).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from replay.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples"
+SUMMARY_COLUMNS = [
+    "side",
+    "exchanges",
+    "ingest_errors",
+    "tool_schemas",
+    "schemas_with_leaked_null",
+    "prompts_with_leaked_null",
+    "prompts_diverged_from_reference",
+    "render_failures",
+    "calls_whole",
+    "calls_dropped",
+    "non_json_joins",
+    "argument_mismatches",
+]
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "samples"
+    result = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "replay audit" in result.output  # the summary table's title
+    return out
+
+
+def query_json(run_dir: Path, *args: str) -> list[dict]:
+    result = runner.invoke(app, ["query", *args, "--run", str(run_dir), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_summary_columns_and_counts(run_dir: Path) -> None:
+    rows = query_json(run_dir, "summary")
+    assert [list(r) for r in rows] == [SUMMARY_COLUMNS] * 4
+    by = {r["side"]: r for r in rows}
+    assert list(by) == ["served", "old", "new", "reference"]
+    for r in rows:
+        assert (r["exchanges"], r["ingest_errors"], r["tool_schemas"], r["calls_whole"]) == (13, 5, 50, 12)
+    assert {k: by["old"][k] for k in SUMMARY_COLUMNS[4:]} == {
+        "schemas_with_leaked_null": 31,
+        "prompts_with_leaked_null": 12,
+        "prompts_diverged_from_reference": 12,
+        "render_failures": 0,
+        "calls_whole": 12,
+        "calls_dropped": 0,
+        "non_json_joins": 0,
+        "argument_mismatches": 0,
+    }
+    assert {k: by["new"][k] for k in SUMMARY_COLUMNS[4:]} == {
+        "schemas_with_leaked_null": 5,
+        "prompts_with_leaked_null": 5,
+        "prompts_diverged_from_reference": 5,
+        "render_failures": 0,
+        "calls_whole": 12,
+        "calls_dropped": 0,
+        "non_json_joins": 0,
+        "argument_mismatches": 0,
+    }
+    ref = by["reference"]
+    assert (ref["schemas_with_leaked_null"], ref["prompts_with_leaked_null"], ref["render_failures"]) == (0, 0, 0)
+    assert (ref["prompts_diverged_from_reference"], ref["calls_dropped"], ref["non_json_joins"]) == (None, None, None)
+    served = by["served"]
+    assert (served["schemas_with_leaked_null"], served["render_failures"]) == (None, None)
+    assert (served["calls_dropped"], served["non_json_joins"], served["argument_mismatches"]) == (1, 2, 0)
+
+
+def test_null_leaks_by_field(run_dir: Path) -> None:
+    rows = query_json(run_dir, "null_leaks")
+    got = {(r["side"], r["field"]): r["schemas_leaking"] for r in rows}
+    assert got == {
+        ("old", "strict"): 7 * 3 + 5 * 2,  # read, edit, todo_list; web_search, get_time
+        ("old", "description"): 7 + 5,  # edit; get_time
+        ("old", "parameters"): 5,  # get_time
+        ("new", "parameters"): 5,  # get_time
+    }
+
+
+def test_divergent_prompts(run_dir: Path) -> None:
+    rows = {r["comparison"]: r for r in query_json(run_dir, "divergent_prompts")}
+    assert (rows["old vs new"]["prompts_compared"], rows["old vs new"]["prompts_diverged"]) == (13, 12)
+    assert rows["new vs reference"]["prompts_diverged"] == 5
+    assert rows["old vs new"]["extra_chars_total"] > 0
+    assert rows["old vs new"]["extra_tokens_total"] is None  # no --tokenizer
+
+
+def test_dropped_calls_and_chunkings(run_dir: Path) -> None:
+    rows = query_json(run_dir, "dropped_calls")
+    chunkings = {r["chunking"] for r in rows}
+    assert chunkings == {"parse", "recorded", "whole", "char", "fixed-2", "fixed-3", "fixed-5", "fixed-8", "fixed-13", "fixed-40"}
+    for r in rows:
+        assert r["calls_dropped"] == 0 and r["stop_with_calls"] == 0 and r["replay_errors"] == 0, r
+        # recorded: only the 10 streamed exchanges have steps (agent-01 and gw-04 were not streamed),
+        # holding 11 of the 12 calls; every other chunking replays all 12 raw completions
+        assert r["replays"] == (10 if r["chunking"] == "recorded" else 12), r
+        assert r["calls_whole"] == (11 if r["chunking"] == "recorded" else 12), r
+
+
+def test_non_json_joins_served(run_dir: Path) -> None:
+    rows = {(r["side"], r["chunking"]): r for r in query_json(run_dir, "non_json_joins")}
+    served = rows[("served", "served")]
+    assert (served["non_json_joins"], served["empty_arguments"], served["argument_mismatches"]) == (2, 1, 0)
+    assert all(r["non_json_joins"] == 0 for k, r in rows.items() if k[0] != "served")
+
+
+def test_ingest_errors_name_file_and_line(run_dir: Path) -> None:
+    rows = query_json(run_dir, "--sql", "SELECT source_file, source_line, reason FROM ingest_errors ORDER BY source_line")
+    assert [(Path(r["source_file"]).name, r["source_line"], r["reason"]) for r in rows] == [
+        ("malformed.jsonl", 2, "bad-json"),
+        ("malformed.jsonl", 3, "not-object"),
+        ("malformed.jsonl", 4, "missing-request"),
+        ("malformed.jsonl", 5, "tools-not-list"),
+        ("malformed.jsonl", 6, "not-utf8"),
+    ]
+
+
+def test_report_md(run_dir: Path) -> None:
+    text = (run_dir / "report.md").read_text(encoding="utf-8")
+    assert "31 of 50 tool schemas carried a null the client never sent with `model-dump`; 5 with `client-fields`." in text
+    assert "| count | served | old | new | reference |" in text
+    assert "| schemas_with_leaked_null | – | 31 | 5 | 0 |" in text
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["ingest"]["exchanges"] == 13 and meta["ingest"]["errors"] == 5
+    assert set(meta["seconds"]) >= {"ingest", "render", "stream"}
+
+
+@pytest.mark.parametrize("fmt, needle", [("csv", "side,exchanges,ingest_errors"), ("md", "| side | exchanges"), ("table", "schemas_with_leaked")])
+def test_query_formats(run_dir: Path, fmt: str, needle: str) -> None:
+    result = runner.invoke(app, ["query", "summary", "--run", str(run_dir), "--format", fmt], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert needle in result.output
+
+
+def test_query_errors_are_clear(run_dir: Path, tmp_path: Path) -> None:
+    bad = runner.invoke(app, ["query", "no_such_query", "--run", str(run_dir)])
+    assert bad.exit_code == 1 and "no query 'no_such_query'" in bad.output
+    sql = runner.invoke(app, ["query", "--run", str(run_dir), "--sql", "SELECT nope FROM exchanges"])
+    assert sql.exit_code == 1 and "nope" in sql.output
+    notrun = runner.invoke(app, ["query", "summary", "--run", str(tmp_path)])
+    assert notrun.exit_code == 1 and "not a run folder" in notrun.output
+
+
+def test_planted_parser_plugin_shows_dropped_calls(run_dir: Path, tmp_path: Path) -> None:
+    """A plugin old parser that loses calls completed in the last delta (the vLLM-style missing
+    end-of-stream flush): the audit must count them as dropped, and the new side (built-in) none."""
+    plugin = tmp_path / "late_flush.py"
+    plugin.write_text(
+        "from replay.parsers.hermes import HermesParser\n"
+        "from replay.parsers.base import StreamDelta\n"
+        "class LateFlush(HermesParser):\n"
+        "    '''Withholds each step's call deltas until the next step; finish() forgets them.'''\n"
+        "    def __init__(self, tools=None):\n"
+        "        super().__init__(tools)\n"
+        "        self._held = []\n"
+        "    def feed(self, delta):\n"
+        "        out = super().feed(delta)\n"
+        "        calls, self._held = self._held, out.calls\n"
+        "        return StreamDelta(content=out.content, calls=calls)\n"
+        "    def finish(self):\n"
+        "        return StreamDelta(content=super().finish().content)\n"
+    )
+    out = tmp_path / "run"
+    shutil.copytree(run_dir, out)
+    result = runner.invoke(
+        app, ["stream", "--run", str(out), "--old-parser", f"{plugin}:LateFlush", "--chunkings", "whole", "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = {(r["side"], r["chunking"]): r for r in query_json(out, "dropped_calls")}
+    # under `whole` every Hermes call is in the one and only delta: all 7 are lost, on all 7 coding replays
+    # (the DeepSeek exchanges use the built-in deepseek_v31 parser on both sides: the plugin is a Hermes class
+    # and --old-parser applies to every family, so they drop 5 more)
+    assert rows[("old", "whole")]["calls_dropped"] == 12
+    assert rows[("old", "whole")]["stop_with_calls"] == 10  # agent-01..06, gw-01, 02, 03, 05
+    assert rows[("new", "whole")]["calls_dropped"] == 0
