@@ -42,7 +42,8 @@ import json
 import re
 from typing import Any, ClassVar
 
-from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, skip_ws
+from replay.parsers._block import Decided, JsonBlock
+from replay.parsers._jsonscan import skip_ws
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 from replay.parsers.hermes import partial_marker_suffix
 
@@ -99,13 +100,8 @@ class DeepSeekV31Parser:
         self.tools = tools
         self._buf = ""
         self._in_block = False
-        self._phase = ""
-        self._scan: JsonPrefix | None = None
         self._name = ""
-        self._fed = 0
-        self._j = 0
-        self._k = 0
-        self._seek = 0
+        self._body: JsonBlock | None = None  # None until the open block's name is read
         self._index = 0
         self._finished = False
 
@@ -200,15 +196,16 @@ class DeepSeekV31Parser:
                     continue
                 self._buf = self._buf[i:]
                 self._in_block = True
-                self._phase = "name"
+                self._body = None
             decided = self._advance(final)
             if decided is None:
                 break
-            end, call = decided
+            end, span = decided
+            raw = "" if span is None else self._buf[span[0] : span[1]]
+            call = None if span is None else self._call(raw)
             if call is None:
                 parts.append(drop_section_markers(self._buf[:end]))
             else:
-                raw = self._buf[self._j : self._k]
                 out.calls.extend(self._emit_call(self._index, call[0], call[1], raw))
                 self._index += 1
             self._buf = self._buf[end:]
@@ -216,61 +213,22 @@ class DeepSeekV31Parser:
         out.content = "".join(parts)
         return out
 
-    def _advance(self, final: bool) -> tuple[int, tuple[str, str] | None] | None:
-        """Move the open block on; None while undecided, else (block end, call or None)."""
+    def _advance(self, final: bool) -> Decided | None:
+        """Move the open block on; None while undecided, else (block end, JSON span or None)."""
         buf = self._buf
-        if self._phase == "name":
+        if self._body is None:
             p = len(CALL_BEGIN)
             q, mark = _first_marker(buf, MARKERS, p)
             if q < 0:
-                return (len(buf), None) if final else None
+                return Decided(len(buf), None) if final else None
             if mark != SEP or q == p:
-                return q, None
+                return Decided(q, None)
             self._name = buf[p:q]
-            self._seek = q + len(SEP)
-            self._phase = "pre"
-        if self._phase == "pre":
-            j = skip_ws(buf, self._seek)
-            if j == len(buf):
-                return (len(buf), None) if final else None
-            self._j = self._fed = self._seek = j
-            self._scan = JsonPrefix()
-            self._phase = "json"
-        if self._phase == "json":
-            assert self._scan is not None
-            status = self._scan.feed(buf[self._fed :])
-            self._fed = len(buf)
-            if status == MORE and final:
-                status = self._scan.close()
-            if status == MORE:
-                return None
-            if status == DONE:
-                assert self._scan.end is not None
-                self._k = self._j + self._scan.end
-                self._phase = "post"
-            else:
-                self._seek = self._j
-                self._phase = "seek"
-        if self._phase == "post":
-            m = skip_ws(buf, self._k)
-            if buf.startswith(CALL_END, m):
-                return m + len(CALL_END), self._call()
-            if m == len(buf):
-                return (len(buf), self._call()) if final else None
-            if not final and CALL_END.startswith(buf[m:]):
-                return None
-            self._seek = self._k
-            self._phase = "seek"
-        e = buf.find(CALL_END, self._seek)
-        if e < 0:
-            if final:
-                return len(buf), None
-            self._seek = max(self._seek, len(buf) - len(CALL_END) + 1)
-            return None
-        return e + len(CALL_END), None
+            self._body = JsonBlock(CALL_END, q + len(SEP))
+        return self._body.advance(buf, final)
 
-    def _call(self) -> tuple[str, str] | None:
-        obj = json.loads(self._buf[self._j : self._k])
+    def _call(self, raw: str) -> tuple[str, str] | None:
+        obj = json.loads(raw)
         if not isinstance(obj, dict):
             return None
         return self._name, json.dumps(obj, ensure_ascii=False)

@@ -36,7 +36,8 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, skip_ws
+from replay.parsers._block import JsonBlock
+from replay.parsers._jsonscan import skip_ws
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 
 START = "<tool_call>"
@@ -85,13 +86,7 @@ class HermesParser:
     def __init__(self, tools: list[dict[str, Any]] | None = None) -> None:
         self.tools = tools
         self._buf = ""
-        self._in_block = False
-        self._phase = ""
-        self._scan: JsonPrefix | None = None
-        self._fed = 0  # buffer index up to which the scanner has been fed
-        self._j = 0  # start of the JSON value in the buffer
-        self._k = 0  # end of the JSON value in the buffer
-        self._seek = 0  # where to look for the end marker next
+        self._block: JsonBlock | None = None  # the open block's body, None outside a block
         self._index = 0  # OpenAI tool_calls[].index of the next call
         self._finished = False
 
@@ -159,7 +154,7 @@ class HermesParser:
         out = StreamDelta()
         parts: list[str] = []
         while True:
-            if not self._in_block:
+            if self._block is None:
                 i = self._buf.find(START)
                 if i < 0:
                     keep = 0 if final else partial_marker_suffix(self._buf, (START,))
@@ -169,64 +164,19 @@ class HermesParser:
                     break
                 parts.append(self._buf[:i])
                 self._buf = self._buf[i:]
-                self._in_block = True
-                self._phase = "pre"
-            decided = self._advance(final)
+                self._block = JsonBlock(END, len(START))
+            decided = self._block.advance(self._buf, final)
             if decided is None:
                 break
-            end, call = decided
+            end, span = decided
+            raw = "" if span is None else self._buf[span[0] : span[1]]
+            call = None if span is None else call_from_object(json.loads(raw))
             if call is None:
                 parts.append(self._buf[:end])
             else:
-                out.calls.extend(self._emit_call(self._index, call[0], call[1], self._buf[self._j : self._k]))
+                out.calls.extend(self._emit_call(self._index, call[0], call[1], raw))
                 self._index += 1
             self._buf = self._buf[end:]
-            self._in_block = False
+            self._block = None
         out.content = "".join(parts)
         return out
-
-    def _advance(self, final: bool) -> tuple[int, tuple[str, str] | None] | None:
-        """Move the open block on; None while undecided, else (block end, call or None)."""
-        buf = self._buf
-        if self._phase == "pre":
-            j = skip_ws(buf, len(START))
-            if j == len(buf):
-                return (len(buf), None) if final else None
-            self._j = self._fed = j
-            self._scan = JsonPrefix()
-            self._phase = "json"
-        if self._phase == "json":
-            assert self._scan is not None
-            status = self._scan.feed(buf[self._fed :])
-            self._fed = len(buf)
-            if status == MORE and final:
-                status = self._scan.close()
-            if status == MORE:
-                return None
-            if status == DONE:
-                assert self._scan.end is not None
-                self._k = self._j + self._scan.end
-                self._phase = "post"
-            else:
-                self._seek = self._j
-                self._phase = "seek"
-        if self._phase == "post":
-            m = skip_ws(buf, self._k)
-            if buf.startswith(END, m):
-                return m + len(END), self._call()
-            if m == len(buf):
-                return (len(buf), self._call()) if final else None
-            if not final and END.startswith(buf[m:]):
-                return None
-            self._seek = self._k
-            self._phase = "seek"
-        e = buf.find(END, self._seek)
-        if e < 0:
-            if final:
-                return len(buf), None
-            self._seek = max(self._seek, len(buf) - len(END) + 1)
-            return None
-        return e + len(END), None
-
-    def _call(self) -> tuple[str, str] | None:
-        return call_from_object(json.loads(self._buf[self._j : self._k]))
