@@ -13,14 +13,17 @@
 --   non_json_joins                 calls whose joined arguments are not a JSON object under at least one replay
 --   argument_mismatches            calls whose joined arguments parse but differ (name or JSON value)
 --                                  from the reference under at least one replay
--- A count is null where it does not apply to that side. Call counts are distinct (exchange, call index).
+-- A count is null where it does not apply to that side, and where its stage has not run
+-- (a run made by `replay ingest` alone has no renders and no streams). Call counts are distinct (exchange, call index).
 WITH
 sides(side, ord) AS (VALUES ('served', 0), ('old', 1), ('new', 2), ('reference', 3)),
 totals AS (
     SELECT (SELECT count(*) FROM exchanges) AS exchanges,
            (SELECT count(*) FROM ingest_errors) AS ingest_errors,
            (SELECT count(*) FROM tools) AS tool_schemas,
-           (SELECT count(*) FROM calls WHERE side = 'reference') AS calls_whole
+           (SELECT count(*) FROM calls WHERE side = 'reference') AS calls_whole,
+           (SELECT count(*) > 0 FROM renders) AS rendered,
+           (SELECT count(*) > 0 FROM streams) AS streamed
 ),
 ref AS (SELECT * FROM renders WHERE side = 'reference' AND error IS NULL),
 render_counts AS (
@@ -75,21 +78,25 @@ SELECT
     t.exchanges,
     t.ingest_errors,
     t.tool_schemas,
-    CASE WHEN sides.side = 'served' THEN NULL ELSE coalesce(rc.schemas_with_leaked_null, 0) END::BIGINT AS schemas_with_leaked_null,
-    CASE WHEN sides.side = 'served' THEN NULL ELSE coalesce(rc.prompts_with_leaked_null, 0) END::BIGINT AS prompts_with_leaked_null,
+    CASE WHEN sides.side = 'served' THEN NULL ELSE coalesce(rc.schemas_with_leaked_null, 0) END::BIGINT * CASE WHEN t.rendered THEN 1 END AS schemas_with_leaked_null,
+    CASE WHEN sides.side = 'served' THEN NULL ELSE coalesce(rc.prompts_with_leaked_null, 0) END::BIGINT * CASE WHEN t.rendered THEN 1 END AS prompts_with_leaked_null,
     CASE WHEN sides.side = 'reference' THEN NULL
          WHEN sides.side = 'served' AND rc.render_rows IS NULL THEN NULL
-         ELSE coalesce(rc.prompts_diverged_from_reference, 0) END::BIGINT AS prompts_diverged_from_reference,
-    CASE WHEN sides.side = 'served' THEN NULL ELSE coalesce(rc.render_failures, 0) END::BIGINT AS render_failures,
-    t.calls_whole::BIGINT AS calls_whole,
+         ELSE coalesce(rc.prompts_diverged_from_reference, 0) END::BIGINT * CASE WHEN t.rendered THEN 1 END AS prompts_diverged_from_reference,
+    CASE WHEN sides.side = 'served' THEN NULL ELSE coalesce(rc.render_failures, 0) END::BIGINT * CASE WHEN t.rendered THEN 1 END AS render_failures,
+    t.calls_whole::BIGINT * CASE WHEN t.streamed THEN 1 END AS calls_whole,
     CASE WHEN sides.side = 'reference' THEN NULL
+         WHEN sides.side = 'served' AND NOT t.streamed THEN NULL
          WHEN sides.side = 'served' THEN sc.calls_dropped
-         ELSE (SELECT count(*) FROM dropped d WHERE d.side = sides.side) END::BIGINT AS calls_dropped,
+         ELSE (SELECT count(*) FROM dropped d WHERE d.side = sides.side) END::BIGINT * CASE WHEN t.streamed THEN 1 END AS calls_dropped,
     CASE WHEN sides.side = 'reference' THEN NULL
          WHEN sides.side = 'served' THEN sc.non_json_joins
+         WHEN NOT t.streamed THEN NULL
          ELSE coalesce(b.non_json_joins, 0) END::BIGINT AS non_json_joins,
     CASE WHEN sides.side = 'reference' THEN NULL
+         WHEN sides.side = 'served' AND NOT t.streamed THEN NULL
          WHEN sides.side = 'served' THEN sc.argument_mismatches
+         WHEN NOT t.streamed THEN NULL
          ELSE coalesce(b.argument_mismatches, 0) END::BIGINT AS argument_mismatches
 FROM sides
 CROSS JOIN totals t

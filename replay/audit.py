@@ -86,6 +86,8 @@ def audit(paths: list[str | Path], out: str | Path, cfg: AuditConfig, stage: Sta
     spec, before anything is written; faults in the data itself never raise (they are rows).
     """
     run_dir = Path(out)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"--out {run_dir}: exists and is not a folder")
     validate_specs(cfg)
     files = discover(paths)
     run_dir.mkdir(parents=True, exist_ok=True)

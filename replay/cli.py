@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import os
 import sys
 import time
@@ -21,7 +22,9 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import orjson  # noqa: E402
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
+from rich import filesize  # noqa: E402
+from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn  # noqa: E402
+from rich.text import Text  # noqa: E402
 
 from replay import __version__  # noqa: E402
 
@@ -117,6 +120,17 @@ def _config(
     )
 
 
+class _DoneColumn(ProgressColumn):
+    """``done/total`` with the stage's unit: bytes for ingest (read from disk), exchanges after."""
+
+    def render(self, task) -> Text:  # type: ignore[no-untyped-def]
+        if task.fields.get("unit") == "bytes":
+            total = filesize.decimal(int(task.total)) if task.total is not None else "?"
+            return Text(f"{filesize.decimal(int(task.completed))}/{total}")
+        total = f"{int(task.total):,}" if task.total is not None else "?"
+        return Text(f"{int(task.completed):,}/{total} exchanges")
+
+
 @contextmanager
 def _progress(quiet: bool) -> Iterator[Callable[[str, Optional[int]], Any]]:
     """A rich progress bar per stage, on stderr; nothing when ``quiet`` or not a terminal."""
@@ -128,7 +142,7 @@ def _progress(quiet: bool) -> Iterator[Callable[[str, Optional[int]], Any]]:
     progress = Progress(
         TextColumn("{task.description:<10}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        _DoneColumn(),
         TimeElapsedColumn(),
         console=err,
         transient=False,
@@ -136,7 +150,7 @@ def _progress(quiet: bool) -> Iterator[Callable[[str, Optional[int]], Any]]:
 
     @contextmanager
     def stage(name: str, total: Optional[int]) -> Iterator[Callable[[int], None]]:
-        task = progress.add_task(name, total=total)
+        task = progress.add_task(name, total=total, unit="bytes" if name == "ingest" else "exchanges")
         yield lambda n: progress.advance(task, n)
         progress.update(task, completed=total if total is not None else progress.tasks[task].completed)
 
@@ -176,10 +190,20 @@ def audit(
 
     cfg = _config(old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings)
     run_dir = out or _default_out()
+    from replay.capture import discover
+    from replay.pipeline import validate_specs
+
+    try:  # bad options and missing inputs fail here, before any progress bar or file
+        validate_specs(cfg)
+        discover([str(p) for p in paths])
+        if run_dir.exists() and not run_dir.is_dir():
+            raise ValueError(f"--out {run_dir}: exists and is not a folder")
+    except (OSError, ValueError) as exc:
+        _fail(str(exc))
     try:
         with _progress(quiet) as stage:
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage)
-    except (FileNotFoundError, ValueError) as exc:
+    except (OSError, ValueError) as exc:
         _fail(str(exc))
     con = connect(run_dir)
     console.print(rich_table(summary_by_side(run_query(con, "summary")), title=f"replay audit: {run_dir}"))
@@ -241,10 +265,14 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
         with stage(which, n) as advance:
             counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
     meta = read_meta(run)
-    meta["options"] = {**meta.get("options", {}), **{k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}}
+    given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
+    if which == "re-stream" and given.get("tokenizer") is None:
+        given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
+    meta["options"] = {**meta.get("options", {}), **given}
     write_meta(run, meta)
     write_report(run, meta)
-    console.print(f"{which}: wrote {counts} rows; report.md updated.", highlight=False)
+    wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
+    console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
 
 
 _STAGE_KEYS = {
@@ -374,7 +402,8 @@ def formats() -> None:
     s.add_column("name")
     s.add_column("what it reproduces")
     for name, fn in SERIALIZERS.items():
-        s.add_row(name, (fn.__doc__ or "").strip().splitlines()[0])
+        first = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
+        s.add_row(name, re.sub(r":\w+:`([^`]*)`", r"\1", first).replace("``", "`"))
     console.print(s)
 
 

@@ -32,7 +32,7 @@ from replay import tables
 from replay.parsers import family_for_model, get_parser
 from replay.render.base import RenderError, Renderer, count_tokens
 from replay.render.chat_template import request_messages
-from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, replay_stream, same_call, split
+from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, check_chunking, replay_stream, same_call, split
 from replay.tools import get_serializer, leaked_nulls
 
 SIDES = ("old", "new", "reference")
@@ -128,8 +128,13 @@ def iter_exchanges(run_dir: Path, columns: list[str], batch_rows: int) -> Iterat
 
 
 def count_exchanges(run_dir: Path) -> int:
-    """Rows in a run's ``exchanges.parquet`` (from the Parquet footer, no data read)."""
-    return pq.ParquetFile(Path(run_dir) / "exchanges.parquet").metadata.num_rows
+    """Rows in a run's ``exchanges.parquet`` (from the Parquet footer, no data read).
+
+    Raises FileNotFoundError when ``run_dir`` is not a run folder."""
+    path = Path(run_dir) / "exchanges.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a run folder: no exchanges.parquet (run `replay ingest` or `replay audit` first)")
+    return pq.ParquetFile(path).metadata.num_rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,11 +231,19 @@ class ParserResolver:
         self.plugins: dict[str, type] = {}
 
     def _side(self, spec: str | None, family: str) -> type:
+        """The class for one side: the family's built-in parser, unless ``spec`` names a parser
+        for this family. A parser whose ``name`` is a built-in family (a subclass of HermesParser
+        keeps ``name = "hermes"``) replaces only that family's parser; one with any other name
+        replaces every family's."""
         if spec is None:
             return get_parser(family)
         if spec not in self.plugins:
             self.plugins[spec] = get_parser(spec)
-        return self.plugins[spec]
+        cls = self.plugins[spec]
+        own = family_of_parser(cls)
+        if own is not None and own != family_of_parser(get_parser(family)):
+            return get_parser(family)
+        return cls
 
     def family(self, model: str | None) -> str | None:
         """The family for ``model``: ``--parser`` when given, else the model-name table."""
@@ -244,6 +257,15 @@ class ParserResolver:
                 new=self._side(self.cfg.new_parser, family),
             )
         return self.cache[family]
+
+
+def family_of_parser(cls: type) -> str | None:
+    """The built-in family a parser class belongs to, by its ``name`` attribute; None when the
+    name is not a built-in family's."""
+    try:
+        return get_parser(str(getattr(cls, "name", ""))).name
+    except ValueError:
+        return None
 
 
 def _json_object(text: str | None) -> bool:
@@ -454,11 +476,19 @@ def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
 def validate_specs(cfg: AuditConfig) -> None:
     """Resolve every serializer and parser spec once, so a typo fails before any work is done.
 
-    Raises ValueError (UnknownSerializerError, UnknownParserError, PluginError) naming the spec.
+    Raises ValueError (UnknownSerializerError, UnknownParserError, PluginError, ChunkingError)
+    naming the spec.
     """
     for spec in cfg.serializer_specs().values():
         get_serializer(spec)
     for spec in (cfg.parser, cfg.old_parser, cfg.new_parser):
         if spec is not None:
             get_parser(spec)
+    if not cfg.chunkings:
+        raise ChunkingError("no chunking given")
+    for chunking in cfg.chunkings:
+        try:
+            check_chunking(chunking, tokenizer=cfg.tokenizer)
+        except ChunkingError as exc:
+            raise ChunkingError(f"--chunkings {chunking}: {exc}") from None
 

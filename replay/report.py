@@ -70,6 +70,12 @@ def _n(count: int | None, noun: str) -> str:
     return f"{count:,} {noun}" + ("" if count == 1 else "s")
 
 
+def _short(text: str | None, limit: int = 160) -> str:
+    """One line of at most ``limit`` chars, backticks removed (it goes inside a code span)."""
+    text = " ".join((text or "").split()).replace("`", "'")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
     return {r[key]: r for r in rows}
 
@@ -88,17 +94,33 @@ def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
     ingest = meta.get("ingest") or {}
     if ingest:
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted((ingest.get("errors_by_reason") or {}).items()))
+        blank = ingest.get("blank_lines") or 0
+        dup = ingest.get("duplicate_ids") or 0
         out.append(
-            f"Ingested {ingest.get('lines', 0):,} lines: {ingest.get('exchanges', 0):,} exchanges, "
-            f"{ingest.get('errors', 0):,} errors" + (f" ({reasons})" if reasons else "") + "."
+            f"Ingested {_n(ingest.get('lines'), 'line')}: {_n(ingest.get('exchanges'), 'exchange')}, "
+            f"{_n(ingest.get('errors'), 'error')}" + (f" ({reasons})" if reasons else "")
+            + (f", {_n(blank, 'blank line')}" if blank else "")
+            + (f"; {_n(dup, 'repeated id')} kept apart as `<id>@<file>:<line>`" if dup else "")
+            + "."
         )
 
     old, new = summary.get("old", {}), summary.get("new", {})
-    n_schemas = old.get("tool_schemas") or 0
-    if n_schemas:
+    # denominators: the schemas each side serialized and rendered (a failed render counts nowhere)
+    rendered = {
+        side: scalar(con, "SELECT coalesce(sum(n_tools), 0) FROM renders WHERE side = ? AND error IS NULL", [side])
+        for side in ("old", "new")
+    }
+
+    def of(side: str, count: int | None) -> str:
+        return f"{count or 0:,} of {rendered[side]:,}"
+
+    if rendered["old"] or rendered["new"]:
+        same = rendered["old"] == rendered["new"]
         out.append(
-            f"{old.get('schemas_with_leaked_null', 0):,} of {n_schemas:,} tool schemas carried a null the client "
-            f"never sent with `{ser['old']}`; {new.get('schemas_with_leaked_null', 0):,} with `{ser['new']}`."
+            f"{of('old', old.get('schemas_with_leaked_null'))} tool schemas carried a null the client never sent with "
+            f"`{ser['old']}`; "
+            + (f"{new.get('schemas_with_leaked_null') or 0:,}" if same else of("new", new.get("schemas_with_leaked_null")))
+            + f" with `{ser['new']}`."
         )
         leaks = run_query(con, "null_leaks").to_pylist()
         per_field: dict[str, dict[str, int]] = {}
@@ -106,8 +128,9 @@ def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
             per_field.setdefault(r["field"], {})[r["side"]] = r["schemas_leaking"]
         for fld, counts in sorted(per_field.items(), key=lambda kv: -max(kv[1].values())):
             out.append(
-                f"`{fld}: null` in {counts.get('old', 0):,} of {n_schemas:,} schemas with `{ser['old']}`; "
-                f"{counts.get('new', 0):,} with `{ser['new']}`."
+                f"`{fld}: null` in {of('old', counts.get('old'))} schemas with `{ser['old']}`; "
+                + (f"{counts.get('new', 0):,}" if same else of("new", counts.get("new")))
+                + f" with `{ser['new']}`."
             )
 
     div = _by(run_query(con, "divergent_prompts").to_pylist(), "comparison")
@@ -132,9 +155,11 @@ def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
         out.append(f"{sv['prompts_diverged']:,} of {sv['prompts_compared']:,} prompts the server logged differ from the reference render.")
     fails = {s: summary.get(s, {}).get("render_failures") or 0 for s in ("old", "new", "reference")}
     if any(fails.values()):
+        first = scalar(con, "SELECT mode(error) FROM renders WHERE error IS NOT NULL")
         out.append(
             f"Render failures: {fails['old']:,} with `{ser['old']}`, {fails['new']:,} with `{ser['new']}`, "
-            f"{fails['reference']:,} with the reference."
+            f"{fails['reference']:,} with the reference; the counts above leave them out. "
+            f"Most common error: `{_short(first)}` (all in `renders.error`)."
         )
 
     calls_whole = (summary.get("reference") or {}).get("calls_whole") or 0
@@ -167,11 +192,14 @@ def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
             f"non-JSON arguments; {_n(served.get('calls_dropped'), 'call')} of the whole-text parse missing, "
             f"{served.get('argument_mismatches') or 0:,} with different arguments."
         )
-    skipped = scalar(con, 
-        "SELECT count(*) FROM streams WHERE side = 'reference' AND error IS NOT NULL"
-    )
-    if skipped:
-        out.append(f"{skipped:,} raw completions could not be parsed by the reference (see `streams.error`).")
+    for side, what in (("reference", "raw completions the reference could not parse"), ("old", "old-side replays failed"), ("new", "new-side replays failed")):
+        n_err = scalar(con, "SELECT count(*) FROM streams WHERE side = ? AND error IS NOT NULL", [side])
+        if n_err:
+            first = scalar(con, "SELECT mode(error) FROM streams WHERE side = ? AND error IS NOT NULL", [side])
+            out.append(
+                f"{n_err:,} {what}; the call counts above leave them out. "
+                f"Most common error: `{_short(first)}` (all in `streams.error`)."
+            )
     return out
 
 

@@ -8,6 +8,7 @@ so every query runs on every run. A query file's first comment lines are its tit
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -64,15 +65,28 @@ def get_query(name: str) -> Query:
     return queries[name]
 
 
+#: DuckDB's memory cap (``REPLAY_DUCKDB_MEMORY``, DuckDB size syntax). Joins and aggregates over a
+#: large run spill to ``<run>/.duckdb_tmp`` past it instead of growing with the run.
+DEFAULT_MEMORY_LIMIT = "1GB"
+
+
 def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with a view per table of the run in ``run_dir``.
 
-    Raises FileNotFoundError when ``run_dir`` is not a run (it has no ``exchanges.parquet``).
+    Memory is capped at ``$REPLAY_DUCKDB_MEMORY`` (default :data:`DEFAULT_MEMORY_LIMIT`); past it
+    DuckDB spills to ``<run>/.duckdb_tmp``. Raises FileNotFoundError when ``run_dir`` is not a run
+    (it has no ``exchanges.parquet``).
     """
     run = Path(run_dir)
     if not (run / "exchanges.parquet").is_file():
         raise FileNotFoundError(f"{run} is not a run folder: no exchanges.parquet (run `replay ingest` or `replay audit` first)")
-    con = duckdb.connect(":memory:")
+    con = duckdb.connect(
+        ":memory:",
+        config={
+            "memory_limit": os.environ.get("REPLAY_DUCKDB_MEMORY", DEFAULT_MEMORY_LIMIT),
+            "temp_directory": str(run.resolve() / ".duckdb_tmp"),
+        },
+    )
     for name, schema in tables.TABLES.items():
         path = run / f"{name}.parquet"
         if path.is_file():

@@ -159,6 +159,12 @@ def split(
     raise ChunkingError(f"unknown chunking {chunking!r}")
 
 
+def check_chunking(chunking: str, *, tokenizer: Any = None) -> None:
+    """Raise :class:`ChunkingError` unless ``chunking`` is a name :func:`split` understands
+    (and, for ``token``, a tokenizer is given); used to reject a bad option before a run starts."""
+    split("ab", chunking, steps=["a", "b"], tokenizer=tokenizer)
+
+
 def two_way_splits(text: str, markers: Sequence[str] = ()) -> Iterator[tuple[int, list[str]]]:
     """Every two-way split of ``text``: ``(k, [text[:k], text[k:]])`` for each cut ``k`` (chars,
     ``0 < k < len(text)``) that is not strictly inside a marker occurrence."""

@@ -219,7 +219,7 @@ def coding_agent() -> list[dict]:
             ex = exchange(xid, ts, model, msgs, CODING_TOOLS, stream=True, output_text=text, steps=steps,
                           served=served_stream(frags(content, 12) if content else [], served_calls, finish))
         out.append(ex)
-        history.append({"role": "assistant", "content": content or None,
+        history.append({"role": "assistant", "content": content,
                         "tool_calls": [{"id": f"{xid}_{k}", "type": "function", "function": {"name": n, "arguments": a}}
                                        for k, (n, a) in enumerate(args)]} if calls else {"role": "assistant", "content": content})
         for k, (n, _) in enumerate(args):

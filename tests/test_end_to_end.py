@@ -198,9 +198,75 @@ def test_planted_parser_plugin_shows_dropped_calls(run_dir: Path, tmp_path: Path
     )
     assert result.exit_code == 0, result.output
     rows = {(r["side"], r["chunking"]): r for r in query_json(out, "dropped_calls")}
-    # under `whole` every Hermes call is in the one and only delta: all 7 are lost, on all 7 coding replays
-    # (the DeepSeek exchanges use the built-in deepseek_v31 parser on both sides: the plugin is a Hermes class
-    # and --old-parser applies to every family, so they drop 5 more)
-    assert rows[("old", "whole")]["calls_dropped"] == 12
-    assert rows[("old", "whole")]["stop_with_calls"] == 10  # agent-01..06, gw-01, 02, 03, 05
+    # under `whole` every Hermes call is in the one and only delta: all 7 calls of the 7 coding-agent
+    # completions are lost (6 of them with finish_reason stop). The plugin is a HermesParser
+    # (name "hermes"), so the DeepSeek exchanges keep the built-in deepseek_v31 parser: 0 dropped there.
+    assert rows[("old", "whole")]["calls_dropped"] == 7
+    assert rows[("old", "whole")]["stop_with_calls"] == 6
     assert rows[("new", "whole")]["calls_dropped"] == 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--chunkings", "bogus"], "--chunkings bogus: unknown chunking 'bogus'"),
+        (["--chunkings", "token"], "--chunkings token: token chunking needs a tokenizer"),
+        (["--old-serializer", "nope"], "nope"),
+        (["--old-parser", "no/such/file.py:P"], "no/such/file.py:P"),
+    ],
+)
+def test_bad_options_fail_before_any_work(tmp_path: Path, args: list[str], message: str) -> None:
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(out), "--quiet", *args])
+    assert result.exit_code == 1, result.output
+    assert message in result.output
+    assert not out.exists()
+
+
+def test_chat_template_that_does_not_compile(tmp_path: Path) -> None:
+    tmpl = tmp_path / "broken.jinja"
+    tmpl.write_text("{% if %}")
+    result = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(tmp_path / "run"), "--chat-template", str(tmpl), "-q"])
+    assert result.exit_code == 1 and "does not compile" in result.output
+
+
+def test_render_failures_are_said_and_left_out_of_the_denominators(tmp_path: Path) -> None:
+    """A template that raises on requests with tools: those prompts are failures, named in the
+    headline with their error, and the leak sentence counts only the schemas that rendered."""
+    tmpl = tmp_path / "no_tools.jinja"
+    tmpl.write_text("{% if tools %}{{ raise_exception('tools are not supported') }}{% endif %}"
+                    "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(out), "--chat-template", str(tmpl), "-q"])
+    assert result.exit_code == 0, result.output
+    text = (out / "report.md").read_text()
+    # 12 of 13 requests carry tools: each side fails those 12 and renders the one without tools
+    assert "Render failures: 12 with `model-dump`, 12 with `client-fields`, 12 with the reference" in text
+    assert "tools are not supported" in text
+    assert "0 of 0 tool schemas" not in text and "of 50 tool schemas" not in text
+    summary = {r["side"]: r for r in query_json(out, "summary")}
+    assert summary["old"]["render_failures"] == 12 and summary["old"]["schemas_with_leaked_null"] == 0
+
+
+def test_replay_errors_are_said(tmp_path: Path, run_dir: Path) -> None:
+    plugin = tmp_path / "crash.py"
+    plugin.write_text("from replay.parsers.hermes import HermesParser\n"
+                      "class Crash(HermesParser):\n"
+                      "    def feed(self, delta):\n"
+                      "        raise RuntimeError('parser bug')\n")
+    out = tmp_path / "run"
+    shutil.copytree(run_dir, out)
+    result = runner.invoke(app, ["stream", "--run", str(out), "--old-parser", f"{plugin}:Crash", "--chunkings", "whole,char", "-q"])
+    assert result.exit_code == 0, result.output
+    text = (out / "report.md").read_text()
+    # 7 Hermes completions x 2 chunkings; the DeepSeek exchanges keep their built-in parser
+    assert "14 old-side replays failed" in text and "RuntimeError: parser bug" in text
+
+
+def test_ingest_only_run_has_null_stage_counts(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["ingest", str(SAMPLES), "--out", str(out), "-q"])
+    assert result.exit_code == 0 and "18 lines: 13 exchanges, 5 errors" in result.output
+    old = {r["side"]: r for r in query_json(out, "summary")}["old"]
+    assert (old["exchanges"], old["tool_schemas"]) == (13, 50)
+    assert old["schemas_with_leaked_null"] is None and old["calls_dropped"] is None and old["render_failures"] is None

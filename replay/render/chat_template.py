@@ -77,6 +77,7 @@ class ChatTemplateRenderer:
     passed to the template (see :func:`special_tokens_from`). ``extra``: more template variables
     (``enable_thinking``, ``date_string``). ``name``: the label on ``renders`` rows.
 
+    The constructor raises ValueError when the template does not compile.
     ``render(messages, tools)`` returns the prompt with the generation prompt appended
     (``add_generation_prompt=True``). Raises :class:`RenderError` for any template error (a
     ``raise_exception`` call, an undefined attribute, a type error inside the template).
@@ -90,6 +91,12 @@ class ChatTemplateRenderer:
         extra: dict[str, Any] | None = None,
         name: str = "chat-template",
     ) -> None:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+
+        try:  # a template that does not compile fails every request: say so once, up front
+            _compile_jinja_template(template)
+        except Exception as exc:
+            raise ValueError(f"the chat template does not compile: {type(exc).__name__}: {exc}") from exc
         self.template = template
         self.kwargs = {**(special_tokens or {}), **(extra or {})}
         self.name = name
