@@ -195,6 +195,7 @@ class Assembled:
     content: str
     calls: list[AssembledCall] = field(default_factory=list)
     finish_reason: str = "stop"
+    reasoning: str = ""
 
 
 def assemble_openai(deltas: Iterable[StreamDelta]) -> Assembled:
@@ -205,12 +206,15 @@ def assemble_openai(deltas: Iterable[StreamDelta]) -> Assembled:
     ``tool_calls`` when any tool-call delta was seen, else ``stop`` (as vLLM and SGLang set it).
     """
     content: list[str] = []
+    reasoning: list[str] = []
     calls: dict[int, AssembledCall] = {}
     parts: dict[int, list[str]] = {}
     saw_call = False
     for d in deltas:
         if d.content:
             content.append(d.content)
+        if getattr(d, "reasoning", ""):
+            reasoning.append(d.reasoning)
         for c in d.calls:
             saw_call = True
             call = calls.get(c.index)
@@ -228,7 +232,12 @@ def assemble_openai(deltas: Iterable[StreamDelta]) -> Assembled:
         call = calls[index]
         call.arguments = "".join(parts[index])
         out.append(call)
-    return Assembled(content="".join(content), calls=out, finish_reason="tool_calls" if saw_call else "stop")
+    return Assembled(
+        content="".join(content),
+        calls=out,
+        finish_reason="tool_calls" if saw_call else "stop",
+        reasoning="".join(reasoning),
+    )
 
 
 def replay_stream(parser_cls: Any, tools: list[dict[str, Any]] | None, deltas: Iterable[str]) -> Assembled:
@@ -284,11 +293,13 @@ class StreamMismatch:
 def compare_to_whole(got: Assembled, whole: Any) -> list[str]:
     """Differences between an assembled stream and a whole-text :class:`ParseResult` (words).
 
-    Checked: content; number of calls; per index the name, a single name delta, and the identical
+    Checked: content; reasoning; number of calls; per index the name, a single name delta, and the identical
     argument string; ``finish_reason`` is ``tool_calls`` iff the whole-text parse has calls."""
     problems: list[str] = []
     if got.content != whole.content:
         problems.append(f"content {got.content!r} != whole {whole.content!r}")
+    if got.reasoning != getattr(whole, "reasoning", ""):
+        problems.append(f"reasoning {got.reasoning!r} != whole {getattr(whole, 'reasoning', '')!r}")
     if len(got.calls) != len(whole.calls):
         problems.append(f"{len(got.calls)} calls streamed, whole-text parse has {len(whole.calls)}")
     for pos, (g, w) in enumerate(zip(got.calls, whole.calls)):

@@ -20,77 +20,26 @@ from replay.parsers import (
 from replay.parsers._jsonscan import DONE, INVALID, JsonPrefix
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 from replay.parsers.deepseek_v31 import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, EOS, SEP
-from replay.stream import (
-    CHUNKINGS_DEFAULT,
-    check_stream_equals_whole,
-    replay_stream,
-    split,
-    two_way_splits,
+from replay.stream import check_stream_equals_whole, replay_stream, split, two_way_splits
+from strategies import (
+    DUMP_STYLES,
+    plain_chars,
+    PROPERTY,
+    RawArgsFirst,
+    SilentFinish,
+    all_chunkings,
+    assert_property,
+    json_objects,
+    json_values,
+    names,
+    stream,
+    text_with,
+    ws,
 )
-
-PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def all_chunkings(parser_cls, text):
-    """Every default chunking, char-raw, three seeded random splits and every two-way split."""
-    named = [*CHUNKINGS_DEFAULT, "char-raw", "random-0", "random-1", "random-2"]
-    return named + [(f"split-{k}", d) for k, d in two_way_splits(text, parser_cls.markers)]
-
-
-def assert_property(parser_cls, text):
-    failures = check_stream_equals_whole(parser_cls, text, all_chunkings(parser_cls, text))
-    assert not failures, f"{len(failures)} failing chunkings; smallest: {failures[0].describe()}\n text={text!r}"
-
-
-def stream(parser_cls, deltas):
-    return replay_stream(parser_cls, None, deltas)
-
 
 # ----------------------------------------------------------------------------- strategies
 HERMES_MARKERS = ["<tool_call>", "</tool_call>", "<tool_", "</tool", "tool_call>"]
 DS_MARKERS = [CALLS_BEGIN, CALL_BEGIN, SEP, CALL_END, CALLS_END, EOS, CALL_END[:5], "<\uff5c"]
-
-plain_chars = st.characters(codec="utf-8", categories=("L", "N", "P", "S", "Zs", "Cc"))
-
-
-def text_with(markers):
-    """Free text that often contains the family's markers or pieces of them."""
-    piece = st.one_of(
-        st.text(plain_chars, max_size=6),
-        st.sampled_from(["\n", " ", "<", ">", "{", "}", '"', "\\", "é", "中文", "😀"]),
-        st.sampled_from(markers),
-    )
-    return st.lists(piece, max_size=4).map("".join)
-
-
-def json_values(markers):
-    strings = st.one_of(
-        st.text(max_size=8),
-        st.sampled_from(['"', "\\", "\n", "\\n", "\u2028", "é", "\U0001f600", "</", "{", "}"]),
-        st.builds(lambda a, m, b: a + m + b, st.text(max_size=3), st.sampled_from(markers), st.text(max_size=3)),
-    )
-    scalars = st.one_of(
-        st.none(),
-        st.booleans(),
-        st.integers(-(10**15), 10**15),
-        st.floats(allow_nan=False, allow_infinity=False),
-        strings,
-    )
-    return st.recursive(
-        scalars,
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-        max_leaves=8,
-    )
-
-
-def json_objects(markers):
-    return st.dictionaries(st.text(max_size=6) | st.sampled_from(["a", "city", "path"]), json_values(markers), max_size=4)
-
-
-DUMP_STYLES = [{}, {"ensure_ascii": False}, {"separators": (",", ":")}, {"indent": 1}, {"indent": 2, "ensure_ascii": False}]
-ws = st.sampled_from(["", "\n", " ", "\n\n", " \t\r\n"])
-names = st.one_of(st.sampled_from(["get_weather", "f", "search_web", "a.b-c"]), st.text(max_size=6))
-
 
 @st.composite
 def hermes_call(draw):
@@ -332,20 +281,6 @@ def test_deepseek_marker_split_and_eos_never_content():
 
 
 # ----------------------------------------------------------------------------- planted bugs
-class RawArgsFirst:
-    """Planted bug (a): the model's raw argument text is sent before the parsed JSON."""
-
-    def _emit_call(self, index, name, arguments, raw):
-        return [CallDelta(index, name, raw), CallDelta(index, None, arguments)]
-
-
-class SilentFinish:
-    """Planted bug (b): finish() reports nothing."""
-
-    def finish(self):
-        return StreamDelta()
-
-
 class HermesRawArgs(RawArgsFirst, HermesParser):
     pass
 

@@ -39,10 +39,13 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ParseResult:
-    """What a whole-text parse returns: the content a client sees, and the calls in order."""
+    """What a whole-text parse returns: the content a client sees, the calls in order, and the
+    reasoning text split off before them (``<think>...</think>``, Harmony's analysis channel; the
+    ``reasoning_content`` of vLLM/SGLang responses), empty when the family or output has none."""
 
     content: str
     calls: tuple[ToolCall, ...] = ()
+    reasoning: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,13 +63,15 @@ class CallDelta:
 
 @dataclass
 class StreamDelta:
-    """What one ``feed``/``finish`` call yields: a content fragment and tool-call deltas."""
+    """What one ``feed``/``finish`` call yields: a content fragment, tool-call deltas, and a
+    reasoning fragment (``delta.reasoning_content`` in vLLM/SGLang streams)."""
 
     content: str = ""
     calls: list[CallDelta] = field(default_factory=list)
+    reasoning: str = ""
 
     def __bool__(self) -> bool:
-        return bool(self.content or self.calls)
+        return bool(self.content or self.calls or self.reasoning)
 
 
 @runtime_checkable
@@ -79,7 +84,9 @@ class ToolParser(Protocol):
       deltas, so synthetic chunkings do not cut inside them (except ``char-raw``).
 
     ``__init__(tools)`` takes the request's tool declarations (a list of OpenAI tool dicts, or
-    None), for families whose parse depends on the declared schema.
+    None), for families whose parse depends on the declared schema. Families that split off
+    reasoning also accept the keyword ``reasoning_open=True``: the generation prompt already
+    opened the reasoning section (it ends with ``<think>``), so the output starts inside it.
     """
 
     name: ClassVar[str]
