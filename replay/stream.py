@@ -240,10 +240,24 @@ def assemble_openai(deltas: Iterable[StreamDelta]) -> Assembled:
     )
 
 
-def replay_stream(parser_cls: Any, tools: list[dict[str, Any]] | None, deltas: Iterable[str]) -> Assembled:
-    """Replay one stream: a new ``parser_cls(tools)``, ``feed`` each delta (text), ``finish()``,
-    and assemble the events with :func:`assemble_openai`. Parser exceptions propagate."""
-    parser = parser_cls(tools)
+def new_parser(parser_cls: Any, tools: list[dict[str, Any]] | None, *, reasoning_open: bool = False) -> Any:
+    """A parser instance for one stream: ``parser_cls(tools)``, with ``reasoning_open=True`` only
+    when asked (a plugin class without reasoning support is then constructed without it)."""
+    if reasoning_open:
+        try:
+            return parser_cls(tools, reasoning_open=True)
+        except TypeError:
+            pass
+    return parser_cls(tools)
+
+
+def replay_stream(
+    parser_cls: Any, tools: list[dict[str, Any]] | None, deltas: Iterable[str], *, reasoning_open: bool = False
+) -> Assembled:
+    """Replay one stream: a new parser (:func:`new_parser`), ``feed`` each delta (text),
+    ``finish()``, and assemble the events with :func:`assemble_openai`. Parser exceptions
+    propagate."""
+    parser = new_parser(parser_cls, tools, reasoning_open=reasoning_open)
     events = [parser.feed(d) for d in deltas]
     events.append(parser.finish())
     return assemble_openai(events)
@@ -324,6 +338,7 @@ def check_stream_equals_whole(
     *,
     tools: list[dict[str, Any]] | None = None,
     tokenizer: Any = None,
+    reasoning_open: bool = False,
 ) -> list[StreamMismatch]:
     """The stream-equals-whole property for one completion; returns the failures, fewest deltas
     first (empty when it holds).
@@ -332,7 +347,7 @@ def check_stream_equals_whole(
     here since there are no steps) or ``(label, deltas)`` pairs given explicitly (e.g. from
     :func:`two_way_splits`). A parser exception under a chunking is reported as a failure.
     """
-    whole = parser_cls(tools).parse(text)
+    whole = new_parser(parser_cls, tools, reasoning_open=reasoning_open).parse(text)
     markers = tuple(getattr(parser_cls, "markers", ()))
     failures: list[StreamMismatch] = []
     for ch in chunkings:
@@ -343,7 +358,7 @@ def check_stream_equals_whole(
         else:
             label, deltas = ch[0], list(ch[1])
         try:
-            got = replay_stream(parser_cls, tools, deltas)
+            got = replay_stream(parser_cls, tools, deltas, reasoning_open=reasoning_open)
         except Exception as exc:  # a parser fault is a failure of the property
             failures.append(StreamMismatch(label, deltas, [f"raised {exc!r}"]))
             continue

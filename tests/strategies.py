@@ -25,9 +25,29 @@ def all_chunkings(parser_cls, text):
     return named + [(f"split-{k}", d) for k, d in two_way_splits(text, parser_cls.markers)]
 
 
-def assert_property(parser_cls, text):
-    failures = check_stream_equals_whole(parser_cls, text, all_chunkings(parser_cls, text))
+def assert_property(parser_cls, text, *, tools=None, reasoning_open=False):
+    """Streamed == whole for ``text`` under every chunking of :func:`all_chunkings`; the failure
+    message names the smallest failing chunking and its deltas."""
+    failures = check_stream_equals_whole(
+        parser_cls, text, all_chunkings(parser_cls, text), tools=tools, reasoning_open=reasoning_open
+    )
     assert not failures, f"{len(failures)} failing chunkings; smallest: {failures[0].describe()}\n text={text!r}"
+
+
+THINK_PIECES = ["<think>", "</think>", "<thi", "</th", "\n", " "]
+
+
+def with_reasoning(body_strategy, markers=()):
+    """``(text, reasoning_open)``: a body, sometimes behind a ``<think>...</think>`` section
+    (opened in the output, or by the prompt), whose text may mention the family's markers."""
+    inner = text_with(list(markers) + THINK_PIECES[2:])
+    head = st.one_of(
+        st.just(("", False)),
+        st.builds(lambda r, w: (f"<think>{r}</think>{w}", False), inner, st.sampled_from(["", "\n\n", " "])),
+        st.builds(lambda r, w: (f"{r}</think>{w}", True), inner, st.sampled_from(["", "\n"])),
+        st.builds(lambda r: (f"<think>{r}", False), inner),  # never closed
+    )
+    return st.tuples(head, body_strategy).map(lambda hb: (hb[0][0] + hb[1], hb[0][1]))
 
 
 def stream(parser_cls, deltas):

@@ -12,6 +12,8 @@ from replay.parsers.deepseek_v31 import CALL_BEGIN
 from replay.stream import replay_stream, same_call, split, two_way_splits
 
 OUTPUTS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "outputs"
+#: records checked per file (complete calls in the family's own syntax); a drop means a regression
+CHECKED = {"hermes.jsonl": 21, "deepseek_v3_1.jsonl": 7}
 FILES = {"hermes.jsonl": (HermesParser, "<tool_call>"), "deepseek_v3_1.jsonl": (DeepSeekV31Parser, CALL_BEGIN)}
 
 
@@ -23,18 +25,24 @@ def _records(fname):
 
 
 def asserted(record, start_marker):
-    """Records whose calls this issue's parser must find: complete (not partial), with parsed
-    arguments, no reasoning block (not split off here), and written in the family's own call
-    syntax (llama.cpp's lenient Hermes reader also accepts <function=...>, <tool>, fenced or bare
-    JSON; those forms are not the family's output syntax)."""
+    """Records whose calls the parser must find: complete (not partial), with parsed arguments,
+    and written in the family's own call syntax (llama.cpp's lenient Hermes reader also accepts
+    <function=...>, <tool>, fenced or bare JSON; those forms are not the family's output syntax)."""
     calls = record.get("expected_calls") or []
     return (
         bool(calls)
         and all("arguments" in c for c in calls)
         and not record.get("partial", False)
-        and "think>" not in record["text"]
         and start_marker in record["text"]
     )
+
+
+def reasoning_open(record):
+    """The prompt opened the reasoning section: the template context says thinking is on, or the
+    text closes a section it never opened."""
+    text = record["text"]
+    ctx = record.get("test_context") or {}
+    return ctx.get("enable_thinking") == "true" or ("</think>" in text and "<think>" not in text)
 
 
 @pytest.mark.parametrize("fname", sorted(FILES))
@@ -46,18 +54,21 @@ def test_corpus_records(fname):
     checked = 0
     for rec in records:
         text = rec["text"]
-        whole = parser_cls().parse(text)  # every record parses without exception
-        replay_stream(parser_cls, None, split(text, "char", markers=parser_cls.markers))
+        ro = reasoning_open(rec)
+        whole = parser_cls(reasoning_open=ro).parse(text)  # every record parses without exception
+        replay_stream(parser_cls, None, split(text, "char", markers=parser_cls.markers), reasoning_open=ro)
         if not asserted(rec, start):
             continue
         checked += 1
         expected = rec["expected_calls"]
-        runs = [whole.calls]
+        runs = [whole]
         for name in ("whole", "char"):
-            runs.append(replay_stream(parser_cls, None, split(text, name, markers=parser_cls.markers)).calls)
-        runs += [replay_stream(parser_cls, None, d).calls for _, d in two_way_splits(text, parser_cls.markers)]
-        for calls in runs:
-            assert [c.name for c in calls] == [c["name"] for c in expected], rec["source"]
-            for got, want in zip(calls, expected):
+            runs.append(replay_stream(parser_cls, None, split(text, name, markers=parser_cls.markers), reasoning_open=ro))
+        runs += [replay_stream(parser_cls, None, d, reasoning_open=ro) for _, d in two_way_splits(text, parser_cls.markers)]
+        for run in runs:
+            assert [c.name for c in run.calls] == [c["name"] for c in expected], rec["source"]
+            for got, want in zip(run.calls, expected):
                 assert same_call(got.arguments, json.dumps(want["arguments"])), rec["source"]
-    assert checked > 0
+            if rec.get("expected_reasoning") is not None:
+                assert run.reasoning.strip() == rec["expected_reasoning"].strip(), rec["source"]
+    assert checked == CHECKED[fname]

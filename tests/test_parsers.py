@@ -34,6 +34,7 @@ from strategies import (
     names,
     stream,
     text_with,
+    with_reasoning,
     ws,
 )
 
@@ -122,15 +123,17 @@ def deepseek_outputs(draw):
 
 # ----------------------------------------------------------------------------- the property
 @PROPERTY
-@given(hermes_outputs())
-def test_hermes_stream_equals_whole(text):
-    assert_property(HermesParser, text)
+@given(with_reasoning(hermes_outputs(), HERMES_MARKERS))
+def test_hermes_stream_equals_whole(case):
+    text, reasoning_open = case
+    assert_property(HermesParser, text, reasoning_open=reasoning_open)
 
 
 @PROPERTY
-@given(deepseek_outputs())
-def test_deepseek_v31_stream_equals_whole(text):
-    assert_property(DeepSeekV31Parser, text)
+@given(with_reasoning(deepseek_outputs(), DS_MARKERS))
+def test_deepseek_v31_stream_equals_whole(case):
+    text, reasoning_open = case
+    assert_property(DeepSeekV31Parser, text, reasoning_open=reasoning_open)
 
 
 @settings(max_examples=150, deadline=None)
@@ -226,9 +229,16 @@ def test_hermes_malformed_json_is_content_and_parsing_goes_on():
     assert HermesParser().parse("<tool_call>oops").content == "<tool_call>oops"
 
 
-def test_hermes_content_is_verbatim():
-    text = "  <think>\nhm\n</think>\n\n" + H_CALL_A + "\n after  "
-    assert HermesParser().parse(text).content == "  <think>\nhm\n</think>\n\n\n after  "
+def test_hermes_content_is_verbatim_and_reasoning_split_off():
+    text = "  <think>\nhm <tool_call>\n</think>\n\n" + H_CALL_A + "\n after <think>x</think> "
+    whole = HermesParser().parse(text)
+    # the leading reasoning (with the <tool_call> it mentions) is split off, with the whitespace after
+    # </think>; a later <think> is content
+    assert (whole.reasoning, whole.content) == ("\nhm <tool_call>\n", "\n after <think>x</think> ")
+    assert len(whole.calls) == 1
+    assert_property(HermesParser, text)
+    opened = HermesParser(reasoning_open=True).parse("plan\n</think>\n" + H_CALL_A)
+    assert (opened.reasoning, opened.content, len(opened.calls)) == ("plan\n", "", 1)
 
 
 # ----------------------------------------------------------------------------- exact examples: deepseek

@@ -34,6 +34,9 @@ section marker (suffixes that are a prefix of one are held back); section marker
 A block is buffered until decided, then its call is sent in one tool-call delta (name once,
 complete; arguments exactly the whole-text parse's string). The name is not sent at
 ``<｜tool▁sep｜>`` because a malformed body would make the block content.
+Reasoning: a leading ``<think>...</think>`` (or, with ``reasoning_open`` — the V3.1 thinking
+prompt ends with ``<think>`` — everything up to the first ``</think>``) is split off first, as
+:mod:`replay.parsers._reasoning` defines.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from typing import Any, ClassVar
 
 from replay.parsers._block import Decided, JsonBlock
 from replay.parsers._jsonscan import skip_ws
+from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 from replay.parsers.hermes import partial_marker_suffix
 
@@ -94,10 +98,13 @@ class DeepSeekV31Parser:
     """
 
     name: ClassVar[str] = "deepseek_v31"
+    covers: ClassVar[str] = "DeepSeek V3.1, V3.1-Terminus: tool calls without the function type word or code fence"
     markers: ClassVar[tuple[str, ...]] = MARKERS
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         self.tools = tools
+        self._reasoning_open = reasoning_open
+        self._think = ReasoningSplitter(THINK, open=reasoning_open)
         self._buf = ""
         self._in_block = False
         self._name = ""
@@ -107,7 +114,13 @@ class DeepSeekV31Parser:
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> content and calls, per the module rules."""
+        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
+        module rules (reasoning split off first, :mod:`replay.parsers._reasoning`)."""
+        reasoning, body = split_reasoning(text, THINK, open=self._reasoning_open)
+        result = self._parse_body(body)
+        return ParseResult(content=result.content, calls=result.calls, reasoning=reasoning)
+
+    def _parse_body(self, text: str) -> ParseResult:
         content: list[str] = []
         calls: list[ToolCall] = []
         n = len(text)
@@ -163,14 +176,20 @@ class DeepSeekV31Parser:
         """Streaming parse: take the next delta (text); return content and tool-call deltas."""
         if self._finished:
             raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        self._buf += delta
-        return self._drain(final=False)
+        reasoning, body = self._think.feed(delta)
+        self._buf += body
+        out = self._drain(final=False)
+        out.reasoning = reasoning
+        return out
 
     def finish(self) -> StreamDelta:
         """End of stream: decide the open block (if any), release held-back text."""
         if self._finished:
             return StreamDelta()
+        reasoning, body = self._think.finish()
+        self._buf += body
         out = self._drain(final=True)
+        out.reasoning = reasoning
         self._finished = True
         return out
 

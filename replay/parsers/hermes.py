@@ -22,7 +22,10 @@ parser; the tests check that they agree under every chunking):
 * A block with no ``</tool_call>`` at the end of the text (the stream stopped) is a call when its
   JSON is complete and a valid call followed only by whitespace, else its text is content.
 * Content is all text outside call blocks, verbatim: nothing stripped, text after the last call
-  kept, a stray ``</tool_call>`` kept. Reasoning (``<think>``) is plain content here.
+  kept, a stray ``</tool_call>`` kept.
+* Reasoning: a leading ``<think>...</think>`` (or, with ``reasoning_open``, everything up to the
+  first ``</think>``) is split off first, as :mod:`replay.parsers._reasoning` defines; a
+  ``<tool_call>`` inside it is reasoning, not a call (Qwen3 thinking models).
 
 Streaming: a buffered state machine. Outside a block it emits text as soon as it cannot be the
 start of ``<tool_call>`` (a buffer suffix that is a prefix of the marker is held back). Inside a
@@ -38,6 +41,7 @@ from typing import Any, ClassVar
 
 from replay.parsers._block import JsonBlock
 from replay.parsers._jsonscan import skip_ws
+from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 
 START = "<tool_call>"
@@ -81,10 +85,13 @@ class HermesParser:
     """
 
     name: ClassVar[str] = "hermes"
+    covers: ClassVar[str] = "Hermes 2 Pro / 3, Qwen2.5, Qwen3 (incl. thinking), QwQ: <tool_call> JSON blocks"
     markers: ClassVar[tuple[str, ...]] = (START, END)
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         self.tools = tools
+        self._reasoning_open = reasoning_open
+        self._think = ReasoningSplitter(THINK, open=reasoning_open)
         self._buf = ""
         self._block: JsonBlock | None = None  # the open block's body, None outside a block
         self._index = 0  # OpenAI tool_calls[].index of the next call
@@ -92,7 +99,13 @@ class HermesParser:
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> content and calls, per the module rules."""
+        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
+        module rules (reasoning split off first, :mod:`replay.parsers._reasoning`)."""
+        reasoning, body = split_reasoning(text, THINK, open=self._reasoning_open)
+        result = self._parse_body(body)
+        return ParseResult(content=result.content, calls=result.calls, reasoning=reasoning)
+
+    def _parse_body(self, text: str) -> ParseResult:
         content: list[str] = []
         calls: list[ToolCall] = []
         n = len(text)
@@ -135,14 +148,20 @@ class HermesParser:
         """Streaming parse: take the next delta (text); return content and tool-call deltas."""
         if self._finished:
             raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        self._buf += delta
-        return self._drain(final=False)
+        reasoning, body = self._think.feed(delta)
+        self._buf += body
+        out = self._drain(final=False)
+        out.reasoning = reasoning
+        return out
 
     def finish(self) -> StreamDelta:
         """End of stream: decide the open block (if any), release held-back text."""
         if self._finished:
             return StreamDelta()
+        reasoning, body = self._think.finish()
+        self._buf += body
         out = self._drain(final=True)
+        out.reasoning = reasoning
         self._finished = True
         return out
 
