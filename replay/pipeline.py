@@ -32,7 +32,7 @@ from replay import tables
 from replay.parsers import family_for_model, get_parser
 from replay.render.base import RenderError, Renderer, count_tokens
 from replay.render.chat_template import request_messages
-from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, check_chunking, replay_stream, same_call, split
+from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, check_chunking, new_parser, replay_stream, same_call, split
 from replay.tools import get_serializer, leaked_nulls
 
 SIDES = ("old", "new", "reference")
@@ -268,6 +268,16 @@ def family_of_parser(cls: type) -> str | None:
         return None
 
 
+#: Tags a generation prompt ends with when it opens the model's reasoning section.
+REASONING_OPENERS = ("<think>", "<seed:think>")
+
+
+def prompt_opens_reasoning(prompt: str | None) -> bool:
+    """True when the logged prompt ends (trailing whitespace aside) with a reasoning start tag:
+    the completion then starts inside the reasoning section (Qwen3 / DeepSeek thinking mode)."""
+    return bool(prompt) and prompt.rstrip().endswith(REASONING_OPENERS)
+
+
 def _json_object(text: str | None) -> bool:
     if text is None:
         return False
@@ -311,8 +321,9 @@ def stream_exchange(
     streams: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
 
+    ro = prompt_opens_reasoning(ex.get("server_prompt"))
     try:
-        whole = sides.reference(tools).parse(text)
+        whole = new_parser(sides.reference, tools, reasoning_open=ro).parse(text)
     except Exception as exc:
         streams.append(
             {"exchange_id": xid, "side": "reference", "parser": sides.reference.name, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"}
@@ -330,6 +341,8 @@ def stream_exchange(
             "calls_streamed": n_whole,
             "calls_whole": n_whole,
             "content": whole.content,
+            "reasoning": whole.reasoning,
+            "reasoning_open": ro,
             "finish_reason": "tool_calls" if ref_calls else "stop",
         }
     )
@@ -347,7 +360,9 @@ def stream_exchange(
             }
         )
 
-    def judge(side: str, parser_name: str, chunking: str, n_deltas: int, content: str, got: list[tuple[int, str | None, str]]) -> None:
+    def judge(
+        side: str, parser_name: str, chunking: str, n_deltas: int, content: str, reasoning: str, got: list[tuple[int, str | None, str]]
+    ) -> None:
         streams.append(
             {
                 "exchange_id": xid,
@@ -358,6 +373,8 @@ def stream_exchange(
                 "calls_streamed": len(got),
                 "calls_whole": n_whole,
                 "content": content,
+                "reasoning": reasoning,
+                "reasoning_open": ro,
                 "finish_reason": "tool_calls" if got else "stop",
             }
         )
@@ -388,8 +405,8 @@ def stream_exchange(
         s_start, c_start = len(streams), len(calls)
         pname = getattr(cls, "name", cls.__name__)
         try:
-            res = cls(tools).parse(text)
-            judge(side, pname, "parse", 0, res.content, [(i, c.name, c.arguments) for i, c in enumerate(res.calls)])
+            res = new_parser(cls, tools, reasoning_open=ro).parse(text)
+            judge(side, pname, "parse", 0, res.content, getattr(res, "reasoning", ""), [(i, c.name, c.arguments) for i, c in enumerate(res.calls)])
         except Exception as exc:
             streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"})
         for chunking in cfg.chunkings:
@@ -409,13 +426,13 @@ def stream_exchange(
                 streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "error": f"chunking: {exc}"})
                 continue
             try:
-                got = replay_stream(cls, tools, deltas)
+                got = replay_stream(cls, tools, deltas, reasoning_open=ro)
             except Exception as exc:
                 streams.append(
                     {"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "n_deltas": len(deltas), "error": f"{type(exc).__name__}: {exc}"}
                 )
                 continue
-            judge(side, pname, chunking, len(deltas), got.content, [(c.index, c.name, c.arguments) for c in got.calls])
+            judge(side, pname, chunking, len(deltas), got.content, got.reasoning, [(c.index, c.name, c.arguments) for c in got.calls])
         replayed[cls] = (streams[s_start:], calls[c_start:])
     return streams, calls
 
@@ -455,7 +472,7 @@ def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
     resolver = ParserResolver(cfg)
     s_out = _BatchWriter(Path(run_dir) / "streams.parquet", tables.STREAMS, cfg.batch_rows * 4)
     c_out = _BatchWriter(Path(run_dir) / "calls.parquet", tables.CALLS, cfg.batch_rows * 4)
-    cols = ["exchange_id", "route", "model", "request_json", "server_output_text", "server_steps"]
+    cols = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps"]
     n = 0
     for ex in iter_exchanges(run_dir, cols, cfg.batch_rows):
         s_rows, c_rows = stream_exchange(ex, cfg, resolver)

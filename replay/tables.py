@@ -111,6 +111,8 @@ STREAMS = pa.schema(
         pa.field("calls_streamed", pa.int32()),  # calls the client assembles (or the parse returns)
         pa.field("calls_whole", pa.int32()),  # calls in the reference whole-text parse
         pa.field("content", pa.string()),  # content the client assembles
+        pa.field("reasoning", pa.string()),  # reasoning_content the client assembles
+        pa.field("reasoning_open", pa.bool_()),  # the logged prompt opened the reasoning section
         pa.field("finish_reason", pa.string()),  # tool_calls when any call was streamed, else stop
         pa.field("error", pa.string()),  # parser exception; the row's counts are then null
     ]

@@ -1,0 +1,80 @@
+"""The per-exchange stage functions, on hand-made exchanges rows."""
+
+from __future__ import annotations
+
+import json
+
+from replay.pipeline import AuditConfig, ParserResolver, openai_tools, prompt_opens_reasoning, render_exchange, stream_exchange
+from replay.render import JsonToolsRenderer
+from replay.tools import get_serializer
+
+TOOL = {"type": "function", "function": {"name": "read", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
+CALL = '<tool_call>\n{"name": "read", "arguments": {"path": "a.py"}}\n</tool_call>'
+
+
+def exchange(**kw):
+    base = {
+        "exchange_id": "x1",
+        "route": "chat.completions",
+        "model": "Qwen/Qwen3-8B",
+        "request_json": json.dumps({"messages": [{"role": "user", "content": "hi"}], "tools": [TOOL]}),
+        "server_prompt": None,
+        "server_output_text": None,
+        "server_steps": None,
+    }
+    return {**base, **kw}
+
+
+def test_prompt_opens_reasoning():
+    assert prompt_opens_reasoning("<|im_start|>assistant\n<think>\n")
+    assert prompt_opens_reasoning("...<｜Assistant｜><think>")
+    assert not prompt_opens_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert not prompt_opens_reasoning(None)
+
+
+def test_stream_exchange_splits_reasoning_when_the_prompt_opened_it():
+    text = "The user wants a.py; I could write <tool_call> here.\n</think>\n\n" + CALL
+    ex = exchange(server_prompt="<|im_start|>assistant\n<think>\n", server_output_text=text)
+    cfg = AuditConfig(chunkings=("whole", "char"))
+    streams, calls = stream_exchange(ex, cfg, ParserResolver(cfg))
+    ref = next(r for r in streams if r["side"] == "reference")
+    assert ref["reasoning_open"] is True and ref["calls_whole"] == 1 and ref["content"] == ""
+    assert ref["reasoning"].startswith("The user wants a.py")
+    assert {(r["side"], r["chunking"], r["calls_streamed"]) for r in streams} == {
+        ("reference", "parse", 1),
+        ("old", "parse", 1), ("old", "whole", 1), ("old", "char", 1),
+        ("new", "parse", 1), ("new", "whole", 1), ("new", "char", 1),
+    }
+    assert all(c["matches_whole"] and c["arguments"] == '{"path": "a.py"}' for c in calls)
+    # without the opened prompt the same text has no reasoning section: the call is still found
+    streams, _ = stream_exchange(exchange(server_output_text=text), cfg, ParserResolver(cfg))
+    assert next(r for r in streams if r["side"] == "reference")["reasoning"] == ""
+
+
+def test_stream_exchange_records_bad_recorded_steps_and_unknown_family():
+    cfg = AuditConfig(chunkings=("recorded", "whole"))
+    streams, _ = stream_exchange(exchange(server_output_text=CALL, server_steps=["nope"]), cfg, ParserResolver(cfg))
+    bad = [r for r in streams if r["chunking"] == "recorded"]
+    assert bad and all("do not join" in r["error"] for r in bad)
+    streams, calls = stream_exchange(exchange(model="acme/unknown-7b", server_output_text=CALL), cfg, ParserResolver(cfg))
+    assert calls == [] and "no tool parser family" in streams[0]["error"]
+
+
+def test_render_exchange_rows_and_errors():
+    cfg = AuditConfig(renderer=JsonToolsRenderer())
+    sers = {side: get_serializer(spec) for side, spec in cfg.serializer_specs().items()}
+    rows = {r["side"]: r for r in render_exchange(exchange(), cfg, sers)}
+    assert rows["old"]["leaked_nulls"] == [{"tool_index": 0, "path": "$.function.description"}, {"tool_index": 0, "path": "$.function.strict"}]
+    assert rows["new"]["leaked_nulls"] == [] and rows["new"]["prompt_sha256"] == rows["reference"]["prompt_sha256"]
+    assert rows["old"]["prompt_sha256"] != rows["new"]["prompt_sha256"]
+    broken = exchange(request_json=json.dumps({"messages": [], "tools": [{"type": "function", "function": {}}]}))
+    rows = render_exchange(broken, cfg, sers)
+    assert [r["side"] for r in rows] == ["old", "new", "reference"] and all("name" in r["error"] for r in rows)
+
+
+def test_openai_tools_converts_anthropic_and_responses_forms():
+    anthropic = [{"name": "read", "description": "d", "input_schema": {"type": "object"}}]
+    assert openai_tools("messages", anthropic) == [{"type": "function", "function": {"name": "read", "description": "d", "parameters": {"type": "object"}}}]
+    responses = [{"type": "function", "name": "read", "parameters": {"type": "object"}, "strict": True}]
+    assert openai_tools("responses", responses) == [{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}, "strict": True}}]
+    assert openai_tools("chat.completions", []) is None
