@@ -385,19 +385,25 @@ def formats() -> None:
     """
     from rich.table import Table
 
-    from replay.parsers import PARSERS
+    from replay.parsers import MODEL_FAMILIES, PARSERS
     from replay.tools import SERIALIZERS
 
     t = Table(title="tool parsers", title_justify="left", header_style="bold")
-    for col in ("family", "aliases", "markers", "class"):
+    for col in ("family", "aliases", "covers", "markers"):
         t.add_column(col)
     by_cls: dict[type, list[str]] = {}
     for alias, cls in PARSERS.items():
         by_cls.setdefault(cls, []).append(alias)
     for cls, aliases in by_cls.items():
         others = [a for a in aliases if a != cls.name]
-        t.add_row(cls.name, ", ".join(others), " ".join(cls.markers), f"{cls.__module__}.{cls.__qualname__}")
+        t.add_row(cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers))
     console.print(t)
+    m = Table(title="served model names -> family (first match wins; --parser overrides)", title_justify="left", header_style="bold")
+    m.add_column("model name pattern")
+    m.add_column("family")
+    for pattern, family in MODEL_FAMILIES:
+        m.add_row(pattern.pattern, family or "(none built in)")
+    console.print(m)
     s = Table(title="tool serializers", title_justify="left", header_style="bold")
     s.add_column("name")
     s.add_column("what it reproduces")

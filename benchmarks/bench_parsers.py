@@ -1,0 +1,92 @@
+"""Per-chunking throughput of every built-in tool parser, and its time on a 1 MB unterminated call.
+
+Run: ``python benchmarks/bench_parsers.py [--repeat 20] [--families hermes,kimi_k2]``
+
+Inputs are the raw completions of the bundled samples (``samples/``), grouped by the family the
+model name maps to. For each family and chunking it replays every completion ``--repeat`` times
+and prints thousands of chars per second (whole-text parse: chunking ``parse``). The last column
+streams a 1 MB call that never ends (the family's call opening followed by 1 MB of argument text)
+under ``fixed-4096`` and prints the seconds it took: a parser that rescans its buffer per delta or
+backtracks shows there as seconds instead of milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import zstandard
+
+from replay.parsers import PARSERS, family_for_model
+from replay.stream import replay_stream, split
+
+ROOT = Path(__file__).resolve().parents[1]
+CHUNKINGS = ("parse", "whole", "fixed-40", "fixed-8", "fixed-2", "char")
+
+
+def sample_outputs() -> dict[str, list[str]]:
+    """``{family: [raw completion, ...]}`` from every capture in ``samples/``."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for path in sorted((ROOT / "samples").glob("*.jsonl*")):
+        raw = path.read_bytes()
+        if path.suffix == ".zst":
+            raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
+        for line in raw.splitlines():
+            try:
+                ex = json.loads(line)
+            except ValueError:
+                continue
+            text = (ex.get("server") or {}).get("output_text") if isinstance(ex, dict) else None
+            family = family_for_model(ex.get("model")) if isinstance(ex, dict) else None
+            if text and family:
+                out[family].append(text)
+    return out
+
+
+def unterminated(cls: type, size: int = 1 << 20) -> str:
+    """A call opening (the family's first marker) followed by ``size`` chars of argument text."""
+    opening = cls.markers[0] if cls.markers else ""
+    return opening + '{"name": "f", "arguments": {"x": "' + "a" * size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--families", default="")
+    args = ap.parse_args()
+    outputs = sample_outputs()
+    classes = {cls.name: cls for cls in PARSERS.values()}
+    wanted = [f for f in (args.families.split(",") if args.families else sorted(classes)) if f in classes]
+    print(f"{'family':<14} {'outputs':>7} " + " ".join(f"{c:>9}" for c in CHUNKINGS) + f" {'1MB unterminated s':>19}")
+    print(f"{'':<14} {'':>7} " + " ".join(f"{'kchar/s':>9}" for _ in CHUNKINGS))
+    for fam in wanted:
+        cls = classes[fam]
+        texts = outputs.get(fam, [])
+        cells = []
+        for chunking in CHUNKINGS:
+            if not texts:
+                cells.append(f"{'-':>9}")
+                continue
+            chars = sum(len(t) for t in texts) * args.repeat
+            splits = [None if chunking == "parse" else split(t, chunking, markers=cls.markers) for t in texts]
+            t0 = time.perf_counter()
+            for _ in range(args.repeat):
+                for text, deltas in zip(texts, splits):
+                    if deltas is None:
+                        cls(None).parse(text)
+                    else:
+                        replay_stream(cls, None, deltas)
+            cells.append(f"{chars / (time.perf_counter() - t0) / 1000:>9.0f}")
+        big = unterminated(cls)
+        t0 = time.perf_counter()
+        cls(None).parse(big)
+        replay_stream(cls, None, split(big, "fixed-4096", markers=cls.markers))
+        print(f"{fam:<14} {len(texts):>7} " + " ".join(cells) + f" {time.perf_counter() - t0:>19.2f}")
+
+
+if __name__ == "__main__":
+    main()
