@@ -51,6 +51,7 @@ TokenizerOpt = Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a
 ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser family for every exchange (default: from the model name).")]
 OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
 NewParser = Annotated[Optional[str], typer.Option(help="Tool parser of the new side (default: the family's).")]
+TimeoutOpt = Annotated[float, typer.Option(help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
@@ -72,6 +73,7 @@ def _config(
     old_parser: Optional[str],
     new_parser: Optional[str],
     chunkings: Optional[str],
+    replay_timeout: float = 10.0,
 ) -> Any:
     from replay.pipeline import AuditConfig
     from replay.render import ChatTemplateRenderer, JsonToolsRenderer, load_tokenizer
@@ -105,6 +107,7 @@ def _config(
         "old_parser": old_parser,
         "new_parser": new_parser,
         "chunkings": list(chunks),
+        "replay_timeout": replay_timeout,
     }
     return AuditConfig(
         old_serializer=old_serializer,
@@ -116,6 +119,7 @@ def _config(
         old_parser=old_parser,
         new_parser=new_parser,
         chunkings=chunks,
+        replay_timeout=replay_timeout,
         options=options,
     )
 
@@ -178,6 +182,7 @@ def audit(
     old_parser: OldParser = None,
     new_parser: NewParser = None,
     chunkings: ChunkingsOpt = None,
+    replay_timeout: TimeoutOpt = 10.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
@@ -188,7 +193,9 @@ def audit(
     from replay.report import headlines, rich_table, summary_by_side
     from replay.sql import connect, run_query
 
-    cfg = _config(old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings)
+    cfg = _config(
+        old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout
+    )
     run_dir = out or _default_out()
     from replay.capture import discover
     from replay.pipeline import validate_specs
@@ -277,7 +284,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
 
 _STAGE_KEYS = {
     "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer"},
-    "re-stream": {"parser", "old_parser", "new_parser", "chunkings", "tokenizer"},
+    "re-stream": {"parser", "old_parser", "new_parser", "chunkings", "tokenizer", "replay_timeout"},
 }
 
 
@@ -307,13 +314,14 @@ def stream(
     new_parser: NewParser = None,
     chunkings: ChunkingsOpt = None,
     tokenizer: TokenizerOpt = None,
+    replay_timeout: TimeoutOpt = 10.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Re-stream the raw completions of an ingested run (rewrites streams/calls.parquet and report.md).
 
     Example: replay stream --run runs/samples --old-parser my_parsers.py:OldHermes --chunkings whole,char
     """
-    cfg = _config("model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings)
+    cfg = _config("model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout)
     _stage_command("re-stream", run, cfg, quiet)
 
 

@@ -20,6 +20,9 @@ Parsers raise; this module catches per exchange and records the error on the row
 from __future__ import annotations
 
 import hashlib
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -57,12 +60,42 @@ class AuditConfig:
     old_parser: str | None = None
     new_parser: str | None = None
     chunkings: tuple[str, ...] = CHUNKINGS_DEFAULT
+    replay_timeout: float = 10.0  # seconds one parse or one replay may take before it is recorded as an error
     batch_rows: int = 512
     options: dict[str, Any] = field(default_factory=dict)  # as given on the command line, for run.json
 
     def serializer_specs(self) -> dict[str, str]:
         """``{side: serializer spec}`` for old, new and reference."""
         return {"old": self.old_serializer, "new": self.new_serializer, "reference": self.reference_serializer}
+
+
+class ReplayTimeout(Exception):
+    """A parse or replay ran past :attr:`AuditConfig.replay_timeout` (a parser that hangs)."""
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise :class:`ReplayTimeout` in the block after ``seconds`` (wall clock), with SIGALRM.
+
+    A parser stuck in a backtracking regex or an endless loop on one record is interrupted and
+    that record's row gets the error; the audit goes on. A no-op outside the main thread, on
+    platforms without ``setitimer``, or with ``seconds <= 0``.
+    """
+    usable = seconds > 0 and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise ReplayTimeout(f"took more than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def openai_tools(route: str | None, tools: Any) -> list[dict[str, Any]] | None:
@@ -322,8 +355,10 @@ def stream_exchange(
     calls: list[dict[str, Any]] = []
 
     ro = prompt_opens_reasoning(ex.get("server_prompt"))
+    limit = cfg.replay_timeout
     try:
-        whole = new_parser(sides.reference, tools, reasoning_open=ro).parse(text)
+        with deadline(limit):
+            whole = new_parser(sides.reference, tools, reasoning_open=ro).parse(text)
     except Exception as exc:
         streams.append(
             {"exchange_id": xid, "side": "reference", "parser": sides.reference.name, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"}
@@ -405,7 +440,8 @@ def stream_exchange(
         s_start, c_start = len(streams), len(calls)
         pname = getattr(cls, "name", cls.__name__)
         try:
-            res = new_parser(cls, tools, reasoning_open=ro).parse(text)
+            with deadline(limit):
+                res = new_parser(cls, tools, reasoning_open=ro).parse(text)
             judge(side, pname, "parse", 0, res.content, getattr(res, "reasoning", ""), [(i, c.name, c.arguments) for i, c in enumerate(res.calls)])
         except Exception as exc:
             streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"})
@@ -426,7 +462,8 @@ def stream_exchange(
                 streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "error": f"chunking: {exc}"})
                 continue
             try:
-                got = replay_stream(cls, tools, deltas, reasoning_open=ro)
+                with deadline(limit):
+                    got = replay_stream(cls, tools, deltas, reasoning_open=ro)
             except Exception as exc:
                 streams.append(
                     {"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "n_deltas": len(deltas), "error": f"{type(exc).__name__}: {exc}"}

@@ -78,3 +78,23 @@ def test_openai_tools_converts_anthropic_and_responses_forms():
     responses = [{"type": "function", "name": "read", "parameters": {"type": "object"}, "strict": True}]
     assert openai_tools("responses", responses) == [{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}, "strict": True}}]
     assert openai_tools("chat.completions", []) is None
+
+
+def test_a_hanging_parser_is_stopped_and_recorded(tmp_path):
+    from replay.parsers.hermes import HermesParser
+
+    class Hangs(HermesParser):
+        def feed(self, delta):
+            while True:
+                pass
+
+    cfg = AuditConfig(chunkings=("whole",), replay_timeout=0.2)
+    resolver = ParserResolver(cfg)
+    resolver.plugins["hang"] = Hangs
+    cfg.old_parser = "hang"
+    streams, _ = stream_exchange(exchange(server_output_text=CALL), cfg, resolver)
+    old = {r["chunking"]: r for r in streams if r["side"] == "old"}
+    assert old["parse"].get("error") is None and old["parse"]["calls_streamed"] == 1
+    assert "ReplayTimeout: took more than 0.2 s" in old["whole"]["error"]
+    new = {r["chunking"]: r for r in streams if r["side"] == "new"}
+    assert new["whole"]["calls_streamed"] == 1  # the audit went on
