@@ -16,7 +16,7 @@ relatives), written once for all of them:
 - ``null``: ``null``/``none`` (any case) become None, else the text;
 - ``object`` / ``array``: ``json.loads(text)`` when it gives that JSON kind, else the text;
 - an undeclared parameter (or tool, or no tools given): ``json.loads(text)`` when the stripped
-  text is a JSON value, else the text (vLLM's fallback).
+  text is a JSON value (``NaN``/``Infinity`` are not), else the text (vLLM's fallback).
 """
 
 from __future__ import annotations
@@ -27,6 +27,15 @@ import re
 from typing import Any
 
 _INT = re.compile(r"[-+]?\d+\Z")
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` that rejects ``NaN`` / ``Infinity`` (Python accepts them; JSON does not)."""
+    return json.loads(text, parse_constant=_no_constants)
 
 
 def declared_types(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, str]]:
@@ -68,7 +77,7 @@ def convert_value(text: str, declared: str | None) -> Any:
     s = text.strip()
     if declared is None:
         try:
-            return json.loads(s)
+            return _loads(s)
         except ValueError:
             return text
     if declared == "string":
@@ -89,7 +98,7 @@ def convert_value(text: str, declared: str | None) -> Any:
         return None if s.lower() in ("null", "none") else text
     if declared in ("object", "array"):
         try:
-            value = json.loads(s)
+            value = _loads(s)
         except ValueError:
             return text
         ok = isinstance(value, dict) if declared == "object" else isinstance(value, list)
