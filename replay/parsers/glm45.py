@@ -1,0 +1,375 @@
+"""GLM-4.5 / 4.6 / 4.7 / GLM-5 tool calls: ``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>``.
+
+Output syntax (tool-call-formats.md §9): a call is a block ``<tool_call>`` NAME, then zero or more
+pairs ``<arg_key>K</arg_key>`` ``<arg_value>V</arg_value>``, then ``</tool_call>``. GLM-4.5/4.6
+write a newline after the name and after each tag pair (``<tool_call>f\\n<arg_key>k</arg_key>\\n
+<arg_value>v</arg_value>\\n</tool_call>``); GLM-4.7 and GLM-5 write no newlines at all, and a
+zero-argument call is ``<tool_call>f</tool_call>``. Several calls are consecutive blocks. Values
+are raw text: strings as they are, other types as JSON (``tojson`` in the template); the type is
+recovered from the request's tool schema with :mod:`replay.parsers._schema`. Reasoning is a
+leading ``<think>...</think>`` section, split off with :mod:`replay.parsers._reasoning`
+(``reasoning_open=True`` when the generation prompt already opened it).
+
+Checked against public implementations (facts only): SGLang ``Glm4MoeDetector`` needs a newline
+(or a literal backslash-n) after the name, which is why SGLang has a separate ``Glm47MoeDetector``
+whose name is the text up to ``<arg_key>`` or ``</tool_call>``, stripped; vLLM's
+``Glm4MoeModelToolParser`` (streaming) also ends the name at the first newline or ``<arg_key>``.
+Keys are stripped; ``</arg_key>`` and ``<arg_value>`` may be separated by whitespace or a literal
+backslash-n (SGLang's pair regex ``(?:\\\\n|\\s)*``). String-typed values keep their raw text
+(vLLM does not strip them). Both upstream whole-text parses take blocks with a non-greedy
+``<tool_call>.*?</tool_call>`` regex, so a block without ``</tool_call>`` is never a call; SGLang
+4.7 joins all text outside blocks (and strips it) as content, vLLM returns only the text before
+the first block.
+
+Reference behaviour (this module's definition, shared by the whole-text parse and the streaming
+parser; the tests check that they agree under every chunking). "Tag" below means one of
+``<tool_call> </tool_call> <arg_key> </arg_key> <arg_value> </arg_value>``; "separator" means any
+run of space, tab, CR, LF and the two-character literal backslash-n.
+
+* A block starts at ``<tool_call>``. The name is the text up to the next tag, which must be
+  ``<arg_key>`` or ``</tool_call>``; the name is stripped of whitespace and trailing literal
+  backslash-n and must not be empty.
+* Then, repeatedly: separators, then ``</tool_call>`` (the call is complete) or ``<arg_key>``. A
+  key is the text up to the next tag, which must be ``</arg_key>`` (the key is stripped, may be
+  empty); then separators and ``<arg_value>``; the value is the raw text up to the first
+  ``</arg_value>`` (value-aware: any other tag inside a value, ``</tool_call>`` included, is
+  value text — upstream regexes would cut at ``</tool_call>``). A repeated key keeps the last
+  value (at the first key's position, as a dict does).
+* Any other text where the grammar expects something else is a malformed block at that point
+  (the *failure point*): the block is content, verbatim, up to and including the first
+  ``</tool_call>`` at or after the failure point; but when a ``<tool_call>`` comes first, the
+  content stops before it and a new block starts there. Where the name meets ``<tool_call>``
+  the same holds (a block restarts there).
+* A block that the end of the text cuts off (no ``</tool_call>`` closing it, in any state) is
+  content to the end: no call, as upstream.
+* Arguments: ``json.dumps({key: convert_value(value, declared type)}, ensure_ascii=False)``
+  (``"{}"`` for no pairs). Calls to undeclared tools are reported (upstream keeps them too).
+* Content is all body text outside call blocks, verbatim (nothing stripped; a stray
+  ``</tool_call>`` outside a block is content). Reasoning is kept out of content and calls.
+
+Streaming: a buffered state machine over the body left by the reasoning splitter. Outside a block
+it emits text as soon as it cannot be the start of ``<tool_call>``. Inside a block it walks the
+grammar incrementally (a scan position per state; tags are found by scanning ``<`` characters
+once, holding back a suffix that may be an incomplete tag), and sends the call when
+``</tool_call>`` arrives: one tool-call delta with the name and the whole-text parse's arguments.
+No call is ever sent from ``finish()``: a block still open at the end of the stream is content.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, ClassVar
+
+from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
+from replay.parsers._schema import convert_value, declared_types
+from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.parsers.hermes import partial_marker_suffix
+
+START = "<tool_call>"
+END = "</tool_call>"
+KEY_OPEN = "<arg_key>"
+KEY_CLOSE = "</arg_key>"
+VAL_OPEN = "<arg_value>"
+VAL_CLOSE = "</arg_value>"
+TAGS = (START, END, KEY_OPEN, KEY_CLOSE, VAL_OPEN, VAL_CLOSE)
+MARKERS = TAGS + THINK
+
+_SEP_WS = " \t\r\n"
+_LITERAL_NL = "\\n"  # the two characters backslash, n
+_MAXTAG = max(len(t) for t in TAGS)
+
+# whole-text parse only: earliest tag (an alternation of literals: no backtracking blow-up)
+_TAG_RE = re.compile("|".join(re.escape(t) for t in TAGS))
+_EDGE_RE = re.compile(re.escape(START) + "|" + re.escape(END))
+
+
+def clean_name(raw: str) -> str:
+    """The function name from the raw text between ``<tool_call>`` and the tag after it:
+    whitespace stripped, trailing literal backslash-n removed (chars in, chars out)."""
+    name = raw.strip()
+    while name.endswith(_LITERAL_NL):
+        name = name[: -len(_LITERAL_NL)].rstrip()
+    return name
+
+
+def skip_separators(text: str, pos: int) -> int:
+    """Index (chars) of the first char at or after ``pos`` that does not start a separator
+    (whitespace or the literal backslash-n); a lone trailing backslash is not skipped."""
+    n = len(text)
+    while pos < n:
+        c = text[pos]
+        if c in _SEP_WS:
+            pos += 1
+        elif c == "\\" and text.startswith(_LITERAL_NL, pos):
+            pos += 2
+        else:
+            break
+    return pos
+
+
+class Glm45Parser:
+    """Tool parser for GLM-4.5, GLM-4.6, GLM-4.7 and GLM-5 (``<arg_key>``/``<arg_value>`` calls).
+
+    ``tools``: the request's OpenAI tool declarations, used to type parameter values
+    (:func:`replay.parsers._schema.convert_value`); ``reasoning_open``: the generation prompt
+    ended with ``<think>``, so the output starts inside the reasoning section.
+
+    Mirrors SGLang ``Glm4MoeDetector``/``Glm47MoeDetector`` and vLLM ``Glm4MoeModelToolParser`` /
+    ``Glm47MoeModelToolParser`` in syntax (one parser accepts both the 4.5/4.6 newline layout and
+    the 4.7 layout without newlines). Deliberate differences (see the module docstring): values
+    are read tag-aware, malformed blocks become content and parsing goes on, content is all text
+    outside calls kept verbatim, and typing uses this project's shared schema rule.
+    """
+
+    name: ClassVar[str] = "glm45"
+    markers: ClassVar[tuple[str, ...]] = MARKERS
+    covers: ClassVar[str] = "zai-org/THUDM GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7 (Flash), GLM-5 (<arg_key>/<arg_value> XML calls)"
+
+    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
+        self.tools = tools
+        self.reasoning_open = reasoning_open
+        self._types = declared_types(tools)
+        self._splitter = ReasoningSplitter(THINK, open=reasoning_open)
+        self._buf = ""
+        self._state = "out"  # out, name, sep, key, gap, value, fail
+        self._s = 0  # scan position in _buf (chars)
+        self._b = 0  # start of the open block in _buf
+        self._e = 0  # start of the current name / key / value text in _buf
+        self._r = 0  # end of the open block's name in _buf (its raw arguments start there)
+        self._name = ""
+        self._key = ""
+        self._args: dict[str, Any] = {}
+        self._index = 0
+        self._finished = False
+
+    def _convert(self, name: str, key: str, raw: str) -> Any:
+        return convert_value(raw, self._types.get(name, {}).get(key))
+
+    # ---------------------------------------------------------------- whole-text parse
+    def parse(self, text: str) -> ParseResult:
+        """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
+        module rules. Never raises on malformed output."""
+        reasoning, body = split_reasoning(text, THINK, open=self.reasoning_open)
+        content: list[str] = []
+        calls: list[ToolCall] = []
+        pos = 0
+        while True:
+            s = body.find(START, pos)
+            if s < 0:
+                content.append(body[pos:])
+                break
+            content.append(body[pos:s])
+            end, call = self._whole_block(body, s)
+            if call is None:
+                content.append(body[s:end])
+            else:
+                calls.append(call)
+            pos = end
+        return ParseResult(content="".join(content), calls=tuple(calls), reasoning=reasoning)
+
+    def _whole_block(self, text: str, s: int) -> tuple[int, ToolCall | None]:
+        """``(end, call)`` for the block starting at ``s``: ``end`` just after its extent (chars),
+        ``call`` None when the block is content."""
+        n = len(text)
+        p = s + len(START)
+        m = _TAG_RE.search(text, p)
+        if m is None:
+            return n, None
+        if m.group() == START:
+            return m.start(), None
+        name = clean_name(text[p : m.start()])
+        if m.group() not in (KEY_OPEN, END) or not name:
+            return _whole_fail(text, m.start())
+        args: dict[str, Any] = {}
+        q = m.start()
+        while True:
+            q = skip_separators(text, q)
+            if text.startswith(END, q):
+                return q + len(END), ToolCall(name, json.dumps(args, ensure_ascii=False))
+            if not text.startswith(KEY_OPEN, q):
+                return _whole_fail(text, q)
+            k0 = q + len(KEY_OPEN)
+            m = _TAG_RE.search(text, k0)
+            if m is None:
+                return n, None
+            if m.group() != KEY_CLOSE:
+                return _whole_fail(text, m.start())
+            key = text[k0 : m.start()].strip()
+            q = skip_separators(text, m.end())
+            if not text.startswith(VAL_OPEN, q):
+                return _whole_fail(text, q)
+            v0 = q + len(VAL_OPEN)
+            v1 = text.find(VAL_CLOSE, v0)
+            if v1 < 0:
+                return n, None
+            args[key] = self._convert(name, key, text[v0:v1])
+            q = v1 + len(VAL_CLOSE)
+
+    # ---------------------------------------------------------------- streaming
+    def feed(self, delta: str) -> StreamDelta:
+        """Streaming parse: take the next delta (text); return reasoning, content and tool-call
+        deltas. Raises RuntimeError after :meth:`finish`."""
+        if self._finished:
+            raise RuntimeError("feed() after finish(): construct a new parser per stream")
+        reasoning, body = self._splitter.feed(delta)
+        self._buf += body
+        out = self._drain(final=False)
+        out.reasoning = reasoning
+        return out
+
+    def finish(self) -> StreamDelta:
+        """End of stream: release held-back text; an open block is content (never a call)."""
+        if self._finished:
+            return StreamDelta()
+        reasoning, body = self._splitter.finish()
+        self._buf += body
+        out = self._drain(final=True)
+        out.reasoning = reasoning
+        self._finished = True
+        return out
+
+    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
+        """The tool-call deltas sent for one decided call (``raw``: the block's text after the
+        name, tags included)."""
+        return [CallDelta(index=index, name=name, arguments=arguments)]
+
+    def _drain(self, final: bool) -> StreamDelta:
+        out = StreamDelta()
+        parts: list[str] = []
+        buf = self._buf
+        pos = 0  # start of the text not yet emitted or owned by a block
+        while True:
+            if self._state == "out":
+                i = buf.find(START, self._s)
+                if i < 0:
+                    keep = 0 if final else partial_marker_suffix(buf[-_MAXTAG:], (START,))
+                    cut = max(pos, len(buf) - keep)
+                    parts.append(buf[pos:cut])
+                    pos = self._s = cut
+                    break
+                parts.append(buf[pos:i])
+                self._b = i
+                self._e = self._s = i + len(START)
+                self._state = "name"
+            decided = self._step(buf, final)
+            if decided is None:
+                pos = self._b
+                break
+            end, call = decided
+            if call is None:
+                parts.append(buf[self._b : end])
+            else:
+                out.calls.extend(self._emit_call(self._index, call.name, call.arguments, buf[self._r : end]))
+                self._index += 1
+            pos = self._s = end
+            self._state = "out"
+        if pos:
+            self._buf = buf[pos:]
+            self._s -= pos
+            self._b -= pos
+            self._e -= pos
+            self._r -= pos
+        out.content = "".join(parts)
+        return out
+
+    def _find_tag(self, buf: str, s: int, final: bool) -> tuple[int, str | None]:
+        """``(index, tag)`` of the first tag at or after ``s``; else ``(resume, None)`` where
+        ``resume`` is where to scan from next time (a held-back incomplete tag, or the end)."""
+        n = len(buf)
+        while True:
+            i = buf.find("<", s)
+            if i < 0:
+                return n, None
+            for t in TAGS:
+                if buf.startswith(t, i):
+                    return i, t
+            if not final and n - i < _MAXTAG and any(t.startswith(buf[i:]) for t in TAGS):
+                return i, None
+            s = i + 1
+
+    def _waiting(self, buf: str, q: int, expected: tuple[str, ...], final: bool) -> bool:
+        """True when the text from ``q`` may still become one of ``expected`` or a separator."""
+        if final or len(buf) - q >= _MAXTAG:
+            return False
+        rest = buf[q:]
+        return rest == "\\" or any(t.startswith(rest) for t in expected)
+
+    def _step(self, buf: str, final: bool) -> tuple[int, ToolCall | None] | None:
+        """Move the open block on; None while undecided, else ``(end, call or None)``."""
+        n = len(buf)
+        while True:
+            st = self._state
+            if st in ("name", "key"):
+                i, tag = self._find_tag(buf, self._s, final)
+                if tag is None:
+                    if final:
+                        return n, None
+                    self._s = i
+                    return None
+                if st == "name":
+                    if tag == START:
+                        return i, None
+                    name = clean_name(buf[self._e : i])
+                    if tag not in (KEY_OPEN, END) or not name:
+                        self._state, self._s = "fail", i
+                        continue
+                    self._name, self._args = name, {}
+                    self._r = self._s = i
+                    self._state = "sep"
+                else:
+                    if tag != KEY_CLOSE:
+                        self._state, self._s = "fail", i
+                        continue
+                    self._key = buf[self._e : i].strip()
+                    self._s = i + len(KEY_CLOSE)
+                    self._state = "gap"
+            elif st in ("sep", "gap"):
+                q = skip_separators(buf, self._s)
+                self._s = q
+                if st == "sep" and buf.startswith(END, q):
+                    return q + len(END), ToolCall(self._name, json.dumps(self._args, ensure_ascii=False))
+                opener = KEY_OPEN if st == "sep" else VAL_OPEN
+                if buf.startswith(opener, q):
+                    self._s = q + len(opener)
+                    if st == "sep":
+                        self._e, self._state = self._s, "key"
+                    else:
+                        self._e, self._state = self._s, "value"
+                    continue
+                if q == n:
+                    return (n, None) if final else None
+                if self._waiting(buf, q, (END, KEY_OPEN) if st == "sep" else (VAL_OPEN,), final):
+                    return None
+                self._state = "fail"
+            elif st == "value":
+                v1 = buf.find(VAL_CLOSE, self._s)
+                if v1 < 0:
+                    if final:
+                        return n, None
+                    self._s = max(self._s, n - len(VAL_CLOSE) + 1)
+                    return None
+                self._args[self._key] = self._convert(self._name, self._key, buf[self._e : v1])
+                self._s = v1 + len(VAL_CLOSE)
+                self._state = "sep"
+            else:  # fail: seek the block's end (or a new block's start)
+                i, tag = self._find_tag(buf, self._s, final)
+                if tag is None:
+                    if final:
+                        return n, None
+                    self._s = i
+                    return None
+                if tag == START:
+                    return i, None
+                if tag == END:
+                    return i + len(END), None
+                self._s = i + len(tag)
+
+
+def _whole_fail(text: str, f: int) -> tuple[int, None]:
+    """Extent of a malformed block whose failure point is ``f``: through the first
+    ``</tool_call>`` at or after ``f``, or up to a ``<tool_call>`` met first, or the end."""
+    m = _EDGE_RE.search(text, f)
+    if m is None:
+        return len(text), None
+    return (m.start(), None) if m.group() == START else (m.end(), None)
