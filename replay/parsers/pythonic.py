@@ -1,0 +1,570 @@
+"""Pythonic tool calls (Llama 3.2 / Llama 4 pythonic, LFM2 / LFM2.5): ``[f(a=1, b="x"), g()]``.
+
+Output syntax (tool-call-formats.md §15): a Python list literal of keyword-argument calls,
+``[get_weather(city="Paris", days=3), get_time()]``; values are Python literals. Llama 3.2 / 4
+write the list bare as the whole reply (Llama 4 may wrap it in ``<|python_start|>`` ...
+``<|python_end|>``); LFM2 / LFM2.5 wrap it in ``<|tool_call_start|>`` ... ``<|tool_call_end|>``
+after optional prose, and may reason first in ``<think>...</think>``.
+
+Checked against public implementations (facts only): vLLM ``PythonicToolParser`` requires the list
+at position 0 of the output, ``ast.parse``s it, accepts constants, lists and constant-keyed dicts
+as values, ignores positional arguments, and returns the whole output as content on any error.
+SGLang ``PythonicDetector`` also accepts dotted names; SGLang ``Lfm2Detector`` takes each
+``<|tool_call_start|>(.*?)<|tool_call_end|>`` block (not string-aware), accepts a bare call or a
+list, a JSON ``[{"name":..., "arguments":...}]`` list too, converts tuples to arrays, and dumps
+arguments with ``ensure_ascii=False``; llama.cpp also reads JSON-style ``true``/``false``/``null``
+inside the Python literals (its test corpus expects it).
+
+Reference behaviour (this module's definition, shared by the whole-text parse and the streaming
+parser; the tests check that they agree under every chunking):
+
+* Reasoning: a leading ``<think>...</think>`` is split off first (:mod:`replay.parsers._reasoning`,
+  ``reasoning_open`` honoured); the rules below apply to the rest (the body).
+* A **call list** is ``[`` CALL (``,`` CALL)* [``,``] ``]`` with Python whitespace (space, tab,
+  CR, LF) between tokens. CALL is ``NAME(KW=VALUE, ...)`` with an optional trailing comma; NAME is
+  an identifier or a dotted path of identifiers (``Calendar.create_event``); keywords must be
+  distinct; positional arguments make the list invalid (vLLM drops them silently). VALUE is a
+  Python literal: a string in ``'`` or ``"`` (no prefixes, no triple quotes, no raw newline; the
+  escapes are Python's, decoded with ``ast.literal_eval`` of the string token), a number (int or
+  finite float, optionally signed; ``ast.literal_eval`` of the token), ``True False None`` and the
+  JSON spellings ``true false null``, a list, a tuple (an array), a dict with string keys. The
+  empty list is not a call list. Arguments are ``json.dumps(kwargs, ensure_ascii=False)``
+  (``{}`` for ``f()``).
+* A **bare** call list is tried only at the start of the body (after leading whitespace, which
+  stays content). When valid, its calls are taken and the text after its ``]`` is read as prose;
+  when not, the body is read as prose from the ``[``.
+* A **wrapped** block starts at ``<|tool_call_start|>`` (ends with ``<|tool_call_end|>``) or
+  ``<|python_start|>`` (ends with ``<|python_end|>``) anywhere in prose. It is a call block when
+  whitespace, a valid call list, whitespace and then its end marker follow the start marker, or
+  whitespace up to the end of the stream (an unterminated last block whose list is complete): the
+  markers and the whitespace are dropped. Otherwise the block is content, verbatim, markers
+  included, up to and including the first end marker after the start marker (not string-aware:
+  SGLang's extent), or to the end of the text when there is none; prose resumes after it.
+* Prose is content, verbatim. ``<|tool_call_end|>`` / ``<|python_end|>`` outside a block are
+  content. A list cut off by the end of the stream is not a call (its text is content).
+
+The extent of a list is found in both paths by bracket matching that skips strings; the two
+paths find it independently (whole text: the recursive-descent literal parser; streaming: the
+incremental :class:`ListScan`), then both decode the list text with :func:`parse_call_list`.
+
+Streaming: prose is emitted as soon as it cannot be the start of a start marker. A bare list or a
+block is buffered until decided (list closed and validated, then the end marker or something
+else seen, or ``finish()``), then its calls are sent one tool-call delta each (name once,
+arguments exactly the whole-text parse's string). A bare list that is still open holds back all
+text after it (e.g. prose starting with ``[`` and an apostrophe, until a newline ends the
+would-be string). ``finish()`` reports a complete unterminated block's calls. Linear time: each
+list is scanned once incrementally and validated once; a failed bare list is read again as prose.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+import warnings
+from typing import Any, ClassVar
+
+from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
+from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.parsers.hermes import partial_marker_suffix
+
+TC_START = "<|tool_call_start|>"
+TC_END = "<|tool_call_end|>"
+PY_START = "<|python_start|>"
+PY_END = "<|python_end|>"
+WRAPS = {TC_START: TC_END, PY_START: PY_END}
+STARTS = (TC_START, PY_START)
+
+_WS = " \t\r\n"
+_NAME = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
+_IDENT = re.compile(r"[^\W\d]\w*")
+_NUMBER = re.compile(r"[-+]?(?:\d|\.\d)(?:[\w.]|(?<=[eE])[-+])*")
+_STR_RUN = {'"': re.compile(r'[^"\\\r\n]*'), "'": re.compile(r"[^'\\\r\n]*")}
+_CONSTS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
+_CLOSE = {"(": ")", "[": "]", "{": "}"}
+
+
+def skip_py_ws(text: str, pos: int) -> int:
+    """Index of the first character at or after ``pos`` that is not space, tab, CR or LF."""
+    n = len(text)
+    while pos < n and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+class _Invalid(Exception):
+    """Internal: the text is not a valid call list."""
+
+
+def _string_end(text: str, i: int) -> int:
+    """Index just after the string literal whose quote is at ``text[i]``; raises :class:`_Invalid`
+    at a raw CR/LF or the end of the text."""
+    q = text[i]
+    run = _STR_RUN[q]
+    n = len(text)
+    p = i + 1
+    while True:
+        p = run.match(text, p).end()
+        if p >= n:
+            raise _Invalid
+        c = text[p]
+        if c == q:
+            return p + 1
+        if c == "\\":
+            if p + 1 >= n:
+                raise _Invalid
+            p += 2
+            continue
+        raise _Invalid  # raw newline
+
+
+def _literal(token: str) -> Any:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.literal_eval(token)
+    except (ValueError, SyntaxError, TypeError, MemoryError, OverflowError) as exc:
+        raise _Invalid from exc
+
+
+class _Reader:
+    """Recursive-descent reader of the call-list grammar over ``text`` (whole-text path)."""
+
+    def __init__(self, text: str) -> None:
+        self.t = text
+        self.n = len(text)
+
+    def ws(self, p: int) -> int:
+        return skip_py_ws(self.t, p)
+
+    def expect(self, p: int, ch: str) -> int:
+        if p >= self.n or self.t[p] != ch:
+            raise _Invalid
+        return p + 1
+
+    def call_list(self, p: int) -> tuple[list[tuple[str, str, str]], int]:
+        p = self.ws(self.expect(p, "["))
+        calls: list[tuple[str, str, str]] = []
+        while True:
+            if p < self.n and self.t[p] == "]" :
+                if not calls:
+                    raise _Invalid
+                return calls, p + 1
+            call, p = self.call(p)
+            calls.append(call)
+            p = self.ws(p)
+            if p < self.n and self.t[p] == ",":
+                p = self.ws(p + 1)
+            elif p >= self.n or self.t[p] != "]":
+                raise _Invalid
+
+    def call(self, p: int) -> tuple[tuple[str, str, str], int]:
+        m = _NAME.match(self.t, p)
+        if not m:
+            raise _Invalid
+        name = m.group()
+        p = self.expect(self.ws(m.end()), "(")
+        open_at = p
+        p = self.ws(p)
+        kwargs: dict[str, Any] = {}
+        while True:
+            if p < self.n and self.t[p] == ")":
+                raw = self.t[open_at:p]
+                return (name, json.dumps(kwargs, ensure_ascii=False), raw), p + 1
+            m = _IDENT.match(self.t, p)
+            if not m or m.group() in kwargs:
+                raise _Invalid
+            key = m.group()
+            p = self.expect(self.ws(m.end()), "=")
+            if p < self.n and self.t[p] == "=":  # "==" is a comparison, not a keyword
+                raise _Invalid
+            kwargs[key], p = self.value(self.ws(p))
+            p = self.ws(p)
+            if p < self.n and self.t[p] == ",":
+                p = self.ws(p + 1)
+            elif p >= self.n or self.t[p] != ")":
+                raise _Invalid
+
+    def value(self, p: int) -> tuple[Any, int]:
+        if p >= self.n:
+            raise _Invalid
+        c = self.t[p]
+        if c in "\"'":
+            end = _string_end(self.t, p)
+            v = _literal(self.t[p:end])
+            if not isinstance(v, str):
+                raise _Invalid
+            return v, end
+        if c == "[":
+            return self.sequence(p + 1, "]")
+        if c == "(":
+            return self.sequence(p + 1, ")")
+        if c == "{":
+            return self.mapping(p + 1)
+        m = _NUMBER.match(self.t, p)
+        if m:
+            v = _literal(m.group())
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise _Invalid
+            if isinstance(v, float) and not math.isfinite(v):
+                raise _Invalid
+            return v, m.end()
+        m = _IDENT.match(self.t, p)
+        if m and m.group() in _CONSTS:
+            return _CONSTS[m.group()], m.end()
+        raise _Invalid
+
+    def sequence(self, p: int, close: str) -> tuple[Any, int]:
+        """List (``]``) or tuple/parenthesised value (``)``) after its opening bracket."""
+        items: list[Any] = []
+        comma = False
+        p = self.ws(p)
+        while True:
+            if p < self.n and self.t[p] == close:
+                if close == ")" and len(items) == 1 and not comma:
+                    return items[0], p + 1  # (x) is x
+                return items, p + 1
+            v, p = self.value(p)
+            items.append(v)
+            p = self.ws(p)
+            if p < self.n and self.t[p] == ",":
+                comma = True
+                p = self.ws(p + 1)
+            elif p >= self.n or self.t[p] != close:
+                raise _Invalid
+
+    def mapping(self, p: int) -> tuple[dict[str, Any], int]:
+        out: dict[str, Any] = {}
+        p = self.ws(p)
+        while True:
+            if p < self.n and self.t[p] == "}":
+                return out, p + 1
+            if p >= self.n or self.t[p] not in "\"'":
+                raise _Invalid
+            key, p = self.value(p)
+            p = self.expect(self.ws(p), ":")
+            out[key], p = self.value(self.ws(p))
+            p = self.ws(p)
+            if p < self.n and self.t[p] == ",":
+                p = self.ws(p + 1)
+            elif p >= self.n or self.t[p] != "}":
+                raise _Invalid
+
+
+def parse_call_list(text: str, i: int) -> tuple[list[tuple[str, str, str]], int] | None:
+    """Read a call list starting at ``text[i] == "["``.
+
+    Returns ``([(name, arguments JSON text, raw argument text), ...], end)`` with ``end`` the
+    index (chars) just after the closing ``]``, or None when the text there is not a valid,
+    non-empty call list under the module's grammar (including a list nested too deeply to read).
+    Reads no further than the matching ``]``.
+    """
+    try:
+        return _Reader(text).call_list(i)
+    except (_Invalid, RecursionError):
+        return None
+
+
+MORE, DONE, BAD = "more", "done", "bad"
+_PLAIN_OUT = re.compile(r"[^()\[\]{}\"']*")
+
+
+class ListScan:
+    """Incremental bracket matcher for a list starting with ``[`` (the streaming path).
+
+    ``feed(text)`` takes the next piece (the first piece starts with ``[``) and returns ``"more"``
+    (still open), ``"done"`` (:attr:`end`: index just after the matching ``]``, in chars from the
+    start of the first piece) or ``"bad"`` (a closing bracket that does not match, or a string
+    literal with a raw CR/LF). Strings in ``'``/``"`` are skipped with backslash escapes, as the
+    reader of :func:`parse_call_list` skips them, so a valid list ends where that reader ends it.
+    """
+
+    def __init__(self) -> None:
+        self.status = MORE
+        self.end: int | None = None
+        self._base = 0
+        self._stack: list[str] = []
+        self._quote = ""  # the open string's quote, "" outside strings
+        self._esc = False
+
+    def feed(self, text: str) -> str:
+        """Scan the next piece of text; return the status."""
+        if self.status != MORE:
+            return self.status
+        i, n = 0, len(text)
+        while i < n:
+            if self._quote:
+                if self._esc:
+                    self._esc = False
+                    i += 1
+                    continue
+                i = _STR_RUN[self._quote].match(text, i).end()
+                if i >= n:
+                    break
+                c = text[i]
+                if c == self._quote:
+                    self._quote = ""
+                elif c == "\\":
+                    self._esc = True
+                else:
+                    self.status = BAD
+                    break
+                i += 1
+                continue
+            i = _PLAIN_OUT.match(text, i).end()
+            if i >= n:
+                break
+            c = text[i]
+            if c in "([{":
+                self._stack.append(_CLOSE[c])
+            elif c in ")]}":
+                if not self._stack or self._stack.pop() != c:
+                    self.status = BAD
+                    break
+                if not self._stack:
+                    self.status = DONE
+                    self.end = self._base + i + 1
+                    break
+            else:
+                self._quote = c
+            i += 1
+        self._base += n
+        return self.status
+
+
+def _first_start(text: str, pos: int) -> tuple[int, str]:
+    """(index, marker) of the earliest block start marker at or after ``pos``; (-1, "") if none."""
+    best, found = -1, ""
+    for m in STARTS:
+        i = text.find(m, pos)
+        if i >= 0 and (best < 0 or i < best):
+            best, found = i, m
+    return best, found
+
+
+class PythonicParser:
+    """Tool parser for pythonic tool calls: Llama 3.2 / Llama 4 bare lists and LFM2's wrapped lists.
+
+    Mirrors vLLM ``PythonicToolParser`` / ``Llama4PythonicToolParser`` and SGLang
+    ``PythonicDetector`` / ``Lfm2Detector`` in syntax. Deliberate differences (module docstring):
+    values are read by a grammar of Python literals (never ``eval``; ``true/false/null`` accepted
+    as llama.cpp does), positional arguments make a list invalid instead of being dropped, a failed
+    list is content without spoiling the rest of the output, text after a bare list is content,
+    a wrapped block's list must be a list (SGLang also takes a bare call or a JSON list), and a
+    string containing an end marker does not end a valid block. ``tools`` is accepted and ignored
+    (values are typed by their literal syntax, so no schema typing; undeclared tools are reported).
+    ``reasoning_open=True``: the prompt opened ``<think>``, the output starts inside it.
+    """
+
+    name: ClassVar[str] = "pythonic"
+    markers: ClassVar[tuple[str, ...]] = (TC_START, TC_END, PY_START, PY_END, *THINK)
+    covers: ClassVar[str] = (
+        "Llama 3.2 / Llama 4 pythonic tool calls (bare or <|python_start|>), LFM2 / LFM2.5 (<|tool_call_start|>), "
+        "other models prompted for [f(a=1)] lists"
+    )
+
+    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
+        self.tools = tools
+        self._reasoning_open = reasoning_open
+        self._think = ReasoningSplitter(THINK, open=reasoning_open)
+        self._buf = ""
+        self._mode = "head"  # head | bare | prose | block
+        self._scan: ListScan | None = None
+        self._fed = 0
+        self._end_marker = ""
+        self._phase = ""  # block: pre | list | post | seek
+        self._pos = 0  # block: scan position (pre/post: whitespace, seek: marker search)
+        self._j = 0  # block: index of the list's "[" in _buf
+        self._calls: list[tuple[str, str, str]] = []
+        self._index = 0
+        self._finished = False
+
+    # ---------------------------------------------------------------- whole-text parse
+    def parse(self, text: str) -> ParseResult:
+        """Whole-text parse: ``text`` (raw completion, chars) -> reasoning, content and calls per
+        the module rules. Never raises on malformed output."""
+        reasoning, body = split_reasoning(text, THINK, open=self._reasoning_open)
+        content: list[str] = []
+        calls: list[ToolCall] = []
+        n = len(body)
+        pos = 0
+        j = skip_py_ws(body, 0)
+        if j < n and body[j] == "[":
+            bare = parse_call_list(body, j)
+            if bare is not None:
+                content.append(body[:j])
+                calls.extend(ToolCall(c[0], c[1]) for c in bare[0])
+                pos = bare[1]
+        while True:
+            s, start = _first_start(body, pos)
+            if s < 0:
+                content.append(body[pos:])
+                break
+            content.append(body[pos:s])
+            end_marker = WRAPS[start]
+            b = s + len(start)
+            j = skip_py_ws(body, b)
+            got = parse_call_list(body, j) if j < n and body[j] == "[" else None
+            end = -1
+            if got is not None:
+                m = skip_py_ws(body, got[1])
+                if body.startswith(end_marker, m):
+                    end = m + len(end_marker)
+                elif m == n:
+                    end = n
+            if end >= 0:
+                assert got is not None
+                calls.extend(ToolCall(c[0], c[1]) for c in got[0])
+            else:
+                e = body.find(end_marker, b)
+                end = n if e < 0 else e + len(end_marker)
+                content.append(body[s:end])
+            pos = end
+        return ParseResult(content="".join(content), calls=tuple(calls), reasoning=reasoning)
+
+    # ---------------------------------------------------------------- streaming
+    def feed(self, delta: str) -> StreamDelta:
+        """Streaming parse: take the next delta (text); return reasoning, content and tool-call
+        deltas. Raises RuntimeError after :meth:`finish`."""
+        if self._finished:
+            raise RuntimeError("feed() after finish(): construct a new parser per stream")
+        reasoning, body = self._think.feed(delta)
+        self._buf += body
+        out = self._drain(final=False)
+        out.reasoning = reasoning
+        return out
+
+    def finish(self) -> StreamDelta:
+        """End of stream: decide an open list or block (a complete unterminated block is a call),
+        release held-back text."""
+        if self._finished:
+            return StreamDelta()
+        reasoning, body = self._think.finish()
+        self._buf += body
+        out = self._drain(final=True)
+        out.reasoning = reasoning
+        self._finished = True
+        return out
+
+    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
+        """The tool-call deltas sent for one decided call (``raw``: the model's argument text)."""
+        return [CallDelta(index=index, name=name, arguments=arguments)]
+
+    def _send(self, out: StreamDelta, calls: list[tuple[str, str, str]]) -> None:
+        for name, arguments, raw in calls:
+            out.calls.extend(self._emit_call(self._index, name, arguments, raw))
+            self._index += 1
+
+    def _scan_list(self, j: int, final: bool) -> str:
+        """Feed the open list scanner (list at ``_buf[j]``); its status, BAD for an open list at
+        the end of the stream."""
+        if self._scan is None:
+            self._scan = ListScan()
+            self._fed = j
+        status = self._scan.feed(self._buf[self._fed :])
+        self._fed = len(self._buf)
+        if status == MORE and final:
+            return BAD
+        return status
+
+    def _drain(self, final: bool) -> StreamDelta:
+        out = StreamDelta()
+        parts: list[str] = []
+        while True:
+            buf = self._buf
+            if self._mode == "head":
+                j = skip_py_ws(buf, 0)
+                parts.append(buf[:j])
+                self._buf = buf = buf[j:]
+                if not buf:
+                    break
+                self._mode = "bare" if buf[0] == "[" else "prose"
+                self._scan = None
+                continue
+            if self._mode == "bare":
+                status = self._scan_list(0, final)
+                if status == MORE:
+                    break
+                got = None
+                if status == DONE:
+                    got = parse_call_list(buf, 0)
+                if got is None:
+                    self._mode = "prose"
+                    continue
+                self._send(out, got[0])
+                self._buf = buf[got[1] :]
+                self._mode = "prose"
+                continue
+            if self._mode == "prose":
+                s, start = _first_start(buf, 0)
+                if s < 0:
+                    keep = 0 if final else partial_marker_suffix(buf, STARTS)
+                    parts.append(buf[: len(buf) - keep])
+                    self._buf = buf[len(buf) - keep :]
+                    break
+                parts.append(buf[:s])
+                self._buf = buf[s:]
+                self._mode, self._end_marker = "block", WRAPS[start]
+                self._phase, self._pos, self._scan = "pre", len(start), None
+                continue
+            # block: _buf starts at its start marker
+            end = self._advance_block(final)
+            if end is None:
+                break
+            if self._phase == "call":
+                self._send(out, self._calls)
+            else:
+                parts.append(buf[:end])
+            self._buf = buf[end:]
+            self._mode = "prose"
+        out.content = "".join(parts)
+        return out
+
+    def _advance_block(self, final: bool) -> int | None:
+        """Move the open block on; None while undecided, else the index just after the block
+        (``_phase`` is then ``"call"`` when it is a call block, ``"seek"`` when it is content)."""
+        buf, n, end_marker = self._buf, len(self._buf), self._end_marker
+        start_len = len(TC_START) if end_marker == TC_END else len(PY_START)
+        if self._phase == "pre":
+            j = self._pos = skip_py_ws(buf, self._pos)
+            if j == n:
+                if not final:
+                    return None
+                self._to_seek(start_len)
+            elif buf[j] != "[":
+                self._to_seek(start_len)
+            else:
+                self._j, self._phase = j, "list"
+        if self._phase == "list":
+            status = self._scan_list(self._j, final)
+            if status == MORE:
+                return None
+            got = parse_call_list(buf, self._j) if status == DONE else None
+            if got is None:
+                self._to_seek(start_len)
+            else:
+                self._calls, self._pos, self._phase = got[0], got[1], "post"
+        if self._phase == "post":
+            m = self._pos = skip_py_ws(buf, self._pos)
+            if buf.startswith(end_marker, m):
+                self._phase = "call"
+                return m + len(end_marker)
+            if m == n:
+                if not final:
+                    return None
+                self._phase = "call"
+                return n
+            if not final and end_marker.startswith(buf[m:]):
+                return None
+            self._to_seek(start_len)
+        e = buf.find(end_marker, self._pos)
+        if e < 0:
+            if final:
+                return n
+            self._pos = max(self._pos, n - len(end_marker) + 1)
+            return None
+        return e + len(end_marker)
+
+    def _to_seek(self, start_len: int) -> None:
+        self._phase, self._pos = "seek", start_len
