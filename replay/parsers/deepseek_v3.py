@@ -1,0 +1,287 @@
+"""DeepSeek V3 / V3-0324 / R1 / R1-0528 tool calls: ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME`` + fenced JSON.
+
+Output syntax (tool-call-formats.md §5): ``<｜tool▁calls▁begin｜>``, then per call
+``<｜tool▁call▁begin｜>`` TYPE ``<｜tool▁sep｜>`` NAME, a newline, ```` ```json ````, the arguments
+JSON object, ```` ``` ```` and ``<｜tool▁call▁end｜>`` (calls usually separated by a newline), then
+``<｜tool▁calls▁end｜>`` and optionally ``<｜end▁of▁sentence｜>``. TYPE is ``function``. R1 models
+write ``<think>...</think>`` first. The tokens are those of :mod:`replay.parsers.deepseek_v31`
+(built from code points there).
+
+Facts checked against public implementations: SGLang's ``DeepSeekV3Detector`` and vLLM's
+``DeepSeekV3ToolParser`` match a call as TYPE ``<｜tool▁sep｜>`` NAME ``\\n```json\\n`` ARGS
+``\\n```<｜tool▁call▁end｜>`` and ignore TYPE; llama.cpp's test outputs (corpus
+``deepseek_r1_v3.jsonl``) also write ```` {...}```<｜tool▁call▁end｜> ```` with no newline before
+the closing fence, which this module accepts (whitespace around the JSON is free).
+
+Reference behaviour (this module's definition, shared by the whole-text parse and the streaming
+parser; the tests check that they agree under every chunking):
+
+* Reasoning is split off first by the shared ``<think>`` rule (:mod:`replay.parsers._reasoning`;
+  ``reasoning_open=True`` when the prompt opened it, as R1's template does).
+* ``<｜tool▁calls▁begin｜>``, ``<｜tool▁calls▁end｜>`` and ``<｜end▁of▁sentence｜>`` never reach
+  content: dropped outside calls and from the text of blocks that are not calls. Calls are
+  recognised with or without the enclosing section.
+* A block starts at ``<｜tool▁call▁begin｜>``. The next marker must be ``<｜tool▁sep｜>`` (the TYPE
+  text before it is ignored, as upstream); otherwise the start marker and that text are content
+  and parsing goes on at the marker found (or the text ends).
+* After ``<｜tool▁sep｜>`` the name runs to the first newline; a marker before it (or the end of
+  the text) makes the block content up to that marker. The name, stripped, must be non-empty,
+  and the newline must be followed by exactly ```` ```json ````; otherwise the block is content up
+  to and including that newline and parsing goes on after it.
+* Then the arguments are read string-aware (``json.JSONDecoder().raw_decode`` after JSON
+  whitespace). The block is a call when that value is a JSON object followed only by whitespace
+  and ```` ```<｜tool▁call▁end｜> ```` (fence and end token adjacent, as every writer emits them),
+  or by whitespace up to the end of the text (a stream cut right after the JSON). A block cut
+  anywhere else, or whose JSON is not an object or is followed by other text, is content (minus
+  section markers) up to the first ```` ```<｜tool▁call▁end｜> ```` after the JSON value (after the
+  fence opening when the JSON does not decode), or to the end of the text. (Upstream whole-text
+  parses return the whole output as content on any error.)
+* Arguments: ``json.dumps(obj, ensure_ascii=False)``. Everything else (text between calls, stray
+  ``<｜tool▁sep｜>``/``<｜tool▁call▁end｜>``, markdown fences in prose — which SGLang strips) is
+  content verbatim.
+
+Streaming: the reasoning splitter, then a buffered state machine (outside a block text is
+emitted as soon as it cannot start a block or section marker; a block is buffered, its header
+scanned incrementally, its JSON by :class:`~replay.parsers._block.JsonBlock`, and its call sent
+in one tool-call delta once decided: name once, arguments exactly the whole-text string).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from replay.parsers._block import Decided, JsonBlock
+from replay.parsers._jsonscan import skip_ws
+from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
+from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.parsers.deepseek_v31 import (
+    CALL_BEGIN,
+    CALL_END,
+    CALLS_BEGIN,
+    CALLS_END,
+    EOS,
+    MARKERS,
+    OUTSIDE,
+    SEP,
+    drop_section_markers,
+)
+from replay.parsers.hermes import partial_marker_suffix
+
+FENCE_OPEN = "```json"
+FENCE_END = "```" + CALL_END
+
+_DECODER = json.JSONDecoder()
+_LONGEST = max(len(m) for m in MARKERS)
+
+__all__ = ["DeepSeekV3Parser", "CALLS_BEGIN", "CALL_BEGIN", "SEP", "CALL_END", "CALLS_END", "EOS", "FENCE_OPEN", "FENCE_END"]
+
+
+def _first_marker(text: str, markers: tuple[str, ...], start: int, stop: int | None = None) -> tuple[int, str]:
+    """(index, marker) of the earliest occurrence starting in ``[start, stop)`` (chars; ``stop``
+    None: the end); (-1, "") when none."""
+    best, found = -1, ""
+    for m in markers:
+        i = text.find(m, start) if stop is None else text.find(m, start, stop + len(m) - 1)
+        if i >= 0 and (best < 0 or i < best):
+            best, found = i, m
+    return best, found
+
+
+class DeepSeekV3Parser:
+    """Tool parser for DeepSeek V3, V3-0324, R1 and R1-0528 (fenced-JSON call format).
+
+    Mirrors SGLang ``DeepSeekV3Detector`` and vLLM ``DeepSeekV3ToolParser`` in syntax; the rules
+    for malformed output are this module's (see the module docstring), and the closing fence need
+    not be preceded by a newline. ``tools`` is accepted and ignored. ``reasoning_open=True``: the
+    prompt opened ``<think>`` (R1).
+    """
+
+    name: ClassVar[str] = "deepseek_v3"
+    markers: ClassVar[tuple[str, ...]] = (*MARKERS, *THINK)
+    covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3, V3-0324, DeepSeek-R1, R1-0528 (and R1 distills served with their tool template)"
+
+    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
+        self.tools = tools
+        self._reasoning_open = reasoning_open
+        self._think = ReasoningSplitter(THINK, open=reasoning_open)
+        self._buf = ""
+        self._in_block = False
+        self._stage = "type"  # type -> name -> fence -> body
+        self._seek = 0  # header: next index (chars in _buf) to search from
+        self._nl = 0  # header: index of the newline ending the name
+        self._name = ""
+        self._body: JsonBlock | None = None
+        self._index = 0
+        self._finished = False
+
+    # ---------------------------------------------------------------- whole-text parse
+    def parse(self, text: str) -> ParseResult:
+        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
+        module rules."""
+        reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
+        content: list[str] = []
+        calls: list[ToolCall] = []
+        n = len(text)
+        pos = 0
+        while True:
+            i, mark = _first_marker(text, OUTSIDE, pos)
+            if i < 0:
+                content.append(text[pos:])
+                break
+            content.append(text[pos:i])
+            if mark != CALL_BEGIN:
+                pos = i + len(mark)
+                continue
+            q, mark = _first_marker(text, MARKERS, i + len(CALL_BEGIN))
+            if q < 0:
+                content.append(text[i:])
+                break
+            if mark != SEP:
+                content.append(text[i:q])
+                pos = q
+                continue
+            s = q + len(SEP)
+            nl = text.find("\n", s)
+            r, _ = _first_marker(text, MARKERS, s, n if nl < 0 else nl)
+            if r >= 0 or nl < 0:
+                end = n if r < 0 else r
+                content.append(text[i:end])
+                pos = end
+                continue
+            name = text[s:nl].strip()
+            if not name or not text.startswith(FENCE_OPEN, nl + 1):
+                content.append(text[i : nl + 1])
+                pos = nl + 1
+                continue
+            j = skip_ws(text, nl + 1 + len(FENCE_OPEN))
+            try:
+                obj, k = _DECODER.raw_decode(text, j)
+            except json.JSONDecodeError:
+                e = text.find(FENCE_END, j)
+                end = n if e < 0 else e + len(FENCE_END)
+                content.append(drop_section_markers(text[i:end]))
+                pos = end
+                continue
+            m = skip_ws(text, k)
+            if text.startswith(FENCE_END, m):
+                end, ok = m + len(FENCE_END), isinstance(obj, dict)
+            elif m == n:
+                end, ok = n, isinstance(obj, dict)
+            else:
+                e = text.find(FENCE_END, k)
+                end, ok = (n if e < 0 else e + len(FENCE_END)), False
+            if ok:
+                calls.append(ToolCall(name, json.dumps(obj, ensure_ascii=False)))
+            else:
+                content.append(drop_section_markers(text[i:end]))
+            pos = end
+        return ParseResult(content="".join(content), calls=tuple(calls), reasoning=reasoning)
+
+    # ---------------------------------------------------------------- streaming
+    def feed(self, delta: str) -> StreamDelta:
+        """Streaming parse: take the next delta (text); return reasoning, content and tool-call
+        deltas. Raises RuntimeError after :meth:`finish`."""
+        if self._finished:
+            raise RuntimeError("feed() after finish(): construct a new parser per stream")
+        reasoning, body = self._think.feed(delta)
+        self._buf += body
+        out = self._drain(final=False)
+        out.reasoning = reasoning
+        return out
+
+    def finish(self) -> StreamDelta:
+        """End of stream: decide the open block, release held-back text. A second call returns an
+        empty delta."""
+        if self._finished:
+            return StreamDelta()
+        reasoning, body = self._think.finish()
+        self._buf += body
+        out = self._drain(final=True)
+        out.reasoning = reasoning
+        self._finished = True
+        return out
+
+    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
+        """The tool-call deltas sent for one decided call (``raw``: the model's JSON text)."""
+        return [CallDelta(index=index, name=name, arguments=arguments)]
+
+    def _drain(self, final: bool) -> StreamDelta:
+        out = StreamDelta()
+        parts: list[str] = []
+        while True:
+            if not self._in_block:
+                i, mark = _first_marker(self._buf, OUTSIDE, 0)
+                if i < 0:
+                    keep = 0 if final else partial_marker_suffix(self._buf, OUTSIDE)
+                    cut = len(self._buf) - keep
+                    parts.append(self._buf[:cut])
+                    self._buf = self._buf[cut:]
+                    break
+                parts.append(self._buf[:i])
+                if mark != CALL_BEGIN:
+                    self._buf = self._buf[i + len(mark) :]
+                    continue
+                self._buf = self._buf[i:]
+                self._in_block = True
+                self._stage, self._seek, self._body = "type", len(CALL_BEGIN), None
+            decided = self._advance(final)
+            if decided is None:
+                break
+            end, span = decided
+            call = None
+            if span is not None:
+                raw = self._buf[span[0] : span[1]]
+                obj = json.loads(raw)
+                if isinstance(obj, dict):
+                    call = (self._name, json.dumps(obj, ensure_ascii=False), raw)
+            if call is None:
+                parts.append(drop_section_markers(self._buf[:end]))
+            else:
+                out.calls.extend(self._emit_call(self._index, *call))
+                self._index += 1
+            self._buf = self._buf[end:]
+            self._in_block = False
+        out.content = "".join(parts)
+        return out
+
+    def _advance(self, final: bool) -> Decided | None:
+        """Move the open block on; None while undecided, else (block end, JSON span or None)."""
+        buf = self._buf
+        n = len(buf)
+        if self._stage == "type":
+            q, mark = _first_marker(buf, MARKERS, self._seek)
+            if q < 0:
+                if final:
+                    return Decided(n, None)
+                self._seek = max(self._seek, n - _LONGEST + 1)
+                return None
+            if mark != SEP:
+                return Decided(q, None)
+            self._stage = "name"
+            self._name_start = self._seek = self._nl = q + len(SEP)
+        if self._stage == "name":
+            nl = buf.find("\n", self._nl)
+            r, _ = _first_marker(buf, MARKERS, self._seek, n if nl < 0 else nl)
+            if r >= 0:
+                return Decided(r, None)
+            if nl < 0:
+                if final:
+                    return Decided(n, None)
+                self._nl = n
+                self._seek = max(self._seek, n - _LONGEST + 1)
+                return None
+            self._name = buf[self._name_start : nl].strip()
+            self._nl = nl
+            self._stage = "fence"
+        if self._stage == "fence":
+            f = self._nl + 1
+            got = buf[f : f + len(FENCE_OPEN)]
+            if not self._name or not FENCE_OPEN.startswith(got):
+                return Decided(f, None)
+            if len(got) < len(FENCE_OPEN):
+                return Decided(f, None) if final else None
+            self._body = JsonBlock(FENCE_END, f + len(FENCE_OPEN))
+            self._stage = "body"
+        assert self._body is not None
+        return self._body.advance(buf, final)
