@@ -377,6 +377,13 @@ def test_registry_aliases():
         assert get_parser(alias) is DeepSeekV31Parser
     with pytest.raises(UnknownParserError, match="hermes"):
         get_parser("nope")
+    # every family is registered under its own name, and every alias leads to a family
+    from replay.parsers import families
+
+    assert len(families()) == 16
+    for cls in families():
+        assert get_parser(cls.name) is cls and cls.markers and cls.covers
+    assert {cls.name for cls in PARSERS.values()} == {cls.name for cls in families()}
 
 
 def test_get_parser_plugin(tmp_path):
@@ -396,12 +403,34 @@ def test_get_parser_plugin(tmp_path):
         ("qwen3-235b-a22b-instruct-2507", "hermes"),
         ("Qwen/QwQ-32B", "hermes"),
         ("NousResearch/Hermes-3-Llama-3.1-8B", "hermes"),
-        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", None),
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3_coder"),
+        ("Qwen/Qwen3.5-4B", "qwen3_coder"),
         ("deepseek-ai/DeepSeek-V3.1", "deepseek_v31"),
         ("deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek_v31"),
         ("deepseek-v3.1", "deepseek_v31"),
-        ("deepseek-ai/DeepSeek-V3", None),
-        ("deepseek-ai/DeepSeek-V3.2-Exp", None),
+        ("deepseek-ai/DeepSeek-V3", "deepseek_v3"),
+        ("deepseek-ai/DeepSeek-R1-0528", "deepseek_v3"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "deepseek_v3"),
+        ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v32"),
+        ("deepseek-ai/DeepSeek-V4", "deepseek_v32"),
+        ("moonshotai/Kimi-K2-Instruct", "kimi_k2"),
+        ("moonshotai/Kimi-K2-Thinking", "kimi_k2"),
+        ("zai-org/GLM-4.6", "glm45"),
+        ("zai-org/GLM-4.5-Air", "glm45"),
+        ("THUDM/glm-4-9b-chat", None),
+        ("openai/gpt-oss-20b", "harmony"),
+        ("google/gemma-4-31b-it", "gemma4"),
+        ("google/gemma-2-2b-it", None),
+        ("MiniMaxAI/MiniMax-M2", "minimax_m2"),
+        ("ByteDance-Seed/Seed-OSS-36B-Instruct", "seed_oss"),
+        ("ibm-granite/granite-3.3-8b-instruct", "granite"),
+        ("ibm-granite/granite-4.0-h-small", "granite4"),
+        ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", "mistral"),
+        ("mistralai/Devstral-Small-2507", "mistral"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama3_json"),
+        ("meta-llama/Llama-3.3-70B-Instruct", "llama3_json"),
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "pythonic"),
+        ("LiquidAI/LFM2-8B-A1B", "pythonic"),
         ("gpt-4o", None),
         (None, None),
     ],
