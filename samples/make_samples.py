@@ -13,6 +13,12 @@ them byte for byte. ``tests/test_end_to_end.py`` asserts the counts that follow 
 - ``deepseek-v31.jsonl.zst``: a gateway client on DeepSeek V3.1, 5 requests, 3 tools: ``web_search``
   (no ``strict``), ``get_time`` (name only: no description, no parameters) and ``create_ticket``
   (``strict: false``, a ``"default": null`` inside its parameters).
+- ``model-gateway.jsonl``: one request per further model family behind a gateway (Qwen3-Coder,
+  Kimi K2, GLM-4.6, gpt-oss, Gemma 4, Mistral Small 3.2, MiniMax-M2, Llama 3.1), each with its raw
+  completion in the family's own syntax, recorded steps and a correctly served stream; 2 tools:
+  ``get_weather`` (no ``strict``; ``days`` declared integer, so XML families type it) and
+  ``get_time`` (``strict: true``). The MiniMax-M2 exchange logs its prompt, which ends inside
+  ``<think>``: its completion starts in the reasoning section.
 - ``malformed.jsonl``: one good line and five bad ones (bad JSON, not an object, no ``request``,
   ``tools`` not a list, non-UTF-8 bytes).
 """
@@ -39,6 +45,13 @@ DS_CALLS_BEGIN, DS_CALLS_END = _ds("tool calls begin"), _ds("tool calls end")
 DS_CALL_BEGIN, DS_CALL_END, DS_SEP = _ds("tool call begin"), _ds("tool call end"), _ds("tool sep")
 DS_EOS = _ds("end of sentence")
 MARKERS = ("<tool_call>", "</tool_call>", DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP, DS_EOS)
+# special tokens of the gateway's families, each one step as a server sends it
+MARKERS += (
+    "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_end|>",
+    "<|tool_call_argument_begin|>", "<think>", "</think>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+    "<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|call|>", "<|constrain|>",
+    "<|tool_call>", "<tool_call|>", '<|"|>', "[TOOL_CALLS]", "[ARGS]", "<minimax:tool_call>", "</minimax:tool_call>",
+)
 
 
 def dumps(obj) -> str:
@@ -289,6 +302,77 @@ def gateway() -> list[dict]:
     return out
 
 
+WEATHER_TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather",
+        "description": "Weather forecast for a city.",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+            "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "get_time",
+        "description": "Current local time in a time zone.",
+        "parameters": {"type": "object", "properties": {"tz": {"type": "string"}},
+                       "required": ["tz"], "additionalProperties": False},
+        "strict": True}},
+]
+W_ARGS = {"city": "Paris", "days": 3}
+T_ARGS = {"tz": "Europe/Paris"}
+Q = '<|"|>'
+
+#: (model, raw completion in the family's syntax, calls it holds, content the client sees, logged prompt)
+GATEWAY_OUTPUTS = [
+    ("Qwen/Qwen3-Coder-30B-A3B-Instruct",
+     "I'll look both up.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+     "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_time>\n"
+     "<parameter=tz>\nEurope/Paris\n</parameter>\n</function>\n</tool_call>",
+     [("get_weather", W_ARGS), ("get_time", T_ARGS)], "I'll look both up.\n", None),
+    ("moonshotai/Kimi-K2-Instruct",
+     "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+     + dumps(W_ARGS) + "<|tool_call_end|><|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>"
+     + dumps(T_ARGS) + "<|tool_call_end|><|tool_calls_section_end|>",
+     [("get_weather", W_ARGS), ("get_time", T_ARGS)], "", None),
+    ("zai-org/GLM-4.6",
+     "<think>Need weather and time.</think>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+     "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>\n<tool_call>get_time\n<arg_key>tz</arg_key>\n"
+     "<arg_value>Europe/Paris</arg_value>\n</tool_call>",
+     [("get_weather", W_ARGS), ("get_time", T_ARGS)], "", None),
+    ("openai/gpt-oss-20b",
+     "<|channel|>analysis<|message|>Need the forecast first.<|end|><|start|>assistant<|channel|>commentary "
+     "to=functions.get_weather <|constrain|>json<|message|>" + json.dumps(W_ARGS, separators=(",", ":")) + "<|call|>",
+     [("get_weather", W_ARGS)], "", None),
+    ("google/gemma-4-31b-it",
+     f"<|tool_call>call:get_weather{{city:{Q}Paris{Q},days:3}}<tool_call|><|tool_call>call:get_time{{tz:{Q}Europe/Paris{Q}}}<tool_call|>",
+     [("get_weather", W_ARGS), ("get_time", T_ARGS)], "", None),
+    ("mistralai/Mistral-Small-3.2-24B-Instruct-2506",
+     "Checking now.[TOOL_CALLS]get_weather[ARGS]" + dumps(W_ARGS) + "[TOOL_CALLS]get_time[ARGS]" + dumps(T_ARGS),
+     [("get_weather", W_ARGS), ("get_time", T_ARGS)], "Checking now.", None),
+    ("MiniMaxAI/MiniMax-M2",
+     "Both are needed.\n</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n"
+     "<parameter name=\"days\">3</parameter>\n</invoke>\n<invoke name=\"get_time\">\n<parameter name=\"tz\">Europe/Paris</parameter>\n"
+     "</invoke>\n</minimax:tool_call>",
+     [("get_weather", W_ARGS), ("get_time", T_ARGS)], "", "]~!b[]~b]user\nWeather and time in Paris?[e~[\n]~b]ai\n<think>\n"),
+    ("meta-llama/Llama-3.1-8B-Instruct",
+     '{"name": "get_weather", "parameters": ' + dumps(W_ARGS) + "}",
+     [("get_weather", W_ARGS)], "", None),
+]
+
+
+def model_gateway() -> list[dict]:
+    out = []
+    for i, (model, text, calls, content, prompt) in enumerate(GATEWAY_OUTPUTS, 1):
+        args = [(n, dumps(a)) for n, a in calls]
+        ex = exchange(f"mg-{i:02d}", f"2026-11-23T12:{i:02d}:00Z", model,
+                      [{"role": "user", "content": "Weather and time in Paris?"}], WEATHER_TOOLS,
+                      stream=True, output_text=text, steps=steps_of(text),
+                      served=served_stream(frags(content, 12) if content else [], [(n, frags(a)) for n, a in args],
+                                           "tool_calls" if calls else "stop"))
+        if prompt is not None:
+            ex["server"] = {"prompt": prompt, **ex["server"]}
+        out.append(ex)
+    return out
+
+
 def malformed() -> bytes:
     good = {"id": "bad-file-ok", "ts": "2026-11-22T09:00:00Z", "route": "chat.completions", "model": "Qwen/Qwen3-32B",
             "request": {"model": "Qwen/Qwen3-32B", "messages": [{"role": "user", "content": "ping"}]},
@@ -309,6 +393,7 @@ def main() -> None:
     (HERE / "coding-agent.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in coding_agent()), encoding="utf-8")
     raw = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in gateway()).encode("utf-8")
     (HERE / "deepseek-v31.jsonl.zst").write_bytes(zstandard.ZstdCompressor(level=19).compress(raw))
+    (HERE / "model-gateway.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in model_gateway()), encoding="utf-8")
     (HERE / "malformed.jsonl").write_bytes(malformed())
 
 

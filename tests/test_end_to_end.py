@@ -1,17 +1,19 @@
 """The real CLI on `samples/`: exact counts, derived from how `samples/make_samples.py` builds them.
 
 Derivation (see the docstring of samples/make_samples.py):
-- exchanges: 7 coding-agent turns + 5 DeepSeek gateway requests + 1 good line of malformed.jsonl = 13;
-  ingest errors: the 5 bad lines of malformed.jsonl.
-- tool schemas: 7 x 5 coding tools + 5 x 3 gateway tools = 50.
+- exchanges: 7 coding-agent turns + 5 DeepSeek gateway requests + 8 model-gateway requests + 1 good
+  line of malformed.jsonl = 21; ingest errors: the 5 bad lines of malformed.jsonl.
+- tool schemas: 7 x 5 coding tools + 5 x 3 gateway tools + 8 x 2 model-gateway tools = 66.
 - leaked nulls with model-dump: per coding request `read` (strict), `edit` (description, strict),
   `todo_list` (strict) = 3 schemas; per gateway request `web_search` (strict), `get_time` (description,
-  parameters, strict) = 2 schemas. 7 x 3 + 5 x 2 = 31 schemas, in 12 prompts.
+  parameters, strict) = 2 schemas; per model-gateway request `get_weather` (strict) = 1 schema.
+  7 x 3 + 5 x 2 + 8 x 1 = 39 schemas, in 20 prompts.
   With client-fields: only the name-only `get_time` (parameters: null) = 5 schemas, in 5 prompts.
   `write`'s and `create_ticket`'s `"default": null` are the client's own: never a leak.
-- prompts: the 12 requests with tools differ between old and new (json-tools renderer); the 13th has none.
+- prompts: the 20 requests with tools differ between old and new (json-tools renderer); the 21st has none.
   new vs reference: the 5 gateway prompts (`"parameters": null` on get_time).
-- raw completions: 7 + 5 = 12; calls in the whole-text parse: coding 1+1+2+1+1+1+0 = 7, gateway 1+2+1+0+1 = 5.
+- raw completions: 7 + 5 + 8 = 20; calls in the whole-text parse: coding 1+1+2+1+1+1+0 = 7, gateway
+  1+2+1+0+1 = 5, model gateway 2+2+2+1+2+2+2+1 = 14: 26 in all.
 - served: agent-04 streamed "" arguments and agent-05 raw text before the JSON (2 non-JSON joins);
   agent-06's call never reached the client (1 dropped).
 """
@@ -68,13 +70,13 @@ def test_summary_columns_and_counts(run_dir: Path) -> None:
     by = {r["side"]: r for r in rows}
     assert list(by) == ["served", "old", "new", "reference"]
     for r in rows:
-        assert (r["exchanges"], r["ingest_errors"], r["tool_schemas"], r["calls_whole"]) == (13, 5, 50, 12)
+        assert (r["exchanges"], r["ingest_errors"], r["tool_schemas"], r["calls_whole"]) == (21, 5, 66, 26)
     assert {k: by["old"][k] for k in SUMMARY_COLUMNS[4:]} == {
-        "schemas_with_leaked_null": 31,
-        "prompts_with_leaked_null": 12,
-        "prompts_diverged_from_reference": 12,
+        "schemas_with_leaked_null": 39,
+        "prompts_with_leaked_null": 20,
+        "prompts_diverged_from_reference": 20,
         "render_failures": 0,
-        "calls_whole": 12,
+        "calls_whole": 26,
         "calls_dropped": 0,
         "non_json_joins": 0,
         "argument_mismatches": 0,
@@ -84,7 +86,7 @@ def test_summary_columns_and_counts(run_dir: Path) -> None:
         "prompts_with_leaked_null": 5,
         "prompts_diverged_from_reference": 5,
         "render_failures": 0,
-        "calls_whole": 12,
+        "calls_whole": 26,
         "calls_dropped": 0,
         "non_json_joins": 0,
         "argument_mismatches": 0,
@@ -101,7 +103,7 @@ def test_null_leaks_by_field(run_dir: Path) -> None:
     rows = query_json(run_dir, "null_leaks")
     got = {(r["side"], r["field"]): r["schemas_leaking"] for r in rows}
     assert got == {
-        ("old", "strict"): 7 * 3 + 5 * 2,  # read, edit, todo_list; web_search, get_time
+        ("old", "strict"): 7 * 3 + 5 * 2 + 8,  # read, edit, todo_list; web_search, get_time; get_weather
         ("old", "description"): 7 + 5,  # edit; get_time
         ("old", "parameters"): 5,  # get_time
         ("new", "parameters"): 5,  # get_time
@@ -110,7 +112,7 @@ def test_null_leaks_by_field(run_dir: Path) -> None:
 
 def test_divergent_prompts(run_dir: Path) -> None:
     rows = {r["comparison"]: r for r in query_json(run_dir, "divergent_prompts")}
-    assert (rows["old vs new"]["prompts_compared"], rows["old vs new"]["prompts_diverged"]) == (13, 12)
+    assert (rows["old vs new"]["prompts_compared"], rows["old vs new"]["prompts_diverged"]) == (21, 20)
     assert rows["new vs reference"]["prompts_diverged"] == 5
     assert rows["old vs new"]["extra_chars_total"] > 0
     assert rows["old vs new"]["extra_tokens_total"] is None  # no --tokenizer
@@ -122,10 +124,10 @@ def test_dropped_calls_and_chunkings(run_dir: Path) -> None:
     assert chunkings == {"parse", "recorded", "whole", "char", "fixed-2", "fixed-3", "fixed-5", "fixed-8", "fixed-13", "fixed-40"}
     for r in rows:
         assert r["calls_dropped"] == 0 and r["stop_with_calls"] == 0 and r["replay_errors"] == 0, r
-        # recorded: only the 10 streamed exchanges have steps (agent-01 and gw-04 were not streamed),
-        # holding 11 of the 12 calls; every other chunking replays all 12 raw completions
-        assert r["replays"] == (10 if r["chunking"] == "recorded" else 12), r
-        assert r["calls_whole"] == (11 if r["chunking"] == "recorded" else 12), r
+        # recorded: only the 18 streamed exchanges have steps (agent-01 and gw-04 were not streamed),
+        # holding 25 of the 26 calls; every other chunking replays all 20 raw completions
+        assert r["replays"] == (18 if r["chunking"] == "recorded" else 20), r
+        assert r["calls_whole"] == (25 if r["chunking"] == "recorded" else 26), r
 
 
 def test_non_json_joins_served(run_dir: Path) -> None:
@@ -148,11 +150,11 @@ def test_ingest_errors_name_file_and_line(run_dir: Path) -> None:
 
 def test_report_md(run_dir: Path) -> None:
     text = (run_dir / "report.md").read_text(encoding="utf-8")
-    assert "31 of 50 tool schemas carried a null the client never sent with `model-dump`; 5 with `client-fields`." in text
+    assert "39 of 66 tool schemas carried a null the client never sent with `model-dump`; 5 with `client-fields`." in text
     assert "| count | served | old | new | reference |" in text
-    assert "| schemas_with_leaked_null | – | 31 | 5 | 0 |" in text
+    assert "| schemas_with_leaked_null | – | 39 | 5 | 0 |" in text
     meta = json.loads((run_dir / "run.json").read_text())
-    assert meta["ingest"]["exchanges"] == 13 and meta["ingest"]["errors"] == 5
+    assert meta["ingest"]["exchanges"] == 21 and meta["ingest"]["errors"] == 5
     assert set(meta["seconds"]) >= {"ingest", "render", "stream"}
 
 
@@ -240,12 +242,12 @@ def test_render_failures_are_said_and_left_out_of_the_denominators(tmp_path: Pat
     result = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(out), "--chat-template", str(tmpl), "-q"])
     assert result.exit_code == 0, result.output
     text = (out / "report.md").read_text()
-    # 12 of 13 requests carry tools: each side fails those 12 and renders the one without tools
-    assert "Render failures: 12 with `model-dump`, 12 with `client-fields`, 12 with the reference" in text
+    # 20 of 21 requests carry tools: each side fails those 20 and renders the one without tools
+    assert "Render failures: 20 with `model-dump`, 20 with `client-fields`, 20 with the reference" in text
     assert "tools are not supported" in text
-    assert "0 of 0 tool schemas" not in text and "of 50 tool schemas" not in text
+    assert "0 of 0 tool schemas" not in text and "of 66 tool schemas" not in text
     summary = {r["side"]: r for r in query_json(out, "summary")}
-    assert summary["old"]["render_failures"] == 12 and summary["old"]["schemas_with_leaked_null"] == 0
+    assert summary["old"]["render_failures"] == 20 and summary["old"]["schemas_with_leaked_null"] == 0
 
 
 def test_replay_errors_are_said(tmp_path: Path, run_dir: Path) -> None:
@@ -266,7 +268,31 @@ def test_replay_errors_are_said(tmp_path: Path, run_dir: Path) -> None:
 def test_ingest_only_run_has_null_stage_counts(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = runner.invoke(app, ["ingest", str(SAMPLES), "--out", str(out), "-q"])
-    assert result.exit_code == 0 and "18 lines: 13 exchanges, 5 errors" in result.output
+    assert result.exit_code == 0 and "26 lines: 21 exchanges, 5 errors" in result.output
     old = {r["side"]: r for r in query_json(out, "summary")}["old"]
-    assert (old["exchanges"], old["tool_schemas"]) == (13, 50)
+    assert (old["exchanges"], old["tool_schemas"]) == (21, 66)
     assert old["schemas_with_leaked_null"] is None and old["calls_dropped"] is None and old["render_failures"] is None
+
+
+def test_family_chosen_from_the_model_name(run_dir: Path) -> None:
+    rows = query_json(
+        run_dir,
+        "--sql",
+        "SELECT e.model, s.parser, s.reasoning_open, s.calls_whole FROM streams s JOIN exchanges e USING (exchange_id) "
+        "WHERE s.side = 'reference' AND e.exchange_id LIKE 'mg-%' ORDER BY e.exchange_id",
+    )
+    assert [(r["model"], r["parser"], r["calls_whole"]) for r in rows] == [
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3_coder", 2),
+        ("moonshotai/Kimi-K2-Instruct", "kimi_k2", 2),
+        ("zai-org/GLM-4.6", "glm45", 2),
+        ("openai/gpt-oss-20b", "harmony", 1),
+        ("google/gemma-4-31b-it", "gemma4", 2),
+        ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", "mistral", 2),
+        ("MiniMaxAI/MiniMax-M2", "minimax_m2", 2),
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama3_json", 1),
+    ]
+    # the MiniMax-M2 prompt ends inside <think>: its completion starts in the reasoning section
+    assert [r["reasoning_open"] for r in rows] == [False] * 6 + [True, False]
+    # every family's calls, typed by the declared schema where the syntax is text (days: integer)
+    calls = query_json(run_dir, "--sql", "SELECT DISTINCT arguments FROM calls WHERE side = 'reference' AND name = 'get_weather'")
+    assert [c["arguments"] for c in calls] == ['{"city": "Paris", "days": 3}']
