@@ -70,6 +70,16 @@ def _n(count: int | None, noun: str) -> str:
     return f"{count:,} {noun}" + ("" if count == 1 else "s")
 
 
+def _parsers_label(names: str | None) -> str:
+    """``parser `hermes``` for one family, ``3 parser families: `a`, `b`, `c``` for a few, a count for many."""
+    items = [n for n in (names or "").split(", ") if n]
+    if len(items) == 1:
+        return f"parser `{items[0]}`"
+    if len(items) <= 4:
+        return f"{len(items)} parser families: " + ", ".join(f"`{n}`" for n in items)
+    return f"{len(items)} parser families"
+
+
 def _short(text: str | None, limit: int = 160) -> str:
     """One line of at most ``limit`` chars, backticks removed (it goes inside a code span)."""
     text = " ".join((text or "").split()).replace("`", "'")
@@ -179,7 +189,7 @@ def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
         for side in ("old", "new"):
             s = summary.get(side, {})
             out.append(
-                f"{side.capitalize()} parser (`{parsers[side]}`): {s.get('calls_dropped', 0):,} of {_n(calls_whole, 'call')} "
+                f"{side.capitalize()} side ({_parsers_label(parsers[side])}): {s.get('calls_dropped', 0):,} of {_n(calls_whole, 'call')} "
                 f"dropped under at least one chunking, {s.get('non_json_joins', 0):,} with non-JSON joined arguments, "
                 f"{s.get('argument_mismatches', 0):,} with arguments that differ from the whole-text parse."
             )
