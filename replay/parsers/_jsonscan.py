@@ -3,8 +3,19 @@
 The streaming parsers use :class:`JsonPrefix` to learn, as deltas arrive, whether the text after
 a call's start marker is still a possible prefix of a JSON value (wait), has become one complete
 value (and where it ends), or can no longer be one (the block is not a call). The whole-text parses
-do not use it: they call ``json.JSONDecoder().raw_decode``. Keeping the two independent is what
-lets the stream-equals-whole property test check one against the other.
+do not use it to find a value's extent: they call :func:`decode_at` (``json.JSONDecoder().raw_decode``).
+Keeping the two independent is what lets the stream-equals-whole property test check one against
+the other. Both sides then decode a value with the same depth rule:
+
+**Nesting depth.** Python's ``json`` recurses once per nesting level and raises ``RecursionError``
+at a depth that depends on how deep the caller's stack already is (and on the Python version), so
+"too deep for ``json``" is no rule two code paths can agree on. Every parser therefore decodes a
+value through :func:`decode_at` (whole text) or :func:`loads_or_too_deep` (a value's text, as the
+streaming side finds it), which give :data:`TOO_DEEP` for a value whose nesting depth (arrays and
+objects on the deepest path; a scalar has depth 0) exceeds :data:`MAX_DEPTH`, whatever the stack.
+A value nested too deep is never a call: its text is content by the family's rule. The parsers'
+own value readers (Pythonic literals, Gemma 4 arguments) apply the same limit to the values they
+build. :class:`JsonPrefix` keeps an explicit stack and has no depth limit.
 
 Grammar: as CPython's C scanner (``json.loads`` with ``strict=True``): whitespace is space, tab,
 LF, CR; strings reject control characters below U+0020 and accept the escapes ``\\" \\\\ \\/ \\b \\f
@@ -15,7 +26,9 @@ literals ``null true false NaN Infinity -Infinity`` are accepted.
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 _WS = " \t\n\r"
 _DIGITS = "0123456789"
@@ -238,3 +251,83 @@ class JsonPrefix:
             if self.status == MORE:  # pragma: no cover - _end_number always decides at top level
                 self.status = INVALID
         return self.status
+
+
+# ------------------------------------------------------------------------- decoding with a depth limit
+#: The deepest nesting (arrays and objects on one path) of a value the parsers decode; deeper values
+#: are :data:`TOO_DEEP`. Far below what ``json`` and the recursive readers manage from any stack.
+MAX_DEPTH = 128
+
+_DECODER = json.JSONDecoder()
+
+
+class _TooDeep:
+    """The type of :data:`TOO_DEEP`."""
+
+    def __repr__(self) -> str:
+        return "TOO_DEEP"
+
+
+#: Stands for a complete JSON value nested deeper than :data:`MAX_DEPTH`; it is no JSON kind, so
+#: every call check (``isinstance(obj, dict)`` ...) rejects it.
+TOO_DEEP: Any = _TooDeep()
+
+
+def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when the decoded ``value`` has more than ``limit`` nested lists/dicts on one path
+    (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if items is None:
+            continue
+        if d > limit:
+            return True
+        stack.extend((x, d + 1) for x in items if isinstance(x, (dict, list)))
+    return False
+
+
+def _checked(value: Any, text: str, j: int, k: int) -> Any:
+    """``value`` (decoded from ``text[j:k]``), or :data:`TOO_DEEP` when nested too deeply."""
+    # a value cannot be nested deeper than it has opening brackets: skip the walk in the usual case
+    if text.count("[", j, k) + text.count("{", j, k) > MAX_DEPTH and deeper_than(value):
+        return TOO_DEEP
+    return value
+
+
+def _scanned_end(text: str, j: int) -> int | None:
+    """End (chars) of the complete JSON value at ``text[j]``, by :class:`JsonPrefix`; None if none."""
+    scan = JsonPrefix()
+    status = scan.feed(text[j:] if j else text)
+    if status == MORE:
+        status = scan.close()
+    return j + scan.end if status == DONE and scan.end is not None else None
+
+
+def decode_at(text: str, j: int, decoder: json.JSONDecoder = _DECODER) -> tuple[Any, int]:
+    """``decoder.raw_decode(text, j)`` (default ``json.JSONDecoder()``) with the depth rule:
+    ``(value, end index)`` (chars), the value :data:`TOO_DEEP` when it is complete but nested
+    deeper than :data:`MAX_DEPTH`. Raises ``json.JSONDecodeError`` when no JSON value starts at
+    ``j``."""
+    try:
+        value, k = decoder.raw_decode(text, j)
+    except RecursionError:
+        k = _scanned_end(text, j)
+        if k is None:
+            raise json.JSONDecodeError("unterminated deeply nested value", text, j) from None
+        return TOO_DEEP, k
+    return _checked(value, text, j, k), k
+
+
+def loads_or_too_deep(raw: str) -> Any:
+    """``json.loads(raw)`` with the depth rule, for ``raw`` the text of one complete JSON value
+    (as the streaming side's :class:`JsonPrefix` found it): the value, or :data:`TOO_DEEP` when it
+    is nested deeper than :data:`MAX_DEPTH`. (Text that is not one complete value raises
+    ``json.JSONDecodeError``, or may give :data:`TOO_DEEP` when deeply nested: either way no call.
+    To tell the two apart use :func:`decode_at`.)"""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        return TOO_DEEP
+    return _checked(value, raw, 0, len(raw))

@@ -11,7 +11,10 @@ tool parser sees the text:
   (``</think>\\n\\n``) — the rest is the body the tool parser reads;
 - a start tag anywhere later is not reasoning (it is body text); an output that never closes its
   reasoning is reasoning to the end (no content, no calls);
-- the reasoning text is kept verbatim (between the tags).
+- the reasoning text is kept verbatim (between the tags);
+- a family may name *implicit ends* (Kimi K2's section-begin tokens, after vLLM): inside the
+  reasoning section such a marker before any end tag ends the reasoning there, and the body starts
+  at the marker (it is kept).
 
 The streaming splitter returns exactly what :func:`split_reasoning` returns for the joined text,
 under any chunking: it holds back a suffix that may be the start of a tag and the whitespace after
@@ -20,18 +23,14 @@ the end tag until they are decided.
 
 from __future__ import annotations
 
+from replay.parsers._markers import first_marker, partial_marker_suffix
+
 THINK = ("<think>", "</think>")
 
 
-def _partial_suffix(buf: str, tag: str) -> int:
-    """Length (chars) of the longest proper prefix of ``tag`` that ``buf`` ends with."""
-    for k in range(min(len(buf), len(tag) - 1), 0, -1):
-        if tag.startswith(buf[-k:]):
-            return k
-    return 0
-
-
-def split_reasoning(text: str, tags: tuple[str, str] = THINK, *, open: bool = False) -> tuple[str, str]:
+def split_reasoning(
+    text: str, tags: tuple[str, str] = THINK, *, open: bool = False, implicit_ends: tuple[str, ...] = ()
+) -> tuple[str, str]:
     """``(reasoning, body)`` of a whole completion under the module's rule (chars in, chars out)."""
     start, end = tags
     if not open:
@@ -39,9 +38,11 @@ def split_reasoning(text: str, tags: tuple[str, str] = THINK, *, open: bool = Fa
         if not stripped.startswith(start):
             return "", text
         text = stripped[len(start) :]
-    e = text.find(end)
+    e, mark = first_marker(text, (end, *implicit_ends))
     if e < 0:
         return text, ""
+    if mark != end:  # an implicit end stays in the body
+        return text[:e], text[e:]
     return text[:e], text[e + len(end) :].lstrip()
 
 
@@ -50,8 +51,9 @@ class ReasoningSplitter:
     ``(reasoning fragment, body fragment)``; the fragments join to what :func:`split_reasoning`
     gives for the joined deltas."""
 
-    def __init__(self, tags: tuple[str, str] = THINK, *, open: bool = False) -> None:
+    def __init__(self, tags: tuple[str, str] = THINK, *, open: bool = False, implicit_ends: tuple[str, ...] = ()) -> None:
         self.start, self.end = tags
+        self._ends = (self.end, *implicit_ends)
         self.state = "in" if open else "head"  # head -> in -> gap -> body
         self.buf = ""
 
@@ -72,13 +74,17 @@ class ReasoningSplitter:
                 body.append(body_text)
                 break
             if self.state == "in":
-                e = self.buf.find(self.end)
+                e, mark = first_marker(self.buf, self._ends)
                 if e >= 0:
                     reasoning.append(self.buf[:e])
+                    if mark != self.end:  # an implicit end: the body starts at it
+                        body.append(self.buf[e:])
+                        self.buf, self.state = "", "body"
+                        break
                     self.buf = self.buf[e + len(self.end) :]
                     self.state = "gap"
                     continue
-                keep = _partial_suffix(self.buf, self.end)
+                keep = partial_marker_suffix(self.buf, self._ends)
                 reasoning.append(self.buf[: len(self.buf) - keep])
                 self.buf = self.buf[len(self.buf) - keep :]
                 break

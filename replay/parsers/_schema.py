@@ -17,6 +17,11 @@ relatives), written once for all of them:
 - ``object`` / ``array``: ``json.loads(text)`` when it gives that JSON kind, else the text;
 - an undeclared parameter (or tool, or no tools given): ``json.loads(text)`` when the stripped
   text is a JSON value (``NaN``/``Infinity`` are not), else the text (vLLM's fallback).
+
+Where the text is decoded as JSON (undeclared, ``object``, ``array``) and it is one JSON value
+nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH`, the result is
+:data:`~replay.parsers._jsonscan.TOO_DEEP`: the families then make the call no call (the rule of
+:mod:`replay.parsers._jsonscan`), each by its own rule for malformed blocks.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import math
 import re
 from typing import Any
 
+from replay.parsers._jsonscan import TOO_DEEP, decode_at, skip_ws
+
 _INT = re.compile(r"[-+]?\d+\Z")
 
 
@@ -33,9 +40,17 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+
+
 def _loads(text: str) -> Any:
-    """``json.loads`` that rejects ``NaN`` / ``Infinity`` (Python accepts them; JSON does not)."""
-    return json.loads(text, parse_constant=_no_constants)
+    """``json.loads`` that rejects ``NaN`` / ``Infinity`` (Python accepts them; JSON does not);
+    :data:`~replay.parsers._jsonscan.TOO_DEEP` for a value nested too deeply. Raises
+    ``ValueError`` when ``text`` is not one JSON value (JSON whitespace around it)."""
+    value, k = decode_at(text, skip_ws(text, 0), _DECODER)
+    if skip_ws(text, k) != len(text):
+        raise ValueError("extra data after the JSON value")
+    return value
 
 
 def declared_types(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, str]]:
@@ -73,7 +88,8 @@ def _type_of(schema: Any) -> str | None:
 
 def convert_value(text: str, declared: str | None) -> Any:
     """The JSON value for a parameter's raw ``text`` given its ``declared`` type (None when
-    undeclared), under the module's rule."""
+    undeclared), under the module's rule; :data:`~replay.parsers._jsonscan.TOO_DEEP` when it is
+    decoded as JSON and nested too deeply."""
     s = text.strip()
     if declared is None:
         try:
@@ -101,6 +117,8 @@ def convert_value(text: str, declared: str | None) -> Any:
             value = _loads(s)
         except ValueError:
             return text
+        if value is TOO_DEEP:
+            return value
         ok = isinstance(value, dict) if declared == "object" else isinstance(value, list)
         return value if ok else text
     return text

@@ -29,7 +29,9 @@ implement them separately and the tests check that they agree under every chunki
 * The block is a call only when it has exactly that shape and is complete through
   ``</function>`` followed by nothing but whitespace up to END, or up to the end of the text (a
   stream that stopped after ``</function>``). The call's arguments are
-  ``json.dumps({key: typed value, ...}, ensure_ascii=False)``; no parameters give ``"{}"``.
+  ``json.dumps({key: typed value, ...}, ensure_ascii=False)``; no parameters give ``"{}"``. A
+  value typed as JSON and nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH` makes the
+  block no call (content, as any other bad block).
 * Any other block (text outside the grammar, two ``<function=`` in one block, a block cut off
   before ``</function>``) is content, verbatim from START through END (or the end of the text),
   and parsing goes on after it. The upstream parsers instead pick ``<function=...`` pieces out
@@ -53,10 +55,12 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
+from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._jsonscan import TOO_DEEP
+from replay.parsers._markers import find_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
 from replay.parsers._schema import convert_value, declared_types
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
-from replay.parsers.hermes import partial_marker_suffix
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
 
 FUNC = "<function="
 FUNC_END = "</function>"
@@ -83,15 +87,18 @@ def strip_one_newline(value: str) -> str:
     return value
 
 
-def arguments_json(name: str, params: list[tuple[str, str]], declared: dict[str, dict[str, str]]) -> str:
+def arguments_json(name: str, params: list[tuple[str, str]], declared: dict[str, dict[str, str]]) -> str | None:
     """The call's arguments text: ``params`` (``(key, raw value)`` in order of appearance) with
     one newline stripped on each side, typed by ``declared`` (from
     :func:`~replay.parsers._schema.declared_types`) for tool ``name``, dumped with
-    ``json.dumps(ensure_ascii=False)``."""
+    ``json.dumps(ensure_ascii=False)``; None when a value is nested too deeply (no call)."""
     types = declared.get(name, {})
     args: dict[str, Any] = {}
     for key, raw in params:
-        args[key] = convert_value(strip_one_newline(raw), types.get(key))
+        value = convert_value(strip_one_newline(raw), types.get(key))
+        if value is TOO_DEEP:
+            return None
+        args[key] = value
     return json.dumps(args, ensure_ascii=False)
 
 
@@ -152,26 +159,16 @@ def read_block(text: str, pos: int, lim: int) -> tuple[str, list[tuple[str, str]
 
 def parse_body(text: str, start: str, end: str, declared: dict[str, dict[str, str]]) -> tuple[str, list[ToolCall]]:
     """Whole-text parse of a body (reasoning already split off): ``(content, calls)``."""
-    content: list[str] = []
-    calls: list[ToolCall] = []
-    n = len(text)
-    pos = 0
-    while True:
-        s = text.find(start, pos)
-        if s < 0:
-            content.append(text[pos:])
-            break
-        content.append(text[pos:s])
-        body = s + len(start)
+
+    def read(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | None]:
+        body = s + len(mark)
         e = text.find(end, body)
-        lim, stop = (n, n) if e < 0 else (e, e + len(end))
+        lim, stop = (len(text), len(text)) if e < 0 else (e, e + len(end))
         block = read_block(text, body, lim)
-        if block is None:
-            content.append(text[s:stop])
-        else:
-            calls.append(ToolCall(block[0], arguments_json(block[0], block[1], declared)))
-        pos = stop
-    return "".join(content), calls
+        args = None if block is None else arguments_json(block[0], block[1], declared)
+        return stop, None if block is None or args is None else [ToolCall(block[0], args)]
+
+    return parse_blocks(text, (start,), read)
 
 
 # ------------------------------------------------------------------------- streaming
@@ -303,7 +300,7 @@ class BlockScan:
             self._st = _PWS
 
 
-class XmlCallParser:
+class XmlCallParser(StreamParser):
     """Base of the ``<function=..><parameter=..>`` families: whole-text parse and streaming.
 
     Subclasses set ``name``, ``markers``, ``covers``, ``START``/``END`` (the block tags) and
@@ -320,14 +317,10 @@ class XmlCallParser:
     THINK: ClassVar[tuple[str, str]] = THINK
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, ReasoningSplitter(self.THINK, open=reasoning_open))
         self.reasoning_open = reasoning_open
         self._declared = declared_types(tools)
-        self._splitter = ReasoningSplitter(self.THINK, open=reasoning_open)
-        self._buf = ""
         self._block: BlockScan | None = None
-        self._index = 0
-        self._finished = False
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
@@ -338,56 +331,26 @@ class XmlCallParser:
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return content, reasoning and tool-call
-        deltas. Raises RuntimeError after :meth:`finish`."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._splitter.feed(delta)
-        out = self._drain(body, final=False)
-        out.reasoning = reasoning
-        return out
-
-    def finish(self) -> StreamDelta:
-        """End of stream: release held-back reasoning/body text and decide the open block."""
-        if self._finished:
-            return StreamDelta()
-        reasoning, body = self._splitter.finish()
-        out = self._drain(body, final=True)
-        out.reasoning = reasoning
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the block's text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
-    def _drain(self, body: str, final: bool) -> StreamDelta:
-        self._buf += body
+    def _drain(self, final: bool) -> StreamDelta:
         out = StreamDelta()
         parts: list[str] = []
         while True:
             if self._block is None:
-                i = self._buf.find(self.START)
-                if i < 0:
-                    keep = 0 if final else partial_marker_suffix(self._buf, (self.START,))
-                    cut = len(self._buf) - keep
-                    parts.append(self._buf[:cut])
-                    self._buf = self._buf[cut:]
-                    break
+                i, mark = find_marker(self._buf, (self.START,), final)
                 parts.append(self._buf[:i])
                 self._buf = self._buf[i:]
+                if not mark:
+                    break
                 self._block = BlockScan(self.END, len(self.START))
             decided = self._block.advance(self._buf, final)
             if decided is None:
                 break
             stop, block = decided
-            if block is None:
+            args = None if block is None else arguments_json(block[0], block[1], self._declared)
+            if block is None or args is None:
                 parts.append(self._buf[:stop])
             else:
-                args = arguments_json(block[0], block[1], self._declared)
-                out.calls.extend(self._emit_call(self._index, block[0], args, self._buf[:stop]))
-                self._index += 1
+                self._send(out, block[0], args, self._buf[:stop])
             self._buf = self._buf[stop:]
             self._block = None
         out.content = "".join(parts)

@@ -36,7 +36,8 @@ parser; the tests check that they agree under every chunking):
   section markers) up to the first ```` ```<｜tool▁call▁end｜> ```` after the JSON value (after the
   fence opening when the JSON does not decode), or to the end of the text. (Upstream whole-text
   parses return the whole output as content on any error.)
-* Arguments: ``json.dumps(obj, ensure_ascii=False)``. Everything else (text between calls, stray
+* A value nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH` is not an object here
+  (so not a call). Arguments: ``json.dumps(obj, ensure_ascii=False)``. Everything else (text between calls, stray
   ``<｜tool▁sep｜>``/``<｜tool▁call▁end｜>``, markdown fences in prose — which SGLang strips) is
   content verbatim.
 
@@ -48,13 +49,13 @@ in one tool-call delta once decided: name once, arguments exactly the whole-text
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
-from replay.parsers._block import Decided, JsonBlock
-from replay.parsers._jsonscan import skip_ws
+from replay.parsers._block import Decided, JsonBlock, object_arguments, read_json_block
+from replay.parsers._family import SectionedParser, parse_blocks
+from replay.parsers._markers import first_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ParseResult, ToolCall
 from replay.parsers.deepseek_v31 import (
     CALL_BEGIN,
     CALL_END,
@@ -66,29 +67,40 @@ from replay.parsers.deepseek_v31 import (
     SEP,
     drop_section_markers,
 )
-from replay.parsers.hermes import partial_marker_suffix
 
 FENCE_OPEN = "```json"
 FENCE_END = "```" + CALL_END
 
-_DECODER = json.JSONDecoder()
 _LONGEST = max(len(m) for m in MARKERS)
 
 __all__ = ["DeepSeekV3Parser", "CALLS_BEGIN", "CALL_BEGIN", "SEP", "CALL_END", "CALLS_END", "EOS", "FENCE_OPEN", "FENCE_END"]
 
 
-def _first_marker(text: str, markers: tuple[str, ...], start: int, stop: int | None = None) -> tuple[int, str]:
-    """(index, marker) of the earliest occurrence starting in ``[start, stop)`` (chars; ``stop``
-    None: the end); (-1, "") when none."""
-    best, found = -1, ""
-    for m in markers:
-        i = text.find(m, start) if stop is None else text.find(m, start, stop + len(m) - 1)
-        if i >= 0 and (best < 0 or i < best):
-            best, found = i, m
-    return best, found
+def _read_block(text: str, i: int, mark: str) -> tuple[int, list[ToolCall] | None]:
+    """Whole text: what starts at the outside marker at ``i`` -> ``(end, calls or None)``; a
+    section marker is framing (no calls, dropped)."""
+    if mark != CALL_BEGIN:
+        return i + len(mark), []
+    n = len(text)
+    q, mark = first_marker(text, MARKERS, i + len(CALL_BEGIN))
+    if q < 0:
+        return n, None
+    if mark != SEP:
+        return q, None
+    s = q + len(SEP)
+    nl = text.find("\n", s)
+    r, _ = first_marker(text, MARKERS, s, n if nl < 0 else nl)
+    if r >= 0 or nl < 0:
+        return (n if r < 0 else r), None
+    name = text[s:nl].strip()
+    if not name or not text.startswith(FENCE_OPEN, nl + 1):
+        return nl + 1, None
+    end, obj = read_json_block(text, nl + 1 + len(FENCE_OPEN), FENCE_END)
+    args = object_arguments(obj)
+    return end, None if args is None else [ToolCall(name, args)]
 
 
-class DeepSeekV3Parser:
+class DeepSeekV3Parser(SectionedParser):
     """Tool parser for DeepSeek V3, V3-0324, R1 and R1-0528 (fenced-JSON call format).
 
     Mirrors SGLang ``DeepSeekV3Detector`` and vLLM ``DeepSeekV3ToolParser`` in syntax; the rules
@@ -101,156 +113,39 @@ class DeepSeekV3Parser:
     markers: ClassVar[tuple[str, ...]] = (*MARKERS, *THINK)
     covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3, V3-0324, DeepSeek-R1, R1-0528 (and R1 distills served with their tool template)"
 
+    OUTSIDE = OUTSIDE
+    CALL_BEGIN = CALL_BEGIN
+
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
         self._reasoning_open = reasoning_open
-        self._think = ReasoningSplitter(THINK, open=reasoning_open)
-        self._buf = ""
-        self._in_block = False
         self._stage = "type"  # type -> name -> fence -> body
         self._seek = 0  # header: next index (chars in _buf) to search from
         self._nl = 0  # header: index of the newline ending the name
-        self._name = ""
+        self._name_start = 0  # header: index of the name's first char
         self._body: JsonBlock | None = None
-        self._index = 0
-        self._finished = False
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
         module rules."""
         reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
-        content: list[str] = []
-        calls: list[ToolCall] = []
-        n = len(text)
-        pos = 0
-        while True:
-            i, mark = _first_marker(text, OUTSIDE, pos)
-            if i < 0:
-                content.append(text[pos:])
-                break
-            content.append(text[pos:i])
-            if mark != CALL_BEGIN:
-                pos = i + len(mark)
-                continue
-            q, mark = _first_marker(text, MARKERS, i + len(CALL_BEGIN))
-            if q < 0:
-                content.append(text[i:])
-                break
-            if mark != SEP:
-                content.append(text[i:q])
-                pos = q
-                continue
-            s = q + len(SEP)
-            nl = text.find("\n", s)
-            r, _ = _first_marker(text, MARKERS, s, n if nl < 0 else nl)
-            if r >= 0 or nl < 0:
-                end = n if r < 0 else r
-                content.append(text[i:end])
-                pos = end
-                continue
-            name = text[s:nl].strip()
-            if not name or not text.startswith(FENCE_OPEN, nl + 1):
-                content.append(text[i : nl + 1])
-                pos = nl + 1
-                continue
-            j = skip_ws(text, nl + 1 + len(FENCE_OPEN))
-            try:
-                obj, k = _DECODER.raw_decode(text, j)
-            except json.JSONDecodeError:
-                e = text.find(FENCE_END, j)
-                end = n if e < 0 else e + len(FENCE_END)
-                content.append(drop_section_markers(text[i:end]))
-                pos = end
-                continue
-            m = skip_ws(text, k)
-            if text.startswith(FENCE_END, m):
-                end, ok = m + len(FENCE_END), isinstance(obj, dict)
-            elif m == n:
-                end, ok = n, isinstance(obj, dict)
-            else:
-                e = text.find(FENCE_END, k)
-                end, ok = (n if e < 0 else e + len(FENCE_END)), False
-            if ok:
-                calls.append(ToolCall(name, json.dumps(obj, ensure_ascii=False)))
-            else:
-                content.append(drop_section_markers(text[i:end]))
-            pos = end
-        return ParseResult(content="".join(content), calls=tuple(calls), reasoning=reasoning)
+        content, calls = parse_blocks(text, OUTSIDE, _read_block, block_content=drop_section_markers)
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return reasoning, content and tool-call
-        deltas. Raises RuntimeError after :meth:`finish`."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(delta)
-        self._buf += body
-        out = self._drain(final=False)
-        out.reasoning = reasoning
-        return out
+    def _open_block(self) -> None:
+        self._stage, self._seek, self._body = "type", len(CALL_BEGIN), None
 
-    def finish(self) -> StreamDelta:
-        """End of stream: decide the open block, release held-back text. A second call returns an
-        empty delta."""
-        if self._finished:
-            return StreamDelta()
-        reasoning, body = self._think.finish()
-        self._buf += body
-        out = self._drain(final=True)
-        out.reasoning = reasoning
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the model's JSON text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        while True:
-            if not self._in_block:
-                i, mark = _first_marker(self._buf, OUTSIDE, 0)
-                if i < 0:
-                    keep = 0 if final else partial_marker_suffix(self._buf, OUTSIDE)
-                    cut = len(self._buf) - keep
-                    parts.append(self._buf[:cut])
-                    self._buf = self._buf[cut:]
-                    break
-                parts.append(self._buf[:i])
-                if mark != CALL_BEGIN:
-                    self._buf = self._buf[i + len(mark) :]
-                    continue
-                self._buf = self._buf[i:]
-                self._in_block = True
-                self._stage, self._seek, self._body = "type", len(CALL_BEGIN), None
-            decided = self._advance(final)
-            if decided is None:
-                break
-            end, span = decided
-            call = None
-            if span is not None:
-                raw = self._buf[span[0] : span[1]]
-                obj = json.loads(raw)
-                if isinstance(obj, dict):
-                    call = (self._name, json.dumps(obj, ensure_ascii=False), raw)
-            if call is None:
-                parts.append(drop_section_markers(self._buf[:end]))
-            else:
-                out.calls.extend(self._emit_call(self._index, *call))
-                self._index += 1
-            self._buf = self._buf[end:]
-            self._in_block = False
-        out.content = "".join(parts)
-        return out
+    def _content_of(self, text: str) -> str:
+        return drop_section_markers(text)
 
     def _advance(self, final: bool) -> Decided | None:
         """Move the open block on; None while undecided, else (block end, JSON span or None)."""
         buf = self._buf
         n = len(buf)
         if self._stage == "type":
-            q, mark = _first_marker(buf, MARKERS, self._seek)
+            q, mark = first_marker(buf, MARKERS, self._seek)
             if q < 0:
                 if final:
                     return Decided(n, None)
@@ -262,7 +157,7 @@ class DeepSeekV3Parser:
             self._name_start = self._seek = self._nl = q + len(SEP)
         if self._stage == "name":
             nl = buf.find("\n", self._nl)
-            r, _ = _first_marker(buf, MARKERS, self._seek, n if nl < 0 else nl)
+            r, _ = first_marker(buf, MARKERS, self._seek, n if nl < 0 else nl)
             if r >= 0:
                 return Decided(r, None)
             if nl < 0:
@@ -271,7 +166,7 @@ class DeepSeekV3Parser:
                 self._nl = n
                 self._seek = max(self._seek, n - _LONGEST + 1)
                 return None
-            self._name = buf[self._name_start : nl].strip()
+            self._name = buf[self._name_start : nl].strip() or None
             self._nl = nl
             self._stage = "fence"
         if self._stage == "fence":

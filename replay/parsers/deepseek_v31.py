@@ -21,7 +21,8 @@ parser; the tests check that they agree under every chunking):
   reads them after skipping JSON whitespace (so ``<｜tool▁call▁end｜>`` inside an argument string
   does not end the call; SGLang's regex would cut there). The block is a call when that value is
   a JSON object followed only by whitespace and ``<｜tool▁call▁end｜>``, or by whitespace up to the
-  end of the text (an unterminated last call whose JSON is complete).
+  end of the text (an unterminated last call whose JSON is complete). A value nested deeper than
+  :data:`~replay.parsers._jsonscan.MAX_DEPTH` is not a call.
 * A block that is not a call is content (minus section markers), verbatim; its extent is up to the
   first ``<｜tool▁call▁end｜>`` after the JSON value (or after ``<｜tool▁sep｜>`` when the JSON does
   not decode), or to the end of the text when there is none. Parsing goes on after it. (SGLang's
@@ -41,15 +42,14 @@ prompt ends with ``<think>`` — everything up to the first ``</think>``) is spl
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, ClassVar
 
-from replay.parsers._block import Decided, JsonBlock
-from replay.parsers._jsonscan import skip_ws
+from replay.parsers._block import Decided, JsonBlock, object_arguments, read_json_block
+from replay.parsers._family import SectionedParser, parse_blocks
+from replay.parsers._markers import first_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
-from replay.parsers.hermes import partial_marker_suffix
+from replay.parsers.base import ParseResult, ToolCall
 
 _BAR = "\uff5c"  # FULLWIDTH VERTICAL LINE
 _SP = "\u2581"  # LOWER ONE EIGHTH BLOCK
@@ -70,18 +70,7 @@ MARKERS = (CALLS_BEGIN, CALL_BEGIN, SEP, CALL_END, CALLS_END, EOS)
 SECTION = (CALLS_BEGIN, CALLS_END, EOS)
 OUTSIDE = (CALL_BEGIN, CALLS_BEGIN, CALLS_END, EOS)  # markers acted upon outside a block
 
-_DECODER = json.JSONDecoder()
 _SECTION_RE = re.compile("|".join(re.escape(m) for m in SECTION))
-
-
-def _first_marker(text: str, markers: tuple[str, ...], start: int) -> tuple[int, str]:
-    """(index, marker) of the earliest occurrence at or after ``start``; (-1, "") when none."""
-    best, found = -1, ""
-    for m in markers:
-        i = text.find(m, start)
-        if i >= 0 and (best < 0 or i < best):
-            best, found = i, m
-    return best, found
 
 
 def drop_section_markers(text: str) -> str:
@@ -89,7 +78,23 @@ def drop_section_markers(text: str) -> str:
     return _SECTION_RE.sub("", text)
 
 
-class DeepSeekV31Parser:
+def _read_block(text: str, i: int, mark: str) -> tuple[int, list[ToolCall] | None]:
+    """Whole text: what starts at the outside marker at ``i`` -> ``(end, calls or None)``; a
+    section marker is framing (no calls, dropped)."""
+    if mark != CALL_BEGIN:
+        return i + len(mark), []
+    p = i + len(CALL_BEGIN)
+    q, mark = first_marker(text, MARKERS, p)
+    if q < 0:
+        return len(text), None
+    if mark != SEP or q == p:
+        return q, None
+    end, obj = read_json_block(text, q + len(SEP), CALL_END)
+    args = object_arguments(obj)
+    return end, None if args is None else [ToolCall(text[p:q], args)]
+
+
+class DeepSeekV31Parser(SectionedParser):
     """Tool parser for DeepSeek V3.1 and V3.1-Terminus.
 
     Mirrors SGLang ``DeepSeekV31Detector`` (and vLLM ``DeepSeekV31ToolParser``) in syntax; the
@@ -100,144 +105,35 @@ class DeepSeekV31Parser:
     name: ClassVar[str] = "deepseek_v31"
     covers: ClassVar[str] = "DeepSeek V3.1, V3.1-Terminus: tool calls without the function type word or code fence"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    OUTSIDE = OUTSIDE
+    CALL_BEGIN = CALL_BEGIN
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
         self._reasoning_open = reasoning_open
-        self._think = ReasoningSplitter(THINK, open=reasoning_open)
-        self._buf = ""
-        self._in_block = False
-        self._name = ""
         self._body: JsonBlock | None = None  # None until the open block's name is read
-        self._index = 0
-        self._finished = False
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
         module rules (reasoning split off first, :mod:`replay.parsers._reasoning`)."""
-        reasoning, body = split_reasoning(text, THINK, open=self._reasoning_open)
-        result = self._parse_body(body)
-        return ParseResult(content=result.content, calls=result.calls, reasoning=reasoning)
-
-    def _parse_body(self, text: str) -> ParseResult:
-        content: list[str] = []
-        calls: list[ToolCall] = []
-        n = len(text)
-        pos = 0
-        while True:
-            i, mark = _first_marker(text, OUTSIDE, pos)
-            if i < 0:
-                content.append(text[pos:])
-                break
-            content.append(text[pos:i])
-            if mark != CALL_BEGIN:
-                pos = i + len(mark)
-                continue
-            p = i + len(CALL_BEGIN)
-            q, mark = _first_marker(text, MARKERS, p)
-            if q < 0:
-                content.append(text[i:])
-                break
-            if mark != SEP or q == p:
-                content.append(text[i:q])
-                pos = q
-                continue
-            name = text[p:q]
-            j = skip_ws(text, q + len(SEP))
-            try:
-                obj, k = _DECODER.raw_decode(text, j)
-            except json.JSONDecodeError:
-                e = text.find(CALL_END, j)
-                end = n if e < 0 else e + len(CALL_END)
-                content.append(drop_section_markers(text[i:end]))
-                pos = end
-                continue
-            m = skip_ws(text, k)
-            if text.startswith(CALL_END, m):
-                end = m + len(CALL_END)
-                ok = isinstance(obj, dict)
-            elif m == n:
-                end = n
-                ok = isinstance(obj, dict)
-            else:
-                e = text.find(CALL_END, k)
-                end = n if e < 0 else e + len(CALL_END)
-                ok = False
-            if ok:
-                calls.append(ToolCall(name, json.dumps(obj, ensure_ascii=False)))
-            else:
-                content.append(drop_section_markers(text[i:end]))
-            pos = end
-        return ParseResult(content="".join(content), calls=tuple(calls))
+        reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
+        content, calls = parse_blocks(text, OUTSIDE, _read_block, block_content=drop_section_markers)
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return content and tool-call deltas."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(delta)
-        self._buf += body
-        out = self._drain(final=False)
-        out.reasoning = reasoning
-        return out
+    def _open_block(self) -> None:
+        self._body = None
 
-    def finish(self) -> StreamDelta:
-        """End of stream: decide the open block (if any), release held-back text."""
-        if self._finished:
-            return StreamDelta()
-        reasoning, body = self._think.finish()
-        self._buf += body
-        out = self._drain(final=True)
-        out.reasoning = reasoning
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the model's JSON text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        while True:
-            if not self._in_block:
-                i, mark = _first_marker(self._buf, OUTSIDE, 0)
-                if i < 0:
-                    keep = 0 if final else partial_marker_suffix(self._buf, OUTSIDE)
-                    cut = len(self._buf) - keep
-                    parts.append(self._buf[:cut])
-                    self._buf = self._buf[cut:]
-                    break
-                parts.append(self._buf[:i])
-                if mark != CALL_BEGIN:
-                    self._buf = self._buf[i + len(mark) :]
-                    continue
-                self._buf = self._buf[i:]
-                self._in_block = True
-                self._body = None
-            decided = self._advance(final)
-            if decided is None:
-                break
-            end, span = decided
-            raw = "" if span is None else self._buf[span[0] : span[1]]
-            call = None if span is None else self._call(raw)
-            if call is None:
-                parts.append(drop_section_markers(self._buf[:end]))
-            else:
-                out.calls.extend(self._emit_call(self._index, call[0], call[1], raw))
-                self._index += 1
-            self._buf = self._buf[end:]
-            self._in_block = False
-        out.content = "".join(parts)
-        return out
+    def _content_of(self, text: str) -> str:
+        return drop_section_markers(text)
 
     def _advance(self, final: bool) -> Decided | None:
         """Move the open block on; None while undecided, else (block end, JSON span or None)."""
         buf = self._buf
         if self._body is None:
             p = len(CALL_BEGIN)
-            q, mark = _first_marker(buf, MARKERS, p)
+            q, mark = first_marker(buf, MARKERS, p)
             if q < 0:
                 return Decided(len(buf), None) if final else None
             if mark != SEP or q == p:
@@ -245,9 +141,3 @@ class DeepSeekV31Parser:
             self._name = buf[p:q]
             self._body = JsonBlock(CALL_END, q + len(SEP))
         return self._body.advance(buf, final)
-
-    def _call(self, raw: str) -> tuple[str, str] | None:
-        obj = json.loads(raw)
-        if not isinstance(obj, dict):
-            return None
-        return self._name, json.dumps(obj, ensure_ascii=False)

@@ -39,7 +39,9 @@ parser; the tests check that they agree under every chunking):
   close tag.
 * Arguments: ``string="true"``: the VALUE verbatim as a string (vLLM; the encoder does not pad
   it); ``string="false"``: :func:`replay.parsers._schema.convert_value` with the parameter's
-  declared type in ``tools`` (undeclared: the JSON value of the stripped text, else the text). A
+  declared type in ``tools`` (undeclared: the JSON value of the stripped text, else the text); a
+  JSON body or a JSON-typed value nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH`
+  makes the invoke malformed (content). A
   repeated KEY keeps its last value. No parameters: ``{}``. ``json.dumps(args,
   ensure_ascii=False)``. (vLLM and SGLang search only the first block and return everything as
   content on an exception; here every block is read.)
@@ -56,11 +58,13 @@ import json
 import re
 from typing import Any, ClassVar
 
+from replay.parsers._family import StreamParser
+from replay.parsers._jsonscan import TOO_DEEP, loads_or_too_deep, skip_ws
+from replay.parsers._markers import find_marker, first_marker, partial_marker_suffix
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
 from replay.parsers._schema import convert_value, declared_types
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
 from replay.parsers.deepseek_v31 import EOS
-from replay.parsers.hermes import partial_marker_suffix
 
 DSML = "\uff5cDSML\uff5c"  # FULLWIDTH VERTICAL LINE, "DSML", FULLWIDTH VERTICAL LINE
 FC_OPEN = f"<{DSML}function_calls>"
@@ -80,23 +84,6 @@ _PARAM_HEAD = re.compile(r'\s+name="([^"]*)"\s+string="(true|false)"\s*>')
 _WS = " \t\n\r"
 
 
-def _first(text: str, markers: tuple[str, ...], start: int) -> tuple[int, str]:
-    """(index, marker) of the earliest occurrence at or after ``start`` (chars); (-1, "") when none."""
-    best, found = -1, ""
-    for m in markers:
-        i = text.find(m, start)
-        if i >= 0 and (best < 0 or i < best):
-            best, found = i, m
-    return best, found
-
-
-def _skip_ws(text: str, pos: int) -> int:
-    n = len(text)
-    while pos < n and text[pos] in _WS:
-        pos += 1
-    return pos
-
-
 def parse_invoke(item: str, types: dict[str, dict[str, str]]) -> tuple[str, str] | None:
     """``(name, arguments JSON text)`` for one whole invoke item (``<｜DSML｜invoke`` ...
     ``</｜DSML｜invoke>``, chars) under the module's grammar, or None when it is malformed.
@@ -109,7 +96,7 @@ def parse_invoke(item: str, types: dict[str, dict[str, str]]) -> tuple[str, str]
     stripped = body.strip(_WS)
     if stripped.startswith("{"):
         try:
-            obj = json.loads(stripped)
+            obj = loads_or_too_deep(stripped)
         except ValueError:
             return None
         return (name, json.dumps(obj, ensure_ascii=False)) if isinstance(obj, dict) else None
@@ -118,7 +105,7 @@ def parse_invoke(item: str, types: dict[str, dict[str, str]]) -> tuple[str, str]
     q = 0
     n = len(body)
     while True:
-        q = _skip_ws(body, q)
+        q = skip_ws(body, q)
         if q == n:
             break
         if not body.startswith(PARAM, q):
@@ -130,13 +117,16 @@ def parse_invoke(item: str, types: dict[str, dict[str, str]]) -> tuple[str, str]
         if v_end < 0:
             return None
         key, flag, value = m.group(1), m.group(2), body[m.end() : v_end]
+        typed = value if flag == "true" else convert_value(value, declared.get(key))
+        if typed is TOO_DEEP:
+            return None
         args.pop(key, None)
-        args[key] = value if flag == "true" else convert_value(value, declared.get(key))
+        args[key] = typed
         q = v_end + len(PARAM_CLOSE)
     return name, json.dumps(args, ensure_ascii=False)
 
 
-class DeepSeekV32Parser:
+class DeepSeekV32Parser(StreamParser):
     """Tool parser for DeepSeek V3.2 (``<｜DSML｜function_calls>``) and V4 (``<｜DSML｜tool_calls>``).
 
     Mirrors vLLM ``DeepSeekV32ToolParser`` / ``DeepSeekV4ToolParser`` and SGLang
@@ -151,16 +141,12 @@ class DeepSeekV32Parser:
     covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3.2(-Exp, -Speciale) and DeepSeek-V4 (DSML tool calls)"
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
         self._types = declared_types(tools)
         self._reasoning_open = reasoning_open
-        self._think = ReasoningSplitter(THINK, open=reasoning_open)
-        self._buf = ""
         self._state = "out"  # out -> items -> (invoke | stray) -> items ... -> out
         self._close = ""  # the open block's close tag
         self._seek = 0  # invoke/stray: where to search next (chars in _buf)
-        self._index = 0
-        self._finished = False
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
@@ -172,7 +158,7 @@ class DeepSeekV32Parser:
         n = len(text)
         pos = 0
         while pos < n:
-            i, mark = _first(text, OUTSIDE, pos)
+            i, mark = first_marker(text, OUTSIDE, pos)
             if i < 0:
                 content.append(text[pos:])
                 break
@@ -182,14 +168,14 @@ class DeepSeekV32Parser:
                 continue
             close = CLOSE_OF[mark]
             while True:  # items of the block
-                pos = _skip_ws(text, pos)
+                pos = skip_ws(text, pos)
                 if pos == n:
                     break
                 if text.startswith(close, pos):
                     pos += len(close)
                     break
                 if text.startswith(INVOKE, pos):
-                    e, found = _first(text, (INVOKE_CLOSE, close), pos + len(INVOKE))
+                    e, found = first_marker(text, (INVOKE_CLOSE, close), pos + len(INVOKE))
                     if e < 0:
                         content.append(text[pos:])
                         pos = n
@@ -206,40 +192,13 @@ class DeepSeekV32Parser:
                         calls.append(ToolCall(*call))
                     pos = end
                     continue
-                x, _ = _first(text, (INVOKE, close), pos + 1)
+                x, _ = first_marker(text, (INVOKE, close), pos + 1)
                 x = n if x < 0 else x
                 content.append(text[pos:x])
                 pos = x
         return ParseResult(content="".join(content), calls=tuple(calls), reasoning=reasoning)
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return reasoning, content and tool-call
-        deltas. Raises RuntimeError after :meth:`finish`."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(delta)
-        self._buf += body
-        out = self._drain(final=False)
-        out.reasoning = reasoning
-        return out
-
-    def finish(self) -> StreamDelta:
-        """End of stream: an open invoke is no call (its text is content); release held-back text.
-        A second call returns an empty delta."""
-        if self._finished:
-            return StreamDelta()
-        reasoning, body = self._think.finish()
-        self._buf += body
-        out = self._drain(final=True)
-        out.reasoning = reasoning
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the model's invoke text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
     def _drain(self, final: bool) -> StreamDelta:
         out = StreamDelta()
         parts: list[str] = []
@@ -249,21 +208,18 @@ class DeepSeekV32Parser:
             n = len(buf)
             state = self._state
             if state == "out":
-                i, mark = _first(buf, OUTSIDE, pos)
-                if i < 0:
-                    keep = 0 if final else partial_marker_suffix(buf[pos:], OUTSIDE)
-                    parts.append(buf[pos : n - keep])
-                    pos = n - keep
-                    break
+                i, mark = find_marker(buf, OUTSIDE, final, pos)
                 parts.append(buf[pos:i])
                 pos = i + len(mark)
+                if not mark:
+                    break
                 if mark != EOS:
                     self._close = CLOSE_OF[mark]
                     self._state = "items"
                 continue
             close = self._close
             if state == "items":
-                pos = _skip_ws(buf, pos)
+                pos = skip_ws(buf, pos)
                 if pos == n:
                     break
                 if buf.startswith(close, pos):
@@ -279,7 +235,7 @@ class DeepSeekV32Parser:
                 self._state, self._seek = "stray", pos + 1
                 continue
             if state == "invoke":
-                e, found = _first(buf, (INVOKE_CLOSE, close), self._seek)
+                e, found = first_marker(buf, (INVOKE_CLOSE, close), self._seek)
                 if e < 0:
                     if final:
                         parts.append(buf[pos:])
@@ -297,13 +253,12 @@ class DeepSeekV32Parser:
                     if call is None:
                         parts.append(item)
                     else:
-                        out.calls.extend(self._emit_call(self._index, call[0], call[1], item))
-                        self._index += 1
+                        self._send(out, call[0], call[1], item)  # raw: the invoke's text
                     pos = end
                 self._state = "items"
                 continue
             # stray text inside a block
-            x, _ = _first(buf, (INVOKE, close), self._seek)
+            x, _ = first_marker(buf, (INVOKE, close), self._seek)
             if x < 0:
                 keep = 0 if final else partial_marker_suffix(buf[pos:], (INVOKE, close))
                 cut = max(pos, n - keep)

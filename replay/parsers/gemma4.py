@@ -27,7 +27,8 @@ parser; the tests check that they agree under every chunking):
   ``true``/``false``; ``null``/``none``/``nil`` (any case) -> null; with a ``.``: a finite
   ``float``, else an ``int`` when it reads as one, else the stripped text (vLLM's rule, plus the
   finiteness check). Duplicate keys: the last wins. Schema typing does not apply: the notation
-  carries the types (a string is always delimited).
+  carries the types (a string is always delimited). ARGS nested deeper than
+  :data:`~replay.parsers._jsonscan.MAX_DEPTH` (ARGS itself is depth 1) is malformed.
 * A block that is not a call is content, verbatim (markers included), and parsing goes on after
   it. Its extent: when ``call:NAME{ARGS}`` is complete, up to the first ``<tool_call|>`` after its
   ``}``; otherwise (malformed, or cut off by the end of the text) up to the first ``<tool_call|>``
@@ -55,9 +56,10 @@ import json
 import math
 from typing import Any, ClassVar
 
-from replay.parsers._jsonscan import skip_ws
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
-from replay.parsers.hermes import partial_marker_suffix
+from replay.parsers._family import NoReasoning, StreamParser
+from replay.parsers._jsonscan import MAX_DEPTH, skip_ws
+from replay.parsers._markers import partial_marker_suffix
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
 
 START = "<|tool_call>"
 END = "<tool_call|>"
@@ -185,12 +187,10 @@ def parse_call_head(text: str, pos: int) -> tuple[str, dict[str, Any], int]:
                 raise _Bad
             _attach(top, text[i + len(STR) : e])
             i = e + len(STR)
-        elif c == "{":
-            stack.append([{}, None])
-            i += 1
-            continue
-        elif c == "[":
-            stack.append([[], None])
+        elif c in "{[":
+            if len(stack) >= MAX_DEPTH:
+                raise _Bad
+            stack.append([{} if c == "{" else [], None])
             i += 1
             continue
         else:
@@ -386,6 +386,8 @@ class ArgsScanner:
 
     def _value_start(self, buf: str, i: int, c: str) -> int:
         """Start a non-string value at ``i``; the next index, or -1 when invalid."""
+        if c in "{[" and len(self._stack) >= MAX_DEPTH:
+            return -1
         if c == "{":
             self._stack.append([{}, None])
             self.state = "key"
@@ -408,7 +410,7 @@ class ArgsScanner:
         return False
 
 
-class Gemma4Parser:
+class Gemma4Parser(StreamParser):
     """Tool parser for Google Gemma 4 (``<|tool_call>call:NAME{...}<tool_call|>``, ``<|"|>`` strings).
 
     Mirrors vLLM ``Gemma4ToolParser`` (``--tool-call-parser gemma4``) in syntax and value
@@ -423,14 +425,11 @@ class Gemma4Parser:
     markers: ClassVar[tuple[str, ...]] = MARKERS
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, NoReasoning())  # the channel sections are read by _drain
         self._reasoning_open = reasoning_open
-        self._buf = ""
         self._state = "reason" if reasoning_open else "out"  # out | head | reason | block
         self._scan: ArgsScanner | None = None
         self._seek = 0
-        self._index = 0
-        self._finished = False
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
@@ -486,25 +485,6 @@ class Gemma4Parser:
         return ParseResult(content="".join(content), calls=tuple(calls), reasoning="".join(reasoning))
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return reasoning, content and call deltas."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        self._buf += delta
-        return self._drain(final=False)
-
-    def finish(self) -> StreamDelta:
-        """End of stream: decide the open block (a complete call is sent here), release held text."""
-        if self._finished:
-            return StreamDelta()
-        out = self._drain(final=True)
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the model's block text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
     def _drain(self, final: bool) -> StreamDelta:  # noqa: C901 - one state machine
         out = StreamDelta()
         content: list[str] = []
@@ -597,8 +577,7 @@ class Gemma4Parser:
                 if is_call:
                     assert scan.value is not None
                     args = json.dumps(scan.value, ensure_ascii=False)
-                    out.calls.extend(self._emit_call(self._index, scan.name, args, buf[:end]))
-                    self._index += 1
+                    self._send(out, scan.name, args, buf[:end])  # raw: the block's text
                 else:
                     content.append(buf[:end])
                 buf = buf[end:]

@@ -43,7 +43,9 @@ run of space, tab, CR, LF and the two-character literal backslash-n.
 * A block that the end of the text cuts off (no ``</tool_call>`` closing it, in any state) is
   content to the end: no call, as upstream.
 * Arguments: ``json.dumps({key: convert_value(value, declared type)}, ensure_ascii=False)``
-  (``"{}"`` for no pairs). Calls to undeclared tools are reported (upstream keeps them too).
+  (``"{}"`` for no pairs). Calls to undeclared tools are reported (upstream keeps them too). A
+  value decoded as JSON and nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH` is a
+  failure point at its ``</arg_value>``.
 * Content is all body text outside call blocks, verbatim (nothing stripped; a stray
   ``</tool_call>`` outside a block is content). Reasoning is kept out of content and calls.
 
@@ -61,10 +63,12 @@ import json
 import re
 from typing import Any, ClassVar
 
+from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._jsonscan import TOO_DEEP
+from replay.parsers._markers import find_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
 from replay.parsers._schema import convert_value, declared_types
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
-from replay.parsers.hermes import partial_marker_suffix
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
 
 START = "<tool_call>"
 END = "</tool_call>"
@@ -108,7 +112,7 @@ def skip_separators(text: str, pos: int) -> int:
     return pos
 
 
-class Glm45Parser:
+class Glm45Parser(StreamParser):
     """Tool parser for GLM-4.5, GLM-4.6, GLM-4.7 and GLM-5 (``<arg_key>``/``<arg_value>`` calls).
 
     ``tools``: the request's OpenAI tool declarations, used to type parameter values
@@ -127,11 +131,9 @@ class Glm45Parser:
     covers: ClassVar[str] = "zai-org/THUDM GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7 (Flash), GLM-5 (<arg_key>/<arg_value> XML calls)"
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
         self.reasoning_open = reasoning_open
         self._types = declared_types(tools)
-        self._splitter = ReasoningSplitter(THINK, open=reasoning_open)
-        self._buf = ""
         self._state = "out"  # out, name, sep, key, gap, value, fail
         self._s = 0  # scan position in _buf (chars)
         self._b = 0  # start of the open block in _buf
@@ -140,8 +142,6 @@ class Glm45Parser:
         self._name = ""
         self._key = ""
         self._args: dict[str, Any] = {}
-        self._index = 0
-        self._finished = False
 
     def _convert(self, name: str, key: str, raw: str) -> Any:
         return convert_value(raw, self._types.get(name, {}).get(key))
@@ -151,26 +151,12 @@ class Glm45Parser:
         """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
         module rules. Never raises on malformed output."""
         reasoning, body = split_reasoning(text, THINK, open=self.reasoning_open)
-        content: list[str] = []
-        calls: list[ToolCall] = []
-        pos = 0
-        while True:
-            s = body.find(START, pos)
-            if s < 0:
-                content.append(body[pos:])
-                break
-            content.append(body[pos:s])
-            end, call = self._whole_block(body, s)
-            if call is None:
-                content.append(body[s:end])
-            else:
-                calls.append(call)
-            pos = end
-        return ParseResult(content="".join(content), calls=tuple(calls), reasoning=reasoning)
+        content, calls = parse_blocks(body, (START,), self._whole_block)
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
-    def _whole_block(self, text: str, s: int) -> tuple[int, ToolCall | None]:
-        """``(end, call)`` for the block starting at ``s``: ``end`` just after its extent (chars),
-        ``call`` None when the block is content."""
+    def _whole_block(self, text: str, s: int, _mark: str = START) -> tuple[int, list[ToolCall] | None]:
+        """``(end, [call])`` for the block starting at ``s``: ``end`` just after its extent (chars),
+        None for the call when the block is content."""
         n = len(text)
         p = s + len(START)
         m = _TAG_RE.search(text, p)
@@ -186,7 +172,7 @@ class Glm45Parser:
         while True:
             q = skip_separators(text, q)
             if text.startswith(END, q):
-                return q + len(END), ToolCall(name, json.dumps(args, ensure_ascii=False))
+                return q + len(END), [ToolCall(name, json.dumps(args, ensure_ascii=False))]
             if not text.startswith(KEY_OPEN, q):
                 return _whole_fail(text, q)
             k0 = q + len(KEY_OPEN)
@@ -203,52 +189,25 @@ class Glm45Parser:
             v1 = text.find(VAL_CLOSE, v0)
             if v1 < 0:
                 return n, None
-            args[key] = self._convert(name, key, text[v0:v1])
+            value = self._convert(name, key, text[v0:v1])
+            if value is TOO_DEEP:
+                return _whole_fail(text, v1)
+            args[key] = value
             q = v1 + len(VAL_CLOSE)
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return reasoning, content and tool-call
-        deltas. Raises RuntimeError after :meth:`finish`."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._splitter.feed(delta)
-        self._buf += body
-        out = self._drain(final=False)
-        out.reasoning = reasoning
-        return out
-
-    def finish(self) -> StreamDelta:
-        """End of stream: release held-back text; an open block is content (never a call)."""
-        if self._finished:
-            return StreamDelta()
-        reasoning, body = self._splitter.finish()
-        self._buf += body
-        out = self._drain(final=True)
-        out.reasoning = reasoning
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the block's text after the
-        name, tags included)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
     def _drain(self, final: bool) -> StreamDelta:
         out = StreamDelta()
         parts: list[str] = []
         buf = self._buf
         pos = 0  # start of the text not yet emitted or owned by a block
         while True:
-            if self._state == "out":
-                i = buf.find(START, self._s)
-                if i < 0:
-                    keep = 0 if final else partial_marker_suffix(buf[-_MAXTAG:], (START,))
-                    cut = max(pos, len(buf) - keep)
-                    parts.append(buf[pos:cut])
-                    pos = self._s = cut
-                    break
+            if self._state == "out":  # here the scan position _s is pos
+                i, mark = find_marker(buf, (START,), final, self._s)
                 parts.append(buf[pos:i])
+                if not mark:
+                    pos = self._s = i
+                    break
                 self._b = i
                 self._e = self._s = i + len(START)
                 self._state = "name"
@@ -260,8 +219,8 @@ class Glm45Parser:
             if call is None:
                 parts.append(buf[self._b : end])
             else:
-                out.calls.extend(self._emit_call(self._index, call.name, call.arguments, buf[self._r : end]))
-                self._index += 1
+                # raw: the block's text after the name, tags included
+                self._send(out, call.name, call.arguments, buf[self._r : end])
             pos = self._s = end
             self._state = "out"
         if pos:
@@ -349,7 +308,11 @@ class Glm45Parser:
                         return n, None
                     self._s = max(self._s, n - len(VAL_CLOSE) + 1)
                     return None
-                self._args[self._key] = self._convert(self._name, self._key, buf[self._e : v1])
+                value = self._convert(self._name, self._key, buf[self._e : v1])
+                if value is TOO_DEEP:
+                    self._state, self._s = "fail", v1
+                    continue
+                self._args[self._key] = value
                 self._s = v1 + len(VAL_CLOSE)
                 self._state = "sep"
             else:  # fail: seek the block's end (or a new block's start)

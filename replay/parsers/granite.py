@@ -32,7 +32,8 @@ parser; the tests check that they agree under every chunking):
    only by whitespace up to the next start marker or the end, and is a non-empty list of objects
    each with a string ``name`` and an object ``arguments`` (vLLM's requirements; extra keys such
    as ``id`` ignored). Each item is one call; its arguments are ``json.dumps(arguments,
-   ensure_ascii=False)``. A value nested too deeply for Python's ``json`` is never a call.
+   ensure_ascii=False)``. A value nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH`
+   is never a call.
 4. A block that is not a call block is content, verbatim, marker included. Its extent: up to the
    first start marker after the JSON value when the value decodes, after the JSON start when it
    does not (or only whitespace follows the marker), or the end of the text. (vLLM turns the whole
@@ -42,7 +43,8 @@ parser; the tests check that they agree under every chunking):
 
 Streaming: reasoning and response splitters, then a buffered state machine: outside a block text
 is emitted unless it may be the start of a start marker; a block is scanned incrementally
-(:class:`SpanBlock`) and decided at the next start marker, when it can no longer be a call block
+(:class:`~replay.parsers._block.JsonBlock`, the start markers ending it unconsumed) and decided at
+the next start marker, when it can no longer be a call block
 and a start marker follows, or at ``finish()`` -- so a call block at the end of the output is
 reported by ``finish()`` (more text could still make it content). Each call is sent in one
 tool-call delta: name once, complete, arguments exactly the whole-text string.
@@ -58,39 +60,19 @@ whole output into content, and it has no ``parameters`` synonym.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
-from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, skip_ws
+from replay.parsers._block import JsonBlock, read_json_block
+from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._markers import find_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
 from replay.parsers.hermes import HermesParser
-from replay.parsers.mistral import decode_at, loads_or_too_deep
 
 TOOL_CALL = "<|tool_call|>"
 TOOL_CALL_PLAIN = "<tool_call>"
 STARTS = (TOOL_CALL, TOOL_CALL_PLAIN)
 RESPONSE = ("<response>", "</response>")
-_LONGEST = max(len(m) for m in STARTS)
-
-
-def first_marker(text: str, markers: tuple[str, ...], start: int) -> tuple[int, str]:
-    """``(index, marker)`` of the earliest occurrence of any of ``markers`` in ``text`` at or
-    after ``start`` (chars); ``(-1, "")`` when there is none."""
-    best, found = -1, ""
-    for m in markers:
-        i = text.find(m, start)
-        if i >= 0 and (best < 0 or i < best):
-            best, found = i, m
-    return best, found
-
-
-def partial_suffix(buf: str, markers: tuple[str, ...]) -> int:
-    """Length (chars) of the longest suffix of ``buf`` that is a proper prefix of one of ``markers``."""
-    for k in range(min(len(buf), _LONGEST - 1), 0, -1):
-        tail = buf[-k:]
-        if any(len(m) > k and m.startswith(tail) for m in markers):
-            return k
-    return 0
 
 
 def calls_from_value(obj: Any) -> list[tuple[str, str]] | None:
@@ -108,83 +90,42 @@ def calls_from_value(obj: Any) -> list[tuple[str, str]] | None:
     return out
 
 
-class Decided(NamedTuple):
-    """A decided span: ``end`` is the index (chars, in the parser's buffer) where the block ends
-    (the start of the next marker, or the buffer's end); ``span`` is ``(start, end)`` of the JSON
-    value when the block has the shape ws, one JSON value, ws, else None."""
-
-    end: int
-    span: tuple[int, int] | None
-
-
-class SpanBlock:
-    """Incremental decision on one block whose span ends *before* the next of several markers.
-
-    Like :class:`replay.parsers._block.JsonBlock` (ws, one JSON value, ws, then an end marker), but
-    the block ends at the first of ``ends`` (which is not consumed: it starts the next block) or at
-    the end of the stream. ``body_start``: buffer index (chars) where the body begins. The parser
-    calls :meth:`advance` with its whole growing buffer (indices stable until decided) and
-    ``final``; it returns None while undecided, else a :class:`Decided`:
-
-    * value complete, then ws, then one of ``ends`` (or, at ``final``, the end): ``span`` the value;
-    * otherwise ``span`` None and ``end`` at the first of ``ends`` after the value (after the value's
-      start when it does not decode), or ``len(buf)`` at ``final`` when there is none.
-
-    The JSON is scanned once; markers are searched for only in new text.
-    """
-
-    def __init__(self, ends: tuple[str, ...], body_start: int) -> None:
-        self.ends = ends
-        self._longest = max(len(e) for e in ends)
-        self._phase = "pre"
-        self._scan = JsonPrefix()
-        self._fed = body_start
-        self._j = body_start
-        self._k = 0
-        self._seek = 0
-
-    def advance(self, buf: str, final: bool) -> Decided | None:
-        """Move on over ``buf``; None while undecided, else the block's :class:`Decided`."""
-        if self._phase == "pre":
-            j = skip_ws(buf, self._j)
-            if j == len(buf):
-                return Decided(len(buf), None) if final else None
-            self._j = self._fed = j
-            self._phase = "json"
-        if self._phase == "json":
-            status = self._scan.feed(buf[self._fed :])
-            self._fed = len(buf)
-            if status == MORE and final:
-                status = self._scan.close()
-            if status == MORE:
-                return None
-            if status == DONE:
-                assert self._scan.end is not None
-                self._k = self._j + self._scan.end
-                self._phase = "post"
-            else:
-                self._seek = self._j
-                self._phase = "seek"
-        if self._phase == "post":
-            m = skip_ws(buf, self._k)
-            if any(buf.startswith(e, m) for e in self.ends):
-                return Decided(m, (self._j, self._k))
-            if m == len(buf):
-                return Decided(len(buf), (self._j, self._k)) if final else None
-            if not final and any(e.startswith(buf[m:]) for e in self.ends):
-                return None
-            self._seek = self._k
-            self._phase = "seek"
-        e, _ = first_marker(buf, self.ends, self._seek)
-        if e < 0:
-            if final:
-                return Decided(len(buf), None)
-            self._seek = max(self._seek, len(buf) - self._longest + 1)
-            return None
-        return Decided(e, None)
+def split_granite_reasoning(text: str, *, open: bool = False) -> tuple[str, str]:
+    """``(reasoning, body)`` of a whole completion: ``<think>`` split off, then the
+    ``<response>`` wrapper removed (rule 1 of the module docstring)."""
+    reasoning, body = split_reasoning(text, THINK, open=open)
+    inside, after = split_reasoning(body, RESPONSE)
+    return reasoning, inside + after
 
 
-class GraniteParser:
+def _read_block(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | None]:
+    """Whole text: the block at ``s`` (up to the next start marker) -> ``(end, calls or None)``."""
+    end, obj = read_json_block(text, s + len(mark), STARTS, consume=False)
+    found = calls_from_value(obj)
+    return end, None if found is None else [ToolCall(nm, args) for nm, args in found]
+
+
+class GraniteSplitter:
+    """Streaming form of :func:`split_granite_reasoning` (the ``<think>`` splitter, then the
+    ``<response>`` one on its body): ``feed``/``finish`` give ``(reasoning, body)`` fragments."""
+
+    def __init__(self, *, open: bool = False) -> None:
+        self._think = ReasoningSplitter(THINK, open=open)
+        self._response = ReasoningSplitter(RESPONSE)
+
+    def feed(self, delta: str) -> tuple[str, str]:
+        reasoning, body = self._think.feed(delta)
+        inside, after = self._response.feed(body)
+        return reasoning, inside + after
+
+    def finish(self) -> tuple[str, str]:
+        reasoning, body = self._think.finish()
+        inside, after = self._response.feed(body)
+        inside2, after2 = self._response.finish()
+        return reasoning, inside + after + inside2 + after2
+
+
+class GraniteParser(StreamParser):
     """Tool parser for Granite 3.x (``<|tool_call|>`` + JSON list), with ``<think>`` reasoning and
     the ``<response>`` wrapper of Granite 3.3 thinking mode.
 
@@ -199,118 +140,41 @@ class GraniteParser:
     markers: ClassVar[tuple[str, ...]] = (TOOL_CALL, TOOL_CALL_PLAIN, *THINK, *RESPONSE)
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, GraniteSplitter(open=reasoning_open))
         self._reasoning_open = reasoning_open
-        self._think = ReasoningSplitter(THINK, open=reasoning_open)
-        self._response = ReasoningSplitter(RESPONSE)
-        self._buf = ""
-        self._block: SpanBlock | None = None
-        self._index = 0
-        self._finished = False
+        self._block: JsonBlock | None = None
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
         module rules. Never raises on malformed output."""
-        reasoning, body = split_reasoning(text, THINK, open=self._reasoning_open)
-        inside, after = split_reasoning(body, RESPONSE)
-        text = inside + after
-        content: list[str] = []
-        calls: list[ToolCall] = []
-        n = len(text)
-        pos = 0
-        while True:
-            s, mark = first_marker(text, STARTS, pos)
-            if s < 0:
-                content.append(text[pos:])
-                break
-            content.append(text[pos:s])
-            j = skip_ws(text, s + len(mark))
-            if j == n:
-                content.append(text[s:])
-                break
-            try:
-                obj, k = decode_at(text, j)
-            except json.JSONDecodeError:
-                e, _ = first_marker(text, STARTS, j)
-                end = n if e < 0 else e
-                content.append(text[s:end])
-                pos = end
-                continue
-            m = skip_ws(text, k)
-            if m == n or any(text.startswith(x, m) for x in STARTS):
-                end = m
-                found = calls_from_value(obj)
-            else:
-                e, _ = first_marker(text, STARTS, k)
-                end = n if e < 0 else e
-                found = None
-            if found is None:
-                content.append(text[s:end])
-            else:
-                calls.extend(ToolCall(nm, args) for nm, args in found)
-            pos = end
-        return ParseResult(content="".join(content), calls=tuple(calls), reasoning=reasoning)
+        reasoning, text = split_granite_reasoning(text, open=self._reasoning_open)
+        content, calls = parse_blocks(text, STARTS, _read_block)
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return the content, tool-call and
-        reasoning fragments it completes. Raises RuntimeError after :meth:`finish`."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(delta)
-        inside, after = self._response.feed(body)
-        self._buf += inside + after
-        out = self._drain(final=False)
-        out.reasoning = reasoning
-        return out
-
-    def finish(self) -> StreamDelta:
-        """End of stream: decide the open block (its calls, if valid, are reported here), release
-        held-back text. A second call returns an empty delta."""
-        if self._finished:
-            return StreamDelta()
-        reasoning, body = self._think.finish()
-        inside, after = self._response.feed(body)
-        inside2, after2 = self._response.finish()
-        self._buf += inside + after + inside2 + after2
-        out = self._drain(final=True)
-        out.reasoning = reasoning
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the model's JSON text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
     def _drain(self, final: bool) -> StreamDelta:
         out = StreamDelta()
         parts: list[str] = []
         while True:
             if self._block is None:
-                i, mark = first_marker(self._buf, STARTS, 0)
-                if i < 0:
-                    keep = 0 if final else partial_suffix(self._buf, STARTS)
-                    cut = len(self._buf) - keep
-                    parts.append(self._buf[:cut])
-                    self._buf = self._buf[cut:]
-                    break
+                i, mark = find_marker(self._buf, STARTS, final)
                 parts.append(self._buf[:i])
                 self._buf = self._buf[i:]
-                self._block = SpanBlock(STARTS, len(mark))
+                if not mark:
+                    break
+                self._block = JsonBlock(STARTS, len(mark), consume=False)
             decided = self._block.advance(self._buf, final)
             if decided is None:
                 break
-            end, span = decided
-            raw = "" if span is None else self._buf[span[0] : span[1]]
-            found = None if span is None else calls_from_value(loads_or_too_deep(raw))
+            raw, obj = decided.value(self._buf)
+            found = calls_from_value(obj)
             if found is None:
-                parts.append(self._buf[:end])
+                parts.append(self._buf[: decided.end])
             else:
                 for name, args in found:
-                    out.calls.extend(self._emit_call(self._index, name, args, raw))
-                    self._index += 1
-            self._buf = self._buf[end:]
+                    self._send(out, name, args, raw)
+            self._buf = self._buf[decided.end :]
             self._block = None
         out.content = "".join(parts)
         return out

@@ -58,7 +58,8 @@ special token inside a string; ``openai_harmony`` ends the message there too).
   .raw_decode`` reads it) and JSON whitespace; whatever ends it (``<|call|>``, another marker, or the
   end of the text). A body that is only whitespace and ended by ``<|call|>`` is a call with no
   arguments (``{}``). Arguments are ``json.dumps(obj, ensure_ascii=False)`` (vLLM re-serializes the
-  same way). Any other call body (invalid or cut-off JSON, a non-object) is content, verbatim
+  same way). Any other call body (invalid or cut-off JSON, a non-object, a value nested deeper
+  than :data:`~replay.parsers._jsonscan.MAX_DEPTH`) is content, verbatim
   (vLLM would keep the raw text as the arguments; SGLang drops the call): nothing is lost.
 * The text of an output with no marker at all is content (the model ignored the format; SGLang
   passes such text through). Otherwise a header never completed by ``<|message|>`` (e.g. the
@@ -81,8 +82,9 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, skip_ws
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.parsers._family import NoReasoning, StreamParser
+from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, decode_at, loads_or_too_deep, skip_ws
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
 
 START = "<|start|>"
 END = "<|end|>"
@@ -96,7 +98,6 @@ MARKERS = (START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL)
 TERMINATORS = (END, CALL, RETURN)
 _MAXLEN = max(len(m) for m in MARKERS)
 
-_DECODER = json.JSONDecoder()
 _FUNCTIONS = "functions."
 
 # body kinds
@@ -151,7 +152,7 @@ def _marker_at(text: str, i: int) -> str | None:
     return None
 
 
-class HarmonyParser:
+class HarmonyParser(StreamParser):
     """Tool parser for OpenAI gpt-oss (Harmony format, ``o200k_harmony`` special tokens as text).
 
     Mirrors, in syntax, ``openai_harmony``'s message grammar as used by vLLM (``OpenAIToolParser``
@@ -167,9 +168,8 @@ class HarmonyParser:
     markers: ClassVar[tuple[str, ...]] = MARKERS
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, NoReasoning())  # the channels are read by _drain
         self._reasoning_open = reasoning_open
-        self._buf = ""
         self._in_body = reasoning_open
         self._kind = REASONING if reasoning_open else ""
         self._name = ""
@@ -178,9 +178,7 @@ class HarmonyParser:
         self._seen_marker = reasoning_open
         self._body: list[str] = []  # a call body's text
         self._scan: JsonPrefix | None = None
-        self._index = 0
-        self._finished = False
-        self._out = StreamDelta()
+        self._out = StreamDelta()  # what the current feed/finish yields, filled as text is read
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
@@ -251,36 +249,9 @@ class HarmonyParser:
         return ParseResult(content="".join(content), calls=tuple(calls), reasoning="".join(reasoning))
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return reasoning, content and call deltas."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        self._buf += delta
-        self._drain(final=False)
-        return self._take()
-
-    def finish(self) -> StreamDelta:
-        """End of stream: release held-back text, decide the open message (a call body whose
-        JSON is complete is sent here)."""
-        if self._finished:
-            return StreamDelta()
-        self._drain(final=True)
-        if self._in_body:
-            self._close_body(None)
-        elif not self._seen_marker:
-            self._out.content += "".join(self._header)
-        self._finished = True
-        return self._take()
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the model's body text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
-    def _take(self) -> StreamDelta:
-        out, self._out = self._out, StreamDelta()
-        return out
-
-    def _drain(self, final: bool) -> None:
+    def _drain(self, final: bool) -> StreamDelta:
+        """Read ``_buf``; at the end of the stream (``final``) also decide the open message (a
+        call body whose JSON is complete is sent here). Returns what was read and decided."""
         buf = self._buf
         pos = 0
         while True:
@@ -306,6 +277,13 @@ class HarmonyParser:
             pos = i + len(m)
             self._marker(m)
         self._buf = buf[pos:]
+        if final:
+            if self._in_body:
+                self._close_body(None)
+            elif not self._seen_marker:
+                self._out.content += "".join(self._header)
+        out, self._out = self._out, StreamDelta()
+        return out
 
     def _text(self, t: str) -> None:
         if not t:
@@ -354,7 +332,7 @@ class HarmonyParser:
         if status == DONE and scan.end is not None:
             k = scan.end
             if skip_ws(body, k) == len(body):
-                value = json.loads(body[:k])
+                value = loads_or_too_deep(body[:k])
                 if isinstance(value, dict):
                     args = json.dumps(value, ensure_ascii=False)
         elif body.strip(" \t\n\r") == "" and terminator == CALL:
@@ -362,8 +340,7 @@ class HarmonyParser:
         if args is None:
             self._out.content += body
         else:
-            self._out.calls.extend(self._emit_call(self._index, self._name, args, body))
-            self._index += 1
+            self._send(self._out, self._name, args, body)  # raw: the message body
         self._body = []
         self._scan = None
 
@@ -374,7 +351,7 @@ def _whole_call_args(body: str, terminator: str | None) -> str | None:
     if j == len(body):
         return "{}" if terminator == CALL else None
     try:
-        obj, k = _DECODER.raw_decode(body, j)
+        obj, k = decode_at(body, j)
     except json.JSONDecodeError:
         return None
     if skip_ws(body, k) != len(body) or not isinstance(obj, dict):

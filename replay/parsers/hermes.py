@@ -13,7 +13,8 @@ parser; the tests check that they agree under every chunking):
   call (the regex parsers of vLLM and SGLang's ``Qwen25Detector`` cut it there).
 * A block is a tool call when its JSON is an object with a string ``name`` and an object
   ``arguments`` (else ``parameters``), and only whitespace follows it up to ``</tool_call>``.
-  The call's arguments are ``json.dumps(arguments, ensure_ascii=False)``.
+  The call's arguments are ``json.dumps(arguments, ensure_ascii=False)``. A value nested deeper
+  than :data:`~replay.parsers._jsonscan.MAX_DEPTH` is not a call (its extent is still found).
 * A block that is not a call is content, verbatim, markers included, and parsing goes on after
   it. Its extent: when its JSON decodes, up to the first ``</tool_call>`` after the JSON value;
   when it does not, up to the first ``</tool_call>`` after the start marker; either way up to the
@@ -39,15 +40,14 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._block import JsonBlock
-from replay.parsers._jsonscan import skip_ws
+from replay.parsers._block import JsonBlock, read_json_block
+from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._markers import find_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
 
 START = "<tool_call>"
 END = "</tool_call>"
-
-_DECODER = json.JSONDecoder()
 
 
 def call_from_object(obj: Any) -> tuple[str, str] | None:
@@ -65,17 +65,14 @@ def call_from_object(obj: Any) -> tuple[str, str] | None:
     return name, json.dumps(args, ensure_ascii=False)
 
 
-def partial_marker_suffix(buf: str, markers: tuple[str, ...]) -> int:
-    """Length (chars) of the longest suffix of ``buf`` that is a proper prefix of a marker."""
-    longest = max((len(m) for m in markers), default=1) - 1
-    for k in range(min(len(buf), longest), 0, -1):
-        tail = buf[-k:]
-        if any(len(m) > k and m.startswith(tail) for m in markers):
-            return k
-    return 0
+def _read_block(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | None]:
+    """Whole text: the block at ``s`` -> ``(end, [call] or None)``."""
+    end, obj = read_json_block(text, s + len(mark), END)
+    call = call_from_object(obj)
+    return end, None if call is None else [ToolCall(*call)]
 
 
-class HermesParser:
+class HermesParser(StreamParser):
     """Tool parser for the Hermes ``<tool_call>`` JSON format (Hermes 2 Pro/3, Qwen2.5, Qwen3, QwQ).
 
     Mirrors vLLM ``Hermes2ProToolParser`` and SGLang ``HermesDetector`` in syntax; the rules for
@@ -89,113 +86,40 @@ class HermesParser:
     markers: ClassVar[tuple[str, ...]] = (START, END)
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
         self._reasoning_open = reasoning_open
-        self._think = ReasoningSplitter(THINK, open=reasoning_open)
-        self._buf = ""
         self._block: JsonBlock | None = None  # the open block's body, None outside a block
-        self._index = 0  # OpenAI tool_calls[].index of the next call
-        self._finished = False
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
         module rules (reasoning split off first, :mod:`replay.parsers._reasoning`)."""
-        reasoning, body = split_reasoning(text, THINK, open=self._reasoning_open)
-        result = self._parse_body(body)
-        return ParseResult(content=result.content, calls=result.calls, reasoning=reasoning)
-
-    def _parse_body(self, text: str) -> ParseResult:
-        content: list[str] = []
-        calls: list[ToolCall] = []
-        n = len(text)
-        pos = 0
-        while True:
-            s = text.find(START, pos)
-            if s < 0:
-                content.append(text[pos:])
-                break
-            content.append(text[pos:s])
-            j = skip_ws(text, s + len(START))
-            try:
-                obj, k = _DECODER.raw_decode(text, j)
-            except json.JSONDecodeError:
-                e = text.find(END, j)
-                end = n if e < 0 else e + len(END)
-                content.append(text[s:end])
-                pos = end
-                continue
-            m = skip_ws(text, k)
-            if text.startswith(END, m):
-                end = m + len(END)
-                call = call_from_object(obj)
-            elif m == n:
-                end = n
-                call = call_from_object(obj)
-            else:
-                e = text.find(END, k)
-                end = n if e < 0 else e + len(END)
-                call = None
-            if call is None:
-                content.append(text[s:end])
-            else:
-                calls.append(ToolCall(*call))
-            pos = end
-        return ParseResult(content="".join(content), calls=tuple(calls))
+        reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
+        content, calls = parse_blocks(text, (START,), _read_block)
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return content and tool-call deltas."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(delta)
-        self._buf += body
-        out = self._drain(final=False)
-        out.reasoning = reasoning
-        return out
-
-    def finish(self) -> StreamDelta:
-        """End of stream: decide the open block (if any), release held-back text."""
-        if self._finished:
-            return StreamDelta()
-        reasoning, body = self._think.finish()
-        self._buf += body
-        out = self._drain(final=True)
-        out.reasoning = reasoning
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the model's JSON text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
     def _drain(self, final: bool) -> StreamDelta:
         out = StreamDelta()
         parts: list[str] = []
         while True:
             if self._block is None:
-                i = self._buf.find(START)
-                if i < 0:
-                    keep = 0 if final else partial_marker_suffix(self._buf, (START,))
-                    cut = len(self._buf) - keep
-                    parts.append(self._buf[:cut])
-                    self._buf = self._buf[cut:]
-                    break
+                i, mark = find_marker(self._buf, (START,), final)
                 parts.append(self._buf[:i])
                 self._buf = self._buf[i:]
+                if not mark:
+                    break
                 self._block = JsonBlock(END, len(START))
             decided = self._block.advance(self._buf, final)
             if decided is None:
                 break
-            end, span = decided
-            raw = "" if span is None else self._buf[span[0] : span[1]]
-            call = None if span is None else call_from_object(json.loads(raw))
+            raw, obj = decided.value(self._buf)
+            call = call_from_object(obj)
             if call is None:
-                parts.append(self._buf[:end])
+                parts.append(self._buf[: decided.end])
             else:
-                out.calls.extend(self._emit_call(self._index, call[0], call[1], raw))
-                self._index += 1
-            self._buf = self._buf[end:]
+                self._send(out, call[0], call[1], raw)
+            self._buf = self._buf[decided.end :]
             self._block = None
         out.content = "".join(parts)
         return out

@@ -23,7 +23,8 @@ parser; the tests check that they agree under every chunking):
   reads it (string-aware). It is a call item when the value is a call object (a dict with a string
   ``name`` and a dict ``arguments``, else a dict ``parameters``) or a non-empty array of call
   objects (one call each, in order). A value that starts with anything but ``{`` or ``[``, does
-  not decode, or is not of that shape is not a call item. The call (or calls) end at the closing
+  not decode, is nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH`, or is not of that
+  shape is not a call item. The call (or calls) end at the closing
   ``}`` / ``]`` of the value: streaming sends them as soon as it arrives.
 * Items are tried at three places only: (1) at the start of the output, when its first
   non-whitespace character is ``{`` or ``[`` (the leading whitespace stays content); (2) right
@@ -57,15 +58,15 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, skip_ws
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
-from replay.parsers.hermes import call_from_object, partial_marker_suffix
+from replay.parsers._family import NoReasoning, StreamParser
+from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, decode_at, loads_or_too_deep, skip_ws
+from replay.parsers._markers import find_marker
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers.hermes import call_from_object
 
 PYTHON_TAG = "<|python_tag|>"
 EOT = "<|eot_id|>"
 EOM = "<|eom_id|>"
-
-_DECODER = json.JSONDecoder()
 
 
 def calls_from_value(value: Any) -> list[tuple[str, str]] | None:
@@ -89,14 +90,14 @@ def _decode_item(text: str, j: int) -> tuple[list[tuple[str, str]], int] | None:
     if j >= len(text) or text[j] not in "{[":
         return None
     try:
-        value, k = _DECODER.raw_decode(text, j)
-    except (json.JSONDecodeError, RecursionError):
+        value, k = decode_at(text, j)
+    except json.JSONDecodeError:
         return None
     calls = calls_from_value(value)
     return None if calls is None else (calls, k)
 
 
-class Llama3JsonParser:
+class Llama3JsonParser(StreamParser):
     """Tool parser for Llama 3.x bare-JSON tool calls (``llama3_json``).
 
     Mirrors vLLM ``Llama3JsonToolParser`` and SGLang ``Llama32Detector`` in syntax (objects with
@@ -116,16 +117,13 @@ class Llama3JsonParser:
     )
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
-        self._buf = ""
+        super().__init__(tools, NoReasoning())
         self._mode = "head"  # head | prose | item | sep
         self._origin = ""  # why the open item was tried: head | tag | sep
         self._pos = 0  # item/sep: where the whitespace scan goes on (index in _buf)
         self._j = -1  # item: start of the JSON value in _buf, -1 while in leading whitespace
         self._scan: JsonPrefix | None = None
         self._fed = 0  # item: _buf index up to which the scanner was fed
-        self._index = 0
-        self._finished = False
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
@@ -169,26 +167,6 @@ class Llama3JsonParser:
             item = nxt
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return content and tool-call deltas.
-        Raises RuntimeError after :meth:`finish`."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        self._buf += delta
-        return self._drain(final=False)
-
-    def finish(self) -> StreamDelta:
-        """End of stream: decide a pending item or separator, release held-back text."""
-        if self._finished:
-            return StreamDelta()
-        out = self._drain(final=True)
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the model's JSON item text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
     def _start_item(self, origin: str, pos: int) -> None:
         self._mode, self._origin, self._pos, self._j = "item", origin, pos, -1
         self._scan = None
@@ -216,14 +194,11 @@ class Llama3JsonParser:
                     self._mode = "prose"
                 continue
             if self._mode == "prose":
-                t = buf.find(PYTHON_TAG)
-                if t < 0:
-                    keep = 0 if final else partial_marker_suffix(buf, (PYTHON_TAG,))
-                    parts.append(buf[: len(buf) - keep])
-                    self._buf = buf[len(buf) - keep :]
-                    break
+                t, mark = find_marker(buf, (PYTHON_TAG,), final)
                 parts.append(buf[:t])
-                self._buf = buf[t + len(PYTHON_TAG) :]
+                self._buf = buf[t + len(mark) :]
+                if not mark:
+                    break
                 self._start_item("tag", 0)
                 continue
             if self._mode == "sep":  # a call item ended at _buf[0]
@@ -263,16 +238,12 @@ class Llama3JsonParser:
                 assert self._scan.end is not None
                 k = self._j + self._scan.end
                 raw = buf[self._j : k]
-                try:
-                    calls = calls_from_value(json.loads(raw))
-                except RecursionError:
-                    calls = None
+                calls = calls_from_value(loads_or_too_deep(raw))
             if calls is None:
                 self._fail_item(parts)
                 continue
             for name, arguments in calls:
-                out.calls.extend(self._emit_call(self._index, name, arguments, raw))
-                self._index += 1
+                self._send(out, name, arguments, raw)
             self._buf = buf[k:]
             self._mode, self._pos = "sep", 0
         out.content = "".join(parts)

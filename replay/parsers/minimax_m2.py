@@ -36,6 +36,8 @@ parser; the tests check that they agree under every chunking). "ws" is space, ta
 * A well-formed block gives its invokes as calls, in order; an empty well-formed block gives
   nothing (pure framing). Arguments: ``json.dumps({key: convert_value(value, declared type)},
   ensure_ascii=False)``, ``"{}"`` for an invoke without parameters. Undeclared tools are reported.
+  A value decoded as JSON and nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH` is a
+  failure point at its ``</parameter>``.
 * The block is the unit: anything else where the grammar expects something else (the *failure
   point*) makes the whole block content, verbatim, up to and including the first
   ``</minimax:tool_call>`` at or after the failure point; when a ``<minimax:tool_call>`` comes
@@ -59,10 +61,12 @@ import json
 import re
 from typing import Any, ClassVar
 
+from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._jsonscan import TOO_DEEP
+from replay.parsers._markers import find_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
 from replay.parsers._schema import convert_value, declared_types
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
-from replay.parsers.hermes import partial_marker_suffix
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
 
 START = "<minimax:tool_call>"
 END = "</minimax:tool_call>"
@@ -100,7 +104,7 @@ def _skip_ws(text: str, pos: int) -> int:
     return pos
 
 
-class MiniMaxM2Parser:
+class MiniMaxM2Parser(StreamParser):
     """Tool parser for MiniMax-M2 (and M2.1, which keeps the format): ``<minimax:tool_call>`` blocks of
     ``<invoke>``/``<parameter>`` elements.
 
@@ -120,11 +124,9 @@ class MiniMaxM2Parser:
     covers: ClassVar[str] = "MiniMaxAI/MiniMax-M2 and MiniMax-M2.1 (<minimax:tool_call> <invoke>/<parameter> XML calls)"
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
         self.reasoning_open = reasoning_open
         self._types = declared_types(tools)
-        self._splitter = ReasoningSplitter(THINK, open=reasoning_open)
-        self._buf = ""
         self._state = "out"  # out, between, iname, params, pname, value, fail
         self._s = 0  # scan position in _buf (chars)
         self._b = 0  # start of the open block in _buf
@@ -134,8 +136,6 @@ class MiniMaxM2Parser:
         self._name = ""
         self._key = ""
         self._args: dict[str, Any] = {}
-        self._index = 0
-        self._finished = False
 
     def _convert(self, name: str, key: str, raw: str) -> Any:
         return convert_value(clean_value(raw), self._types.get(name, {}).get(key))
@@ -145,24 +145,10 @@ class MiniMaxM2Parser:
         """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
         module rules. Never raises on malformed output."""
         reasoning, body = split_reasoning(text, THINK, open=self.reasoning_open)
-        content: list[str] = []
-        calls: list[ToolCall] = []
-        pos = 0
-        while True:
-            s = body.find(START, pos)
-            if s < 0:
-                content.append(body[pos:])
-                break
-            content.append(body[pos:s])
-            end, block_calls = self._whole_block(body, s)
-            if block_calls is None:
-                content.append(body[s:end])
-            else:
-                calls.extend(block_calls)
-            pos = end
-        return ParseResult(content="".join(content), calls=tuple(calls), reasoning=reasoning)
+        content, calls = parse_blocks(body, (START,), self._whole_block)
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
-    def _whole_block(self, text: str, s: int) -> tuple[int, list[ToolCall] | None]:
+    def _whole_block(self, text: str, s: int, _mark: str = START) -> tuple[int, list[ToolCall] | None]:
         """``(end, calls)`` for the block starting at ``s``: ``end`` just after its extent
         (chars); ``calls`` None when the block is content."""
         n = len(text)
@@ -209,53 +195,25 @@ class MiniMaxM2Parser:
                 v1 = text.find(PARAM_CLOSE, g + 1)
                 if v1 < 0:
                     return n, None
-                args[key] = self._convert(name, key, text[g + 1 : v1])
+                value = self._convert(name, key, text[g + 1 : v1])
+                if value is TOO_DEEP:
+                    return _whole_fail(text, v1)
+                args[key] = value
                 q = v1 + len(PARAM_CLOSE)
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return reasoning, content and tool-call
-        deltas. Raises RuntimeError after :meth:`finish`."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._splitter.feed(delta)
-        self._buf += body
-        out = self._drain(final=False)
-        out.reasoning = reasoning
-        return out
-
-    def finish(self) -> StreamDelta:
-        """End of stream: decide the open block (calls when cut off between complete invokes,
-        else content) and release held-back text."""
-        if self._finished:
-            return StreamDelta()
-        reasoning, body = self._splitter.finish()
-        self._buf += body
-        out = self._drain(final=True)
-        out.reasoning = reasoning
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the invoke's text after its
-        ``>``, parameters and ``</invoke>`` included)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
     def _drain(self, final: bool) -> StreamDelta:
         out = StreamDelta()
         parts: list[str] = []
         buf = self._buf
         pos = 0
         while True:
-            if self._state == "out":
-                i = buf.find(START, self._s)
-                if i < 0:
-                    keep = 0 if final else partial_marker_suffix(buf[-_MAXTAG:], (START,))
-                    cut = max(pos, len(buf) - keep)
-                    parts.append(buf[pos:cut])
-                    pos = self._s = cut
-                    break
+            if self._state == "out":  # here the scan position _s is pos
+                i, mark = find_marker(buf, (START,), final, self._s)
                 parts.append(buf[pos:i])
+                if not mark:
+                    pos = self._s = i
+                    break
                 self._b = i
                 self._s = i + len(START)
                 self._calls = []
@@ -269,8 +227,8 @@ class MiniMaxM2Parser:
                 parts.append(buf[self._b : end])
             else:
                 for call, r0, r1 in self._calls:
-                    out.calls.extend(self._emit_call(self._index, call.name, call.arguments, buf[r0:r1]))
-                    self._index += 1
+                    # raw: the invoke's text after its ">", parameters and </invoke> included
+                    self._send(out, call.name, call.arguments, buf[r0:r1])
             self._calls = []
             pos = self._s = end
             self._state = "out"
@@ -360,7 +318,11 @@ class MiniMaxM2Parser:
                         return n, False
                     self._s = max(self._s, n - len(PARAM_CLOSE) + 1)
                     return None
-                self._args[self._key] = self._convert(self._name, self._key, buf[self._e : v1])
+                value = self._convert(self._name, self._key, buf[self._e : v1])
+                if value is TOO_DEEP:
+                    self._s, self._state = v1, "fail"
+                    continue
+                self._args[self._key] = value
                 self._s = v1 + len(PARAM_CLOSE)
                 self._state = "params"
             else:  # fail: seek the block's end (or a new block's start)

@@ -50,8 +50,8 @@ parser; the tests check that they agree under every chunking):
    and: v11 form: the value is an object and the name is non-empty; array form: the value is a
    non-empty list of objects each with a string ``name`` and an object ``arguments`` (absent ->
    ``{}``, as vLLM; ``id`` and other keys ignored). Arguments are
-   ``json.dumps(obj, ensure_ascii=False)``. A value nested too deeply for Python's ``json``
-   (``RecursionError``) is never a call (its extent is still found, by the recursion-free scanner).
+   ``json.dumps(obj, ensure_ascii=False)``. A value nested deeper than
+   :data:`~replay.parsers._jsonscan.MAX_DEPTH` is never a call (its extent is still found).
 5. A block that is not a call is content, verbatim, ``[TOOL_CALLS]`` included. Its extent: up to
    the first ``[TOOL_CALLS]`` after the JSON value when the value decodes, after the JSON start
    when it does not (or only whitespace follows the delimiter), or the end of the text.
@@ -73,10 +73,12 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._block import JsonBlock
-from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, skip_ws
+from replay.parsers._block import JsonBlock, read_json_block
+from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._jsonscan import skip_ws
+from replay.parsers._markers import find_marker, first_marker
 from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
 
 TOOL_CALLS = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
@@ -86,60 +88,6 @@ THINK_TAGS = ("[THINK]", "[/THINK]")
 NAME_DELIMS = (CALL_ID, ARGS, "{", TOOL_CALLS)  # what ends a v11 name
 ID_DELIMS = (ARGS, "{", TOOL_CALLS)  # what ends a v11 call id
 _LONGEST = max(len(m) for m in NAME_DELIMS)
-
-_DECODER = json.JSONDecoder()
-
-
-TOO_DEEP = object()  # a JSON value nested deeper than Python's json module can decode
-
-
-def decode_at(text: str, j: int) -> tuple[Any, int]:
-    """``json.JSONDecoder().raw_decode(text, j)``: ``(value, end index)`` (chars); raises
-    ``json.JSONDecodeError`` when no JSON value starts at ``j``.
-
-    A value nested too deeply for the decoder (``RecursionError``) gives ``(TOO_DEEP, end)`` when
-    it is a complete value (its end found by :class:`~replay.parsers._jsonscan.JsonPrefix`, which
-    keeps no recursion), and raises ``JSONDecodeError`` otherwise; such a value is never a call.
-    The streaming side reaches the same decision through :func:`loads_or_too_deep`.
-    """
-    try:
-        return _DECODER.raw_decode(text, j)
-    except RecursionError:
-        scan = JsonPrefix()
-        status = scan.feed(text[j:])
-        if status == MORE:
-            status = scan.close()
-        if status != DONE or scan.end is None:
-            raise json.JSONDecodeError("unterminated deeply nested value", text, j) from None
-        return TOO_DEEP, j + scan.end
-
-
-def loads_or_too_deep(raw: str) -> Any:
-    """``json.loads(raw)`` of a complete JSON value's text, or :data:`TOO_DEEP` when it is nested
-    too deeply for the decoder."""
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        return TOO_DEEP
-
-
-def first_marker(text: str, markers: tuple[str, ...], start: int) -> tuple[int, str]:
-    """``(index, marker)`` of the earliest occurrence of any of ``markers`` in ``text`` at or
-    after ``start`` (chars); ``(-1, "")`` when there is none."""
-    best, found = -1, ""
-    for m in markers:
-        i = text.find(m, start)
-        if i >= 0 and (best < 0 or i < best):
-            best, found = i, m
-    return best, found
-
-
-def partial_suffix(buf: str, marker: str) -> int:
-    """Length (chars) of the longest suffix of ``buf`` that is a proper prefix of ``marker``."""
-    for k in range(min(len(buf), len(marker) - 1), 0, -1):
-        if marker.startswith(buf[-k:]):
-            return k
-    return 0
 
 
 def calls_from_value(form: str, name: str, obj: Any) -> list[tuple[str, str]] | None:
@@ -166,7 +114,31 @@ def calls_from_value(form: str, name: str, obj: Any) -> list[tuple[str, str]] | 
     return out
 
 
-class MistralParser:
+def _read_block(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | None]:
+    """Whole text: the block at ``s`` (up to the next ``[TOOL_CALLS]``) -> ``(end, calls or
+    None)`` (rules 2-5 of the module docstring)."""
+    j = skip_ws(text, s + len(mark))
+    name = ""
+    if text.startswith("[", j):
+        form, json_at = "array", j
+    else:
+        form = "v11"
+        d, delim = first_marker(text, NAME_DELIMS, j)
+        if d >= 0 and delim != TOOL_CALLS:
+            name = text[j:d].strip()
+            if delim == CALL_ID:
+                d, delim = first_marker(text, ID_DELIMS, d + len(CALL_ID))
+        if d < 0:
+            return len(text), None
+        if delim == TOOL_CALLS:
+            return d, None
+        json_at = d + len(ARGS) if delim == ARGS else d
+    end, obj = read_json_block(text, json_at, TOOL_CALLS, consume=False)
+    found = calls_from_value(form, name, obj)
+    return end, None if found is None else [ToolCall(nm, args) for nm, args in found]
+
+
+class MistralParser(StreamParser):
     """Tool parser for Mistral models, both the pre-v11 ``[TOOL_CALLS] [...]`` array and the v11+
     ``[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`` forms, with ``[THINK]`` reasoning.
 
@@ -185,126 +157,32 @@ class MistralParser:
     markers: ClassVar[tuple[str, ...]] = (TOOL_CALLS, ARGS, CALL_ID, *THINK_TAGS)
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, ReasoningSplitter(THINK_TAGS, open=reasoning_open))
         self._reasoning_open = reasoning_open
-        self._think = ReasoningSplitter(THINK_TAGS, open=reasoning_open)
-        self._buf = ""  # undecided text: a held-back marker prefix, or the open block from its marker
+        # _buf: undecided text, a held-back marker prefix or the open block from its marker
         self._phase = "out"  # out | head | name | id | body
         self._pos = 0  # head: where to go on skipping whitespace; name/id: where to search next
         self._start = 0  # name: index of the name's first char in the buffer
         self._form = "v11"
         self._name = ""
         self._body: JsonBlock | None = None
-        self._index = 0  # OpenAI tool_calls[].index of the next call
-        self._finished = False
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
         module rules. Never raises on malformed output."""
-        reasoning, body = split_reasoning(text, THINK_TAGS, open=self._reasoning_open)
-        content, calls = self._parse_body(body)
+        reasoning, text = split_reasoning(text, THINK_TAGS, open=self._reasoning_open)
+        content, calls = parse_blocks(text, (TOOL_CALLS,), _read_block)
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
-    @staticmethod
-    def _parse_body(text: str) -> tuple[str, list[ToolCall]]:
-        content: list[str] = []
-        calls: list[ToolCall] = []
-        n = len(text)
-        pos = 0
-        while True:
-            s = text.find(TOOL_CALLS, pos)
-            if s < 0:
-                content.append(text[pos:])
-                break
-            content.append(text[pos:s])
-            j = skip_ws(text, s + len(TOOL_CALLS))
-            if j == n:
-                content.append(text[s:])
-                break
-            name = ""
-            if text[j] == "[":
-                form, json_at = "array", j
-            else:
-                form = "v11"
-                d, mark = first_marker(text, NAME_DELIMS, j)
-                if d >= 0 and mark != TOOL_CALLS:
-                    name = text[j:d].strip()
-                    if mark == CALL_ID:
-                        d, mark = first_marker(text, ID_DELIMS, d + len(CALL_ID))
-                if d < 0:
-                    content.append(text[s:])
-                    break
-                if mark == TOOL_CALLS:
-                    content.append(text[s:d])
-                    pos = d
-                    continue
-                json_at = d + len(ARGS) if mark == ARGS else d
-            jj = skip_ws(text, json_at)
-            if jj == n:
-                content.append(text[s:])
-                break
-            try:
-                obj, k = decode_at(text, jj)
-            except json.JSONDecodeError:
-                e = text.find(TOOL_CALLS, jj)
-                end = n if e < 0 else e
-                content.append(text[s:end])
-                pos = end
-                continue
-            m = skip_ws(text, k)
-            if m == n or text.startswith(TOOL_CALLS, m):
-                end = m
-                found = calls_from_value(form, name, obj)
-            else:
-                e = text.find(TOOL_CALLS, k)
-                end = n if e < 0 else e
-                found = None
-            if found is None:
-                content.append(text[s:end])
-            else:
-                calls.extend(ToolCall(nm, args) for nm, args in found)
-            pos = end
-        return "".join(content), calls
-
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return the content, tool-call and
-        reasoning fragments it completes. Raises RuntimeError after :meth:`finish`."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(delta)
-        self._buf += body
-        out = self._drain(final=False)
-        out.reasoning = reasoning
-        return out
-
-    def finish(self) -> StreamDelta:
-        """End of stream: decide the open block (its call, if valid, is reported here), release
-        held-back text. A second call returns an empty delta."""
-        if self._finished:
-            return StreamDelta()
-        reasoning, body = self._think.finish()
-        self._buf += body
-        out = self._drain(final=True)
-        out.reasoning = reasoning
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the model's JSON text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
-    def _close_block(
-        self, end: int, parts: list[str], found: list[tuple[str, str]] | None, raw: str, out: StreamDelta
-    ) -> None:
+    def _close_block(self, end: int, parts: list[str], found: list[tuple[str, str]] | None, raw: str, out: StreamDelta) -> None:
         """Decide the open block as ending at ``end`` (chars into the buffer)."""
         if found is None:
             parts.append(self._buf[:end])
         else:
             for name, args in found:
-                out.calls.extend(self._emit_call(self._index, name, args, raw))
-                self._index += 1
+                self._send(out, name, args, raw)
         self._buf = self._buf[end:]
         self._phase = "out"
         self._body = None
@@ -315,15 +193,11 @@ class MistralParser:
         while True:
             buf = self._buf
             if self._phase == "out":
-                i = buf.find(TOOL_CALLS)
-                if i < 0:
-                    keep = 0 if final else partial_suffix(buf, TOOL_CALLS)
-                    cut = len(buf) - keep
-                    parts.append(buf[:cut])
-                    self._buf = buf[cut:]
-                    break
+                i, mark = find_marker(buf, (TOOL_CALLS,), final)
                 parts.append(buf[:i])
                 self._buf = buf = buf[i:]
+                if not mark:
+                    break
                 self._phase, self._pos = "head", len(TOOL_CALLS)
             if self._phase == "head":
                 j = skip_ws(buf, self._pos)
@@ -335,7 +209,7 @@ class MistralParser:
                     break
                 self._name = ""
                 if buf[j] == "[":
-                    self._form, self._body, self._phase = "array", JsonBlock(TOOL_CALLS, j), "body"
+                    self._form, self._body, self._phase = "array", JsonBlock(TOOL_CALLS, j, consume=False), "body"
                 else:
                     self._form, self._phase, self._start, self._pos = "v11", "name", j, j
             if self._phase in ("name", "id"):
@@ -355,17 +229,13 @@ class MistralParser:
                 if mark == CALL_ID:
                     self._phase, self._pos = "id", d + len(CALL_ID)
                     continue
-                self._body = JsonBlock(TOOL_CALLS, d + len(ARGS) if mark == ARGS else d)
+                self._body = JsonBlock(TOOL_CALLS, d + len(ARGS) if mark == ARGS else d, consume=False)
                 self._phase = "body"
             assert self._body is not None
             decided = self._body.advance(buf, final)
             if decided is None:
                 break
-            end, span = decided
-            if buf[:end].endswith(TOOL_CALLS):  # the next block's marker: not part of this block
-                end -= len(TOOL_CALLS)
-            raw = "" if span is None else buf[span[0] : span[1]]
-            found = None if span is None else calls_from_value(self._form, self._name, loads_or_too_deep(raw))
-            self._close_block(end, parts, found, raw, out)
+            raw, obj = decided.value(buf)
+            self._close_block(decided.end, parts, calls_from_value(self._form, self._name, obj), raw, out)
         out.content = "".join(parts)
         return out

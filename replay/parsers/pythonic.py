@@ -29,7 +29,8 @@ parser; the tests check that they agree under every chunking):
   finite float, optionally signed; ``ast.literal_eval`` of the token), ``True False None`` and the
   JSON spellings ``true false null``, a list, a tuple (an array), a dict with string keys. The
   empty list is not a call list. Arguments are ``json.dumps(kwargs, ensure_ascii=False)``
-  (``{}`` for ``f()``).
+  (``{}`` for ``f()``). A value nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH`
+  (brackets of lists, tuples, dicts and parentheses counted) makes the list invalid.
 * A **bare** call list is tried only at the start of the body (after leading whitespace, which
   stays content). When valid, its calls are taken and the text after its ``]`` is read as prose;
   when not, the body is read as prose from the ``[``.
@@ -65,9 +66,11 @@ import re
 import warnings
 from typing import Any, ClassVar
 
+from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._jsonscan import MAX_DEPTH
+from replay.parsers._markers import find_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
-from replay.parsers.hermes import partial_marker_suffix
+from replay.parsers.base import ParseResult, StreamDelta, ToolCall
 
 TC_START = "<|tool_call_start|>"
 TC_END = "<|tool_call_end|>"
@@ -129,7 +132,11 @@ def _literal(token: str) -> Any:
 
 
 class _Reader:
-    """Recursive-descent reader of the call-list grammar over ``text`` (whole-text path)."""
+    """Recursive-descent reader of the call-list grammar over ``text`` (whole-text path).
+
+    ``depth`` is the number of brackets open inside the argument value being read; a value that
+    opens more than :data:`~replay.parsers._jsonscan.MAX_DEPTH` is invalid, so the recursion is
+    bounded whatever the input."""
 
     def __init__(self, text: str) -> None:
         self.t = text
@@ -179,17 +186,19 @@ class _Reader:
             p = self.expect(self.ws(m.end()), "=")
             if p < self.n and self.t[p] == "=":  # "==" is a comparison, not a keyword
                 raise _Invalid
-            kwargs[key], p = self.value(self.ws(p))
+            kwargs[key], p = self.value(self.ws(p), 0)
             p = self.ws(p)
             if p < self.n and self.t[p] == ",":
                 p = self.ws(p + 1)
             elif p >= self.n or self.t[p] != ")":
                 raise _Invalid
 
-    def value(self, p: int) -> tuple[Any, int]:
+    def value(self, p: int, depth: int) -> tuple[Any, int]:
         if p >= self.n:
             raise _Invalid
         c = self.t[p]
+        if c in "[({" and depth >= MAX_DEPTH:
+            raise _Invalid
         if c in "\"'":
             end = _string_end(self.t, p)
             v = _literal(self.t[p:end])
@@ -197,11 +206,11 @@ class _Reader:
                 raise _Invalid
             return v, end
         if c == "[":
-            return self.sequence(p + 1, "]")
+            return self.sequence(p + 1, "]", depth + 1)
         if c == "(":
-            return self.sequence(p + 1, ")")
+            return self.sequence(p + 1, ")", depth + 1)
         if c == "{":
-            return self.mapping(p + 1)
+            return self.mapping(p + 1, depth + 1)
         m = _NUMBER.match(self.t, p)
         if m:
             v = _literal(m.group())
@@ -215,7 +224,7 @@ class _Reader:
             return _CONSTS[m.group()], m.end()
         raise _Invalid
 
-    def sequence(self, p: int, close: str) -> tuple[Any, int]:
+    def sequence(self, p: int, close: str, depth: int) -> tuple[Any, int]:
         """List (``]``) or tuple/parenthesised value (``)``) after its opening bracket."""
         items: list[Any] = []
         comma = False
@@ -225,7 +234,7 @@ class _Reader:
                 if close == ")" and len(items) == 1 and not comma:
                     return items[0], p + 1  # (x) is x
                 return items, p + 1
-            v, p = self.value(p)
+            v, p = self.value(p, depth)
             items.append(v)
             p = self.ws(p)
             if p < self.n and self.t[p] == ",":
@@ -234,7 +243,7 @@ class _Reader:
             elif p >= self.n or self.t[p] != close:
                 raise _Invalid
 
-    def mapping(self, p: int) -> tuple[dict[str, Any], int]:
+    def mapping(self, p: int, depth: int) -> tuple[dict[str, Any], int]:
         out: dict[str, Any] = {}
         p = self.ws(p)
         while True:
@@ -242,9 +251,9 @@ class _Reader:
                 return out, p + 1
             if p >= self.n or self.t[p] not in "\"'":
                 raise _Invalid
-            key, p = self.value(p)
+            key, p = self.value(p, depth)
             p = self.expect(self.ws(p), ":")
-            out[key], p = self.value(self.ws(p))
+            out[key], p = self.value(self.ws(p), depth)
             p = self.ws(p)
             if p < self.n and self.t[p] == ",":
                 p = self.ws(p + 1)
@@ -257,12 +266,12 @@ def parse_call_list(text: str, i: int) -> tuple[list[tuple[str, str, str]], int]
 
     Returns ``([(name, arguments JSON text, raw argument text), ...], end)`` with ``end`` the
     index (chars) just after the closing ``]``, or None when the text there is not a valid,
-    non-empty call list under the module's grammar (including a list nested too deeply to read).
+    non-empty call list under the module's grammar (including a value nested too deeply).
     Reads no further than the matching ``]``.
     """
     try:
         return _Reader(text).call_list(i)
-    except (_Invalid, RecursionError):
+    except _Invalid:
         return None
 
 
@@ -333,17 +342,25 @@ class ListScan:
         return self.status
 
 
-def _first_start(text: str, pos: int) -> tuple[int, str]:
-    """(index, marker) of the earliest block start marker at or after ``pos``; (-1, "") if none."""
-    best, found = -1, ""
-    for m in STARTS:
-        i = text.find(m, pos)
-        if i >= 0 and (best < 0 or i < best):
-            best, found = i, m
-    return best, found
+def _read_wrapped(text: str, s: int, start: str) -> tuple[int, list[ToolCall] | None]:
+    """Whole text: the wrapped block at ``s`` -> ``(end, calls or None)`` (module rules)."""
+    n = len(text)
+    end_marker = WRAPS[start]
+    b = s + len(start)
+    j = skip_py_ws(text, b)
+    got = parse_call_list(text, j) if text.startswith("[", j) else None
+    if got is not None:
+        m = skip_py_ws(text, got[1])
+        calls = [ToolCall(c[0], c[1]) for c in got[0]]
+        if text.startswith(end_marker, m):
+            return m + len(end_marker), calls
+        if m == n:  # an unterminated last block whose list is complete
+            return n, calls
+    e = text.find(end_marker, b)
+    return (n if e < 0 else e + len(end_marker)), None
 
 
-class PythonicParser:
+class PythonicParser(StreamParser):
     """Tool parser for pythonic tool calls: Llama 3.2 / Llama 4 bare lists and LFM2's wrapped lists.
 
     Mirrors vLLM ``PythonicToolParser`` / ``Llama4PythonicToolParser`` and SGLang
@@ -365,10 +382,8 @@ class PythonicParser:
     )
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        self.tools = tools
+        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
         self._reasoning_open = reasoning_open
-        self._think = ReasoningSplitter(THINK, open=reasoning_open)
-        self._buf = ""
         self._mode = "head"  # head | bare | prose | block
         self._scan: ListScan | None = None
         self._fed = 0
@@ -377,84 +392,28 @@ class PythonicParser:
         self._pos = 0  # block: scan position (pre/post: whitespace, seek: marker search)
         self._j = 0  # block: index of the list's "[" in _buf
         self._calls: list[tuple[str, str, str]] = []
-        self._index = 0
-        self._finished = False
 
     # ---------------------------------------------------------------- whole-text parse
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion, chars) -> reasoning, content and calls per
         the module rules. Never raises on malformed output."""
         reasoning, body = split_reasoning(text, THINK, open=self._reasoning_open)
-        content: list[str] = []
-        calls: list[ToolCall] = []
-        n = len(body)
+        head = ""
+        bare: list[ToolCall] = []
         pos = 0
         j = skip_py_ws(body, 0)
-        if j < n and body[j] == "[":
-            bare = parse_call_list(body, j)
-            if bare is not None:
-                content.append(body[:j])
-                calls.extend(ToolCall(c[0], c[1]) for c in bare[0])
-                pos = bare[1]
-        while True:
-            s, start = _first_start(body, pos)
-            if s < 0:
-                content.append(body[pos:])
-                break
-            content.append(body[pos:s])
-            end_marker = WRAPS[start]
-            b = s + len(start)
-            j = skip_py_ws(body, b)
-            got = parse_call_list(body, j) if j < n and body[j] == "[" else None
-            end = -1
+        if body.startswith("[", j):
+            got = parse_call_list(body, j)
             if got is not None:
-                m = skip_py_ws(body, got[1])
-                if body.startswith(end_marker, m):
-                    end = m + len(end_marker)
-                elif m == n:
-                    end = n
-            if end >= 0:
-                assert got is not None
-                calls.extend(ToolCall(c[0], c[1]) for c in got[0])
-            else:
-                e = body.find(end_marker, b)
-                end = n if e < 0 else e + len(end_marker)
-                content.append(body[s:end])
-            pos = end
-        return ParseResult(content="".join(content), calls=tuple(calls), reasoning=reasoning)
+                head, bare, pos = body[:j], [ToolCall(c[0], c[1]) for c in got[0]], got[1]
+        content, calls = parse_blocks(body, STARTS, _read_wrapped, pos=pos)
+        return ParseResult(content=head + content, calls=(*bare, *calls), reasoning=reasoning)
 
     # ---------------------------------------------------------------- streaming
-    def feed(self, delta: str) -> StreamDelta:
-        """Streaming parse: take the next delta (text); return reasoning, content and tool-call
-        deltas. Raises RuntimeError after :meth:`finish`."""
-        if self._finished:
-            raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(delta)
-        self._buf += body
-        out = self._drain(final=False)
-        out.reasoning = reasoning
-        return out
-
-    def finish(self) -> StreamDelta:
-        """End of stream: decide an open list or block (a complete unterminated block is a call),
-        release held-back text."""
-        if self._finished:
-            return StreamDelta()
-        reasoning, body = self._think.finish()
-        self._buf += body
-        out = self._drain(final=True)
-        out.reasoning = reasoning
-        self._finished = True
-        return out
-
-    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
-        """The tool-call deltas sent for one decided call (``raw``: the model's argument text)."""
-        return [CallDelta(index=index, name=name, arguments=arguments)]
-
-    def _send(self, out: StreamDelta, calls: list[tuple[str, str, str]]) -> None:
+    def _send_all(self, out: StreamDelta, calls: list[tuple[str, str, str]]) -> None:
+        """Send decided calls ``(name, arguments, raw argument text)``."""
         for name, arguments, raw in calls:
-            out.calls.extend(self._emit_call(self._index, name, arguments, raw))
-            self._index += 1
+            self._send(out, name, arguments, raw)
 
     def _scan_list(self, j: int, final: bool) -> str:
         """Feed the open list scanner (list at ``_buf[j]``); its status, BAD for an open list at
@@ -492,19 +451,16 @@ class PythonicParser:
                 if got is None:
                     self._mode = "prose"
                     continue
-                self._send(out, got[0])
+                self._send_all(out, got[0])
                 self._buf = buf[got[1] :]
                 self._mode = "prose"
                 continue
             if self._mode == "prose":
-                s, start = _first_start(buf, 0)
-                if s < 0:
-                    keep = 0 if final else partial_marker_suffix(buf, STARTS)
-                    parts.append(buf[: len(buf) - keep])
-                    self._buf = buf[len(buf) - keep :]
-                    break
+                s, start = find_marker(buf, STARTS, final)
                 parts.append(buf[:s])
                 self._buf = buf[s:]
+                if not start:
+                    break
                 self._mode, self._end_marker = "block", WRAPS[start]
                 self._phase, self._pos, self._scan = "pre", len(start), None
                 continue
@@ -513,7 +469,7 @@ class PythonicParser:
             if end is None:
                 break
             if self._phase == "call":
-                self._send(out, self._calls)
+                self._send_all(out, self._calls)
             else:
                 parts.append(buf[:end])
             self._buf = buf[end:]

@@ -1,0 +1,198 @@
+"""What the family parsers share: the whole-text block loop and the streaming base class.
+
+* :func:`parse_blocks`: the whole-text parse of the families whose output is text with call
+  blocks in it (each block found at a start marker and decided by the family);
+* :class:`SectionedParser`: the ``_drain`` of the families whose calls are token blocks among
+  section tokens that are framing (DeepSeek V3 and V3.1, Kimi K2);
+* :class:`StreamParser`: ``feed``/``finish`` around the family's ``_drain``. A family parser
+  derives from it, calls its ``__init__`` with the request's tools and its reasoning splitter, and
+  implements ``parse`` (whole text) and ``_drain(final)``: move on over ``self._buf`` (the body
+  text received so far that is not yet decided) and return the
+  :class:`~replay.parsers.base.StreamDelta` it completes. Calls are made into deltas only through
+  :meth:`StreamParser._emit_call` (one place, which the tests override to plant bugs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
+
+from replay.parsers._block import Decided, object_arguments
+from replay.parsers._markers import find_marker, first_marker
+from replay.parsers.base import CallDelta, StreamDelta, ToolCall
+
+#: A family's block reader for :func:`parse_blocks`: ``(text, index of the marker, marker) ->
+#: (end, calls)``, ``end`` the index just after the block; ``calls`` None when the block is no
+#: call (its text is content), else its calls (an empty list: the marker is framing, dropped).
+BlockReader = Callable[[str, int, str], tuple[int, "list[ToolCall] | None"]]
+
+
+def _verbatim(text: str) -> str:
+    return text
+
+
+def parse_blocks(
+    text: str,
+    starts: tuple[str, ...],
+    read: BlockReader,
+    *,
+    pos: int = 0,
+    block_content: Callable[[str], str] = _verbatim,
+) -> tuple[str, list[ToolCall]]:
+    """Whole-text parse of ``text[pos:]`` into ``(content, calls)``: text outside blocks is
+    content, verbatim; a block starts at the first of ``starts`` and ``read`` decides it. The text
+    of a block that is no call is content, through ``block_content`` (e.g. dropping section
+    markers). Parsing goes on after every block."""
+    content: list[str] = []
+    calls: list[ToolCall] = []
+    while True:
+        s, mark = first_marker(text, starts, pos)
+        if s < 0:
+            content.append(text[pos:])
+            return "".join(content), calls
+        content.append(text[pos:s])
+        pos, found = read(text, s, mark)
+        if found is None:
+            content.append(block_content(text[s:pos]))
+        else:
+            calls.extend(found)
+
+
+class Splitter(Protocol):
+    """A streaming reasoning splitter (:class:`~replay.parsers._reasoning.ReasoningSplitter` and
+    relatives): ``feed(delta)`` and ``finish()`` return ``(reasoning fragment, body fragment)``."""
+
+    def feed(self, delta: str) -> tuple[str, str]: ...
+
+    def finish(self) -> tuple[str, str]: ...
+
+
+class NoReasoning:
+    """The splitter of a family that splits no reasoning off before its ``_drain`` (none, or its
+    own channel syntax read by ``_drain``): all text is body."""
+
+    def feed(self, delta: str) -> tuple[str, str]:
+        return "", delta
+
+    def finish(self) -> tuple[str, str]:
+        return "", ""
+
+
+class StreamParser:
+    """Base of the family parsers: the streaming protocol (``feed``, ``finish``) over a reasoning
+    splitter and the family's ``_drain``.
+
+    ``__init__(tools, think)``: ``tools`` the request's tool declarations (kept as ``self.tools``),
+    ``think`` the family's :class:`Splitter`. The reasoning the splitter separates comes before
+    any reasoning ``_drain`` reports itself (families that read their own reasoning syntax).
+    """
+
+    tools: list[dict[str, Any]] | None
+
+    def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter) -> None:
+        self.tools = tools
+        self._think = think
+        self._buf = ""  # body text received and not yet decided
+        self._index = 0  # OpenAI tool_calls[].index of the next call
+        self._finished = False
+
+    def feed(self, delta: str) -> StreamDelta:
+        """Streaming parse: take the next delta (text); return the content, tool-call and
+        reasoning fragments it completes. Raises RuntimeError after :meth:`finish`."""
+        if self._finished:
+            raise RuntimeError("feed() after finish(): construct a new parser per stream")
+        reasoning, body = self._think.feed(delta)
+        self._buf += body
+        out = self._drain(final=False)
+        out.reasoning = reasoning + out.reasoning
+        return out
+
+    def finish(self) -> StreamDelta:
+        """End of stream: decide the open block by the family's rules (a call complete at the end
+        of the text is reported here), release held-back text. A second call returns an empty
+        delta."""
+        if self._finished:
+            return StreamDelta()
+        reasoning, body = self._think.finish()
+        self._buf += body
+        out = self._drain(final=True)
+        out.reasoning = reasoning + out.reasoning
+        self._finished = True
+        return out
+
+    def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
+        """The tool-call deltas sent for one decided call: the name once and the arguments, exactly
+        the whole-text parse's string, in one delta. ``raw``: the model's text of the call (what
+        the family reads the arguments from)."""
+        return [CallDelta(index=index, name=name, arguments=arguments)]
+
+    def _send(self, out: StreamDelta, name: str, arguments: str, raw: str) -> None:
+        """Add one decided call's deltas to ``out`` with the next index."""
+        out.calls.extend(self._emit_call(self._index, name, arguments, raw))
+        self._index += 1
+
+    def _drain(self, final: bool) -> StreamDelta:  # pragma: no cover - every family defines it
+        """Move on over ``self._buf``; ``final``: the end of the stream."""
+        raise NotImplementedError
+
+
+class SectionedParser(StreamParser):
+    """Streaming side of the families whose calls are blocks opened by ``CALL_BEGIN`` among
+    section tokens that are framing (DeepSeek V3 and V3.1, Kimi K2).
+
+    Outside a block, text is emitted and the other ``OUTSIDE`` markers are dropped. At
+    ``CALL_BEGIN`` a block opens (:meth:`_open_block`, the buffer then starts at the marker) and the
+    family's :meth:`_advance` reads its header and JSON body up to a
+    :class:`~replay.parsers._block.Decided`. The block is a call when its JSON value is an object
+    and the header gave ``self._name``; otherwise its text, through :meth:`_content_of` (which drops
+    the section tokens), is content.
+    """
+
+    OUTSIDE: ClassVar[tuple[str, ...]] = ()  # the markers acted upon outside a block
+    CALL_BEGIN: ClassVar[str] = ""
+
+    def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter) -> None:
+        super().__init__(tools, think)
+        self._in_block = False
+        self._name: str | None = None  # the open block's function name, once its header is read
+
+    def _open_block(self) -> None:
+        """Reset the header state for a block starting at ``self._buf[0]``."""
+
+    def _advance(self, final: bool) -> Decided | None:  # pragma: no cover - every family defines it
+        """Move the open block on; None while undecided."""
+        raise NotImplementedError
+
+    def _content_of(self, text: str) -> str:  # pragma: no cover - every family defines it
+        """The content of a block that is no call (its text minus the section tokens)."""
+        raise NotImplementedError
+
+    def _drain(self, final: bool) -> StreamDelta:
+        out = StreamDelta()
+        parts: list[str] = []
+        while True:
+            if not self._in_block:
+                i, mark = find_marker(self._buf, self.OUTSIDE, final)
+                parts.append(self._buf[:i])
+                if mark != self.CALL_BEGIN:
+                    self._buf = self._buf[i + len(mark) :]
+                    if mark:
+                        continue
+                    break
+                self._buf = self._buf[i:]
+                self._in_block = True
+                self._name = None
+                self._open_block()
+            decided = self._advance(final)
+            if decided is None:
+                break
+            raw, obj = decided.value(self._buf)
+            args = None if self._name is None else object_arguments(obj)
+            if self._name is None or args is None:
+                parts.append(self._content_of(self._buf[: decided.end]))
+            else:
+                self._send(out, self._name, args, raw)
+            self._buf = self._buf[decided.end :]
+            self._in_block = False
+        out.content = "".join(parts)
+        return out

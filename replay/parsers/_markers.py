@@ -1,0 +1,46 @@
+"""Finding a family's markers in text, whole or streamed (all positions and lengths in chars).
+
+The streaming parsers emit text outside their blocks as soon as it cannot be the start of a
+marker: :func:`find_marker` says where emitting must stop (at a marker, or before a suffix that is
+a proper prefix of one, held back until the next delta decides it).
+"""
+
+from __future__ import annotations
+
+
+def first_marker(text: str, markers: tuple[str, ...], start: int = 0, stop: int | None = None) -> tuple[int, str]:
+    """``(index, marker)`` of the earliest occurrence of any of ``markers`` in ``text`` that starts
+    in ``[start, stop)`` (``stop`` None: anywhere after ``start``); ``(-1, "")`` when there is none.
+    At equal indices the marker listed first wins."""
+    best, found = -1, ""
+    for m in markers:
+        i = text.find(m, start) if stop is None else text.find(m, start, stop + len(m) - 1)
+        if i >= 0 and (best < 0 or i < best):
+            best, found = i, m
+    return best, found
+
+
+def partial_marker_suffix(buf: str, markers: tuple[str, ...]) -> int:
+    """Length of the longest suffix of ``buf`` that is a proper prefix of one of ``markers``."""
+    longest = max((len(m) for m in markers), default=1) - 1
+    for k in range(min(len(buf), longest), 0, -1):
+        tail = buf[-k:]
+        if any(len(m) > k and m.startswith(tail) for m in markers):
+            return k
+    return 0
+
+
+def find_marker(buf: str, markers: tuple[str, ...], final: bool, start: int = 0) -> tuple[int, str]:
+    """Where the text from ``start`` stops being plain text, for a streaming parser.
+
+    ``(index, marker)`` of the first of ``markers`` at or after ``start``; when there is none,
+    ``(cut, "")``: ``buf[start:cut]`` can be emitted, ``buf[cut:]`` (a suffix that may still become
+    a marker) is held back, except at the end of the stream (``final``), where ``cut`` is the end.
+    """
+    i, mark = first_marker(buf, markers, start)
+    if i >= 0:
+        return i, mark
+    if final:
+        return len(buf), ""
+    longest = max(len(m) for m in markers)
+    return len(buf) - partial_marker_suffix(buf[max(start, len(buf) - longest + 1) :], markers), ""
