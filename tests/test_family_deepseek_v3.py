@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -13,7 +11,7 @@ from hypothesis import strategies as st
 
 from replay.parsers.base import CallDelta, ParseResult, ToolCall
 from replay.parsers.deepseek_v3 import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, EOS, SEP, DeepSeekV3Parser
-from replay.stream import check_stream_equals_whole, replay_stream, same_call, split, two_way_splits
+from replay.stream import check_stream_equals_whole, split
 from strategies import (
     DUMP_STYLES,
     PROPERTY,
@@ -21,7 +19,9 @@ from strategies import (
     SilentFinish,
     all_chunkings,
     assert_property,
+    check_corpus_records,
     json_objects,
+    long_unterminated_guard,
     stream,
     text_with,
     with_reasoning,
@@ -31,8 +31,6 @@ from strategies import (
 P = DeepSeekV3Parser
 FENCE = "```json"
 MARKS = [CALLS_BEGIN, CALL_BEGIN, SEP, CALL_END, CALLS_END, EOS, "```", FENCE, "\n```", CALL_END[:5]]
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-OUTPUTS = SHARED / "corpus" / "outputs"
 
 
 def block(name, args, *, kind="function", nl_before_fence="\n"):
@@ -195,67 +193,10 @@ def test_planted_bug_is_caught(planted, text):
 # ----------------------------------------------------------------------------- no catastrophic backtracking
 def test_one_megabyte_unterminated_call():
     text = f"{CALLS_BEGIN}{CALL_BEGIN}function{SEP}f\n{FENCE}\n{{\"a\": \"" + "x``" * 350_000
-    box = {}
-
-    def run():
-        box["whole"] = P().parse(text)
-        box["stream"] = replay_stream(P, None, split(text, "fixed-4096", markers=P.markers))
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout=60)
-    assert not t.is_alive(), "parse did not finish"
-    assert box["whole"].calls == () and box["stream"].calls == []
+    long_unterminated_guard(P, text, content=None)  # the section token is dropped
 
 
 # ----------------------------------------------------------------------------- real outputs
-def _records(name):
-    path = OUTPUTS / name
-    if not path.exists():
-        pytest.skip(f"no {path}")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def _reasoning_open(rec):
-    text = rec["text"]
-    return (rec.get("test_context") or {}).get("enable_thinking") == "true" or ("</think>" in text and "<think>" not in text)
-
-
-def check_record(parser_cls, rec, expected):
-    open_ = _reasoning_open(rec)
-    text = rec["text"]
-    whole = parser_cls(reasoning_open=open_).parse(text)
-    runs = [(whole.calls, whole.content, whole.reasoning)]
-    chunkings = [split(text, c, markers=parser_cls.markers) for c in ("whole", "char")]
-    chunkings += [d for _, d in two_way_splits(text, parser_cls.markers)]
-    for deltas in chunkings:
-        got = replay_stream(parser_cls, None, deltas, reasoning_open=open_)
-        runs.append((got.calls, got.content, got.reasoning))
-    for calls, content, reasoning in runs:
-        assert [c.name for c in calls] == [c["name"] for c in expected], rec["source"]
-        for got, want in zip(calls, expected):
-            assert same_call(got.arguments, json.dumps(want["arguments"])), rec["source"]
-        if rec.get("expected_content") is not None:
-            assert content.strip() == rec["expected_content"].strip(), rec["source"]
-        if rec.get("expected_reasoning") is not None:
-            assert reasoning.strip() == rec["expected_reasoning"].strip(), rec["source"]
-
-
-def corpus_check(parser_cls, fname, skipped):
-    records = _records(fname)
-    checked = 0
-    for i, rec in enumerate(records):
-        parser_cls(reasoning_open=_reasoning_open(rec)).parse(rec["text"])  # never raises
-        replay_stream(parser_cls, None, split(rec["text"], "char", markers=parser_cls.markers))
-        expected = rec.get("expected_calls") or []
-        if not expected or rec.get("partial") or not all("arguments" in c for c in expected) or i in skipped:
-            continue
-        check_record(parser_cls, rec, expected)
-        checked += 1
-    return checked
-
-
-
 #: Records (by line index) of deepseek_r1_v3.jsonl not checked, with the reason.
 V3_SKIPPED = {
     23: "llama.cpp test with reasoning extraction off: expected content keeps <think>...</think> (same text checked as record 25)",
@@ -264,4 +205,4 @@ V3_SKIPPED = {
 
 
 def test_corpus_deepseek_r1_v3():
-    assert corpus_check(P, "deepseek_r1_v3.jsonl", V3_SKIPPED) == 4
+    check_corpus_records(P, "deepseek_r1_v3.jsonl", 4, skip=V3_SKIPPED, calls_only=True)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,24 +11,23 @@ from hypothesis import strategies as st
 
 from replay.parsers.base import CallDelta, ParseResult, ToolCall
 from replay.parsers.gemma4 import CH_END, CH_START, END, START, STR, TOOL_RESPONSE, TURN_END, Gemma4Parser
-from replay.stream import CHUNKINGS_DEFAULT, check_stream_equals_whole, replay_stream, same_call, split, two_way_splits
-from strategies import DropFinishCalls, RawArgsFirst, all_chunkings, assert_property, stream, text_with
+from replay.stream import check_stream_equals_whole, split
+from strategies import (
+    DropFinishCalls,
+    RawArgsFirst,
+    all_chunkings,
+    assert_property,
+    check_corpus_records,
+    check_public_bug_cases,
+    long_unterminated_guard,
+    opened,
+    prompt_opened,
+    stream,
+    text_with,
+)
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-OUTPUTS = SHARED / "corpus" / "outputs"
-CASES = SHARED / "cases" / "public-bugs.jsonl"
 G_MARKERS = [START, END, STR, CH_START, CH_END, TOOL_RESPONSE, TURN_END, "<|tool", "<tool_", "}", "{", ":", ","]
 FAMILY_PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def opened(cls=Gemma4Parser):
-    """The parser class with ``reasoning_open=True``."""
-
-    class Opened(cls):
-        def __init__(self, tools=None):
-            super().__init__(tools, reasoning_open=True)
-
-    return Opened
 
 
 # ----------------------------------------------------------------------------- strategy: values in Gemma notation
@@ -117,7 +114,7 @@ def test_gemma4_stream_equals_whole(text):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gemma_outputs())
 def test_gemma4_reasoning_open_stream_equals_whole(text):
-    assert_property(opened(), text)
+    assert_property(opened(Gemma4Parser), text)
 
 
 # ----------------------------------------------------------------------------- exact examples
@@ -181,7 +178,7 @@ def test_reasoning_split():
     assert Gemma4Parser().parse(text) == ParseResult("Answer", (TWO_CALLS[0],), "planmore")
     got = stream(Gemma4Parser, split(text, "char", markers=Gemma4Parser.markers))
     assert (got.reasoning, got.content) == ("planmore", "Answer")
-    assert opened()().parse(f"thought\nx{CH_END}y") == ParseResult("y", (), "thought\nx")
+    assert opened(Gemma4Parser)().parse(f"thought\nx{CH_END}y") == ParseResult("y", (), "thought\nx")
 
 
 # ----------------------------------------------------------------------------- planted bugs
@@ -217,18 +214,7 @@ def test_planted_bug_is_caught(planted, text):
 @pytest.mark.parametrize("filler", [STR[:-1] + "x", "{[", "a:" + STR])
 def test_one_megabyte_unterminated_call_completes(filler):
     text = f"{START}call:f{{a:{STR}" + filler * (1_000_000 // len(filler)) if filler[0] != "{" else f"{START}call:f{{a:" + filler * 500_000
-    results = {}
-
-    def run():
-        results["whole"] = Gemma4Parser().parse(text)
-        results["stream"] = replay_stream(Gemma4Parser, None, split(text, "fixed-4096", markers=Gemma4Parser.markers))
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout=60)
-    assert not t.is_alive(), "parse/stream did not finish in 60 s"
-    assert results["whole"].calls == () and results["stream"].calls == []
-    assert results["stream"].content == results["whole"].content
+    long_unterminated_guard(Gemma4Parser, text, content=None)
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -241,62 +227,11 @@ CORPUS_CHECKED = 23
 
 
 def test_corpus_gemma4():
-    path = OUTPUTS / "gemma4.jsonl"
-    if not path.exists():
-        pytest.skip(f"{path} absent")
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    checked = 0
-    for i, rec in enumerate(records):
-        text = rec["text"]
-        cls = opened() if (rec.get("test_context") or {}).get("enable_thinking") == "true" else Gemma4Parser
-        cls().parse(text)
-        assert_property(cls, text)
-        if i in CORPUS_SKIPS or rec.get("partial"):
-            continue
-        exp_calls = rec.get("expected_calls") or []
-        if any("arguments" not in c for c in exp_calls):
-            continue
-        runs = [("parse", cls().parse(text)), ("whole", replay_stream(cls, None, [text])), ("char", replay_stream(cls, None, split(text, "char", markers=cls.markers)))]
-        runs += [(f"split-{k}", replay_stream(cls, None, d)) for k, d in two_way_splits(text, cls.markers)]
-        for label, got in runs:
-            assert len(got.calls) == len(exp_calls), (i, label)
-            for g, e in zip(got.calls, exp_calls):
-                assert g.name == e["name"] and same_call(g.arguments, json.dumps(e["arguments"])), (i, label)
-            if "expected_content" in rec:
-                assert got.content.strip() == rec["expected_content"].strip(), (i, label)
-            if "expected_reasoning" in rec:
-                assert got.reasoning.strip() == rec["expected_reasoning"].strip(), (i, label)
-        checked += 1
-    assert checked == CORPUS_CHECKED
+    check_corpus_records(
+        Gemma4Parser, "gemma4.jsonl", CORPUS_CHECKED, skip=CORPUS_SKIPS, reasoning_open_rule=prompt_opened(None), property_on_all=True
+    )
 
 
 # ----------------------------------------------------------------------------- public bugs
-def _cases():
-    if not CASES.exists():
-        return []
-    out = []
-    for line in CASES.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            case = json.loads(line)
-            if (case.get("input") or {}).get("parser") == "gemma4":
-                out.append(case)
-    return out
-
-
-@pytest.mark.parametrize("case", _cases() or [None], ids=lambda c: c["id"] if c else "absent")
-def test_public_bug_cases(case):
-    if case is None:
-        pytest.skip("no public-bugs cases")
-    inp, exp = case["input"], case["expected"]
-    text = inp["raw_output"]
-    runs = [("chunks", inp["chunks"])] if inp.get("chunks") else []
-    runs += [(c, split(text, c, markers=Gemma4Parser.markers)) for c in CHUNKINGS_DEFAULT if c != "recorded"]
-    for label, deltas in runs:
-        got = replay_stream(Gemma4Parser, inp.get("tools"), deltas)
-        assert [c.name for c in got.calls] == [c["name"] for c in exp["tool_calls"]], label
-        for g, e in zip(got.calls, exp["tool_calls"]):
-            assert same_call(g.arguments, json.dumps(e["arguments"])), label
-            if "joined_stream_arguments" in exp:
-                assert g.arguments == exp["joined_stream_arguments"], label
-        if "content" in exp:
-            assert got.content == exp["content"], label
+def test_public_bug_cases():
+    check_public_bug_cases(Gemma4Parser, ("gemma4",))

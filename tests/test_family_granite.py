@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,12 +13,9 @@ from hypothesis import strategies as st
 from replay.parsers.base import CallDelta, ParseResult, ToolCall
 from replay.parsers.granite import TOOL_CALL, TOOL_CALL_PLAIN, Granite4Parser, GraniteParser
 from replay.stream import (
-    SYNTHETIC_DEFAULT,
     check_stream_equals_whole,
     replay_stream,
-    same_call,
     split,
-    two_way_splits,
 )
 from strategies import (
     DUMP_STYLES,
@@ -29,7 +24,10 @@ from strategies import (
     RawArgsFirst,
     all_chunkings,
     assert_property,
+    check_corpus_records,
+    check_public_bug_cases,
     json_objects,
+    long_unterminated_guard,
     names,
     text_with,
     with_reasoning,
@@ -40,7 +38,6 @@ G = GraniteParser
 G4 = Granite4Parser
 G_MARKERS = [TOOL_CALL, TOOL_CALL_PLAIN, "<think>", "</think>", "<response>", "</response>", "<|tool", "_call|>", "[", "]"]
 G4_MARKERS = ["<tool_call>", "</tool_call>", "<tool_", "</tool", "tool_call>", "<think>", "</think>"]
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
 def stream(cls, deltas, **kw):
@@ -310,22 +307,10 @@ def test_planted_bug_is_caught(reference, planted, text):
     ids=["g3-string", "g3-nesting", "g4-string"],
 )
 def test_one_megabyte_unterminated_call(cls, text):
-    results = {}
-
-    def run():
-        results["whole"] = cls().parse(text)
-        results["stream"] = stream(cls, split(text, "fixed-4096", markers=cls.markers))
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout=60)
-    assert not t.is_alive(), "parser did not finish on a 1 MB unterminated call"
-    assert results["whole"].calls == () and results["stream"].calls == []
-    assert results["whole"].content == text == results["stream"].content
+    long_unterminated_guard(cls, text)
 
 
 # ----------------------------------------------------------------------------- real outputs
-OUTPUTS = SHARED / "corpus" / "outputs" / "granite.jsonl"
 #: records not checked, by line number (0-based), with the reason
 SKIPPED = {
     2: "no expected values (llama.cpp test without an assertion on the result)",
@@ -338,76 +323,11 @@ SKIPPED = {
 CHECKED, WITH_CALLS = 7, 1
 
 
-def _records():
-    if not OUTPUTS.exists():
-        return []
-    return [json.loads(line) for line in OUTPUTS.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def _reasoning_open(rec):
-    text, ctx = rec["text"], rec.get("test_context") or {}
-    return ctx.get("enable_thinking") == "true" or ("</think>" in text and "<think>" not in text)
-
-
 def test_corpus_records():
-    records = _records()
-    if not records:
-        pytest.skip(f"no {OUTPUTS}")
-    checked = with_calls = 0
-    for i, rec in enumerate(records):
-        text = rec["text"]
-        ro = _reasoning_open(rec)
-        G(reasoning_open=ro).parse(text)
-        stream(G, split(text, "char", markers=G.markers), reasoning_open=ro)
-        if i in SKIPPED or rec.get("partial"):
-            continue
-        expected = rec.get("expected_calls") or []
-        if any("arguments" not in c for c in expected):
-            continue
-        checked += 1
-        with_calls += bool(expected)
-        runs = [G(reasoning_open=ro).parse(text)]
-        runs += [stream(G, split(text, ch, markers=G.markers), reasoning_open=ro) for ch in ("whole", "char")]
-        runs += [stream(G, d, reasoning_open=ro) for _, d in two_way_splits(text, G.markers)]
-        for run in runs:
-            assert [c.name for c in run.calls] == [c["name"] for c in expected], (i, rec["source"])
-            for got, want in zip(run.calls, expected):
-                assert same_call(got.arguments, json.dumps(want["arguments"])), (i, rec["source"])
-            if rec.get("expected_content") is not None:
-                assert run.content.strip() == rec["expected_content"].strip(), (i, rec["source"])
-            if rec.get("expected_reasoning") is not None:
-                assert run.reasoning.strip() == rec["expected_reasoning"].strip(), (i, rec["source"])
-    assert (checked, with_calls) == (CHECKED, WITH_CALLS)
+    assert check_corpus_records(G, "granite.jsonl", CHECKED, skip=SKIPPED).with_calls == WITH_CALLS
 
 
 # ----------------------------------------------------------------------------- public bug cases
-CASES = SHARED / "cases" / "public-bugs.jsonl"
-FAMILIES = {"granite": GraniteParser, "granite4": Granite4Parser}
-
-
-def _cases():
-    if not CASES.exists():
-        return []
-    rows = [json.loads(line) for line in CASES.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [c for c in rows if c.get("input", {}).get("parser") in FAMILIES and "raw_output" in c["input"]]
-
-
-def test_public_bug_cases():
-    cases = _cases()
-    if not cases:
-        pytest.skip("no public-bug case for granite / granite4")
-    for case in cases:
-        inp, expected = case["input"], case["expected"]
-        cls = FAMILIES[inp["parser"]]
-        text = inp["raw_output"]
-        runs = [cls(inp.get("tools")).parse(text).calls]
-        deltas = [split(text, ch, markers=cls.markers) for ch in SYNTHETIC_DEFAULT]
-        if inp.get("chunks") is not None:
-            deltas.append(inp["chunks"])
-        runs += [replay_stream(cls, inp.get("tools"), d).calls for d in deltas]
-        for calls in runs:
-            assert [c.name for c in calls] == [c["name"] for c in expected["tool_calls"]], case["id"]
-            for got, want in zip(calls, expected["tool_calls"]):
-                assert same_call(got.arguments, json.dumps(want["arguments"])), case["id"]
-            if "joined_stream_arguments" in expected:
-                assert [c.arguments for c in calls] == expected["joined_stream_arguments"], case["id"]
+@pytest.mark.parametrize("cls", [G, G4], ids=["granite", "granite4"])
+def test_public_bug_cases(cls):
+    check_public_bug_cases(cls, (cls.name,))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,33 +11,26 @@ from hypothesis import strategies as st
 
 from replay.parsers.base import CallDelta, ParseResult, ToolCall
 from replay.parsers.harmony import CALL, CHANNEL, CONSTRAIN, END, MESSAGE, RETURN, START, HarmonyParser
-from replay.stream import CHUNKINGS_DEFAULT, check_stream_equals_whole, replay_stream, same_call, split, two_way_splits
+from replay.stream import check_stream_equals_whole, split
 from strategies import (
     DUMP_STYLES,
+    OUTPUTS,
     DropFinishCalls,
     RawArgsFirst,
     all_chunkings,
     assert_property,
+    check_corpus_records,
+    check_public_bug_cases,
     json_objects,
+    long_unterminated_guard,
+    opened,
+    prompt_opened,
     stream,
     text_with,
     ws,
 )
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-OUTPUTS = SHARED / "corpus" / "outputs"
-CASES = SHARED / "cases" / "public-bugs.jsonl"
 H_MARKERS = [START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL, "<|", "<|cha", "|>", " to=functions.x"]
-
-
-def opened(cls=HarmonyParser):
-    """The parser class with ``reasoning_open=True`` (the prompt opened an analysis message)."""
-
-    class Opened(cls):
-        def __init__(self, tools=None):
-            super().__init__(tools, reasoning_open=True)
-
-    return Opened
 
 
 # ----------------------------------------------------------------------------- strategy
@@ -113,7 +104,7 @@ def test_harmony_stream_equals_whole(text):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(harmony_outputs())
 def test_harmony_reasoning_open_stream_equals_whole(text):
-    assert_property(opened(), text)
+    assert_property(opened(HarmonyParser), text)
 
 
 # ----------------------------------------------------------------------------- exact examples
@@ -177,8 +168,8 @@ def test_reasoning_split_and_reasoning_open():
     text = f"{CHANNEL}analysis{MESSAGE}hmm{END}{START}assistant{CHANNEL}final{MESSAGE}Hi!{RETURN}"
     assert HarmonyParser().parse(text) == ParseResult("Hi!", (), "hmm")
     cont = f"still thinking{END}{START}assistant{CHANNEL}final{MESSAGE}Hi!"
-    assert opened()().parse(cont) == ParseResult("Hi!", (), "still thinking")
-    got = stream(opened(), split(cont, "char", markers=HarmonyParser.markers))
+    assert opened(HarmonyParser)().parse(cont) == ParseResult("Hi!", (), "still thinking")
+    got = stream(opened(HarmonyParser), split(cont, "char", markers=HarmonyParser.markers))
     assert (got.reasoning, got.content) == ("still thinking", "Hi!")
 
 
@@ -236,18 +227,7 @@ def test_planted_bug_is_caught(planted, text):
 # ----------------------------------------------------------------------------- 1 MB guard
 def test_one_megabyte_unterminated_call_completes():
     text = f"{CHANNEL}commentary to=functions.f{MESSAGE}{{\"a\": \"" + "x<|" * 350_000
-    results = {}
-
-    def run():
-        results["whole"] = HarmonyParser().parse(text)
-        results["stream"] = replay_stream(HarmonyParser, None, split(text, "fixed-4096", markers=HarmonyParser.markers))
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout=60)
-    assert not t.is_alive(), "parse/stream did not finish in 60 s"
-    assert results["whole"].calls == () and results["stream"].calls == []
-    assert results["stream"].content == results["whole"].content
+    long_unterminated_guard(HarmonyParser, text, content=None)  # the header is framing
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -264,52 +244,10 @@ CORPUS_SKIPS = {
 CORPUS_CHECKED = 20
 
 
-def _corpus_records(name):
-    path = OUTPUTS / name
-    if not path.exists():
-        pytest.skip(f"{path} absent")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def _check_record(cls, rec):
-    """Assert a corpus record's expectations under whole, char and every two-way split."""
-    text = rec["text"]
-    exp_calls = [c for c in rec.get("expected_calls") or []]
-    chunkings = [("whole", [text]) if text else ("whole", []), ("char", split(text, "char", markers=cls.markers))]
-    chunkings += [(f"split-{k}", d) for k, d in two_way_splits(text, cls.markers)]
-    results = [("parse", cls().parse(text))] + [(label, replay_stream(cls, None, d)) for label, d in chunkings]
-    for label, got in results:
-        assert len(got.calls) == len(exp_calls), (label, got)
-        for g, e in zip(got.calls, exp_calls):
-            assert g.name == e["name"] and same_call(g.arguments, json.dumps(e["arguments"])), (label, g, e)
-        if "expected_content" in rec:
-            assert got.content.strip() == rec["expected_content"].strip(), label
-        if "expected_reasoning" in rec:
-            assert got.reasoning.strip() == rec["expected_reasoning"].strip(), label
-
-
-def _wants_open(rec):
-    ctx = rec.get("test_context") or {}
-    return ctx.get("enable_thinking") == "true"
-
-
 def test_corpus_gpt_oss_harmony():
-    records = _corpus_records("gpt_oss_harmony.jsonl")
-    checked = 0
-    for i, rec in enumerate(records):
-        cls = opened() if _wants_open(rec) else HarmonyParser
-        cls().parse(rec["text"])  # every record parses
-        assert_property(cls, rec["text"])
-        if i in CORPUS_SKIPS or rec.get("partial"):
-            continue
-        calls = rec.get("expected_calls")
-        if calls is None and "expected_content" not in rec and "expected_reasoning" not in rec:
-            continue
-        if any("arguments" not in c for c in calls or []):
-            continue
-        _check_record(cls, rec)
-        checked += 1
-    assert checked == CORPUS_CHECKED
+    check_corpus_records(
+        HarmonyParser, "gpt_oss_harmony.jsonl", CORPUS_CHECKED, skip=CORPUS_SKIPS, reasoning_open_rule=prompt_opened(None), property_on_all=True
+    )
 
 
 HARMONY_DATA_EXPECT = {
@@ -353,32 +291,5 @@ def test_harmony_test_data_files():
 
 
 # ----------------------------------------------------------------------------- public bugs
-def _cases():
-    if not CASES.exists():
-        return []
-    out = []
-    for line in CASES.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            case = json.loads(line)
-            if (case.get("input") or {}).get("parser") == "harmony":
-                out.append(case)
-    return out
-
-
-@pytest.mark.parametrize("case", _cases() or [None], ids=lambda c: c["id"] if c else "absent")
-def test_public_bug_cases(case):
-    if case is None:
-        pytest.skip("no public-bugs cases")
-    inp, exp = case["input"], case["expected"]
-    text = inp["raw_output"]
-    runs = [("chunks", inp["chunks"])] if inp.get("chunks") else []
-    runs += [(c, split(text, c, markers=HarmonyParser.markers)) for c in CHUNKINGS_DEFAULT if c != "recorded"]
-    for label, deltas in runs:
-        got = replay_stream(HarmonyParser, inp.get("tools"), deltas)
-        assert [c.name for c in got.calls] == [c["name"] for c in exp["tool_calls"]], label
-        for g, e in zip(got.calls, exp["tool_calls"]):
-            assert same_call(g.arguments, json.dumps(e["arguments"])), label
-            if "joined_stream_arguments" in exp:
-                assert g.arguments == exp["joined_stream_arguments"], label
-        if "content" in exp:
-            assert got.content == exp["content"], label
+def test_public_bug_cases():
+    check_public_bug_cases(HarmonyParser, ("harmony",))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -22,7 +20,7 @@ from replay.parsers.kimi_k2 import (
     SECTION_END_SINGULAR,
     KimiK2Parser,
 )
-from replay.stream import check_stream_equals_whole, replay_stream, same_call, split, two_way_splits, SYNTHETIC_DEFAULT
+from replay.stream import check_stream_equals_whole, split
 from strategies import (
     DUMP_STYLES,
     PROPERTY,
@@ -30,7 +28,10 @@ from strategies import (
     RawArgsFirst,
     all_chunkings,
     assert_property,
+    check_corpus_records,
+    check_public_bug_cases,
     json_objects,
+    long_unterminated_guard,
     stream,
     text_with,
     with_reasoning,
@@ -39,8 +40,6 @@ from strategies import (
 
 P = KimiK2Parser
 MARKS = [SECTION_BEGIN, SECTION_BEGIN_SINGULAR, SECTION_END, SECTION_END_SINGULAR, CALL_BEGIN, ARG_BEGIN, CALL_END, "<|tool_", "_end|>", "functions."]
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-OUTPUTS = SHARED / "corpus" / "outputs"
 
 
 # ----------------------------------------------------------------------------- strategies
@@ -210,100 +209,20 @@ def test_planted_bug_is_caught(planted, text):
 # ----------------------------------------------------------------------------- no catastrophic backtracking
 def test_one_megabyte_unterminated_call():
     text = f"{SECTION_BEGIN}{CALL_BEGIN}functions.f:0{ARG_BEGIN}{{\"a\": \"" + "x<|" * 350_000
-    box = {}
-
-    def run():
-        box["whole"] = P().parse(text)
-        box["stream"] = replay_stream(P, None, split(text, "fixed-4096", markers=P.markers))
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout=60)
-    assert not t.is_alive(), "parse did not finish"
-    assert box["whole"].calls == () and box["stream"].calls == []
+    long_unterminated_guard(P, text, content=None)  # the section token is dropped
 
 
 # ----------------------------------------------------------------------------- real outputs
-def _records(name):
-    path = OUTPUTS / name
-    if not path.exists():
-        pytest.skip(f"no {path}")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 #: Records (by line index) outside the reference syntax, with the reason.
 KIMI_SKIPPED = {
     11: "llama.cpp lenient reader: calls without <|tool_call_end|> followed by another <|tool_call_begin|>",
 }
 
 
-def _reasoning_open(rec):
-    text = rec["text"]
-    return (rec.get("test_context") or {}).get("enable_thinking") == "true" or ("</think>" in text and "<think>" not in text)
-
-
-def check_record(parser_cls, rec, expected):
-    open_ = _reasoning_open(rec)
-    text = rec["text"]
-    whole = parser_cls(reasoning_open=open_).parse(text)
-    runs = [(whole.calls, whole.content, whole.reasoning)]
-    chunkings = [split(text, c, markers=parser_cls.markers) for c in ("whole", "char")]
-    chunkings += [d for _, d in two_way_splits(text, parser_cls.markers)]
-    for deltas in chunkings:
-        got = replay_stream(parser_cls, None, deltas, reasoning_open=open_)
-        runs.append((got.calls, got.content, got.reasoning))
-    for calls, content, reasoning in runs:
-        assert [c.name for c in calls] == [c["name"] for c in expected], rec["source"]
-        for got, want in zip(calls, expected):
-            assert same_call(got.arguments, json.dumps(want["arguments"])), rec["source"]
-        if rec.get("expected_content") is not None:
-            assert content.strip() == rec["expected_content"].strip(), rec["source"]
-        if rec.get("expected_reasoning") is not None:
-            assert reasoning.strip() == rec["expected_reasoning"].strip(), rec["source"]
-
-
-def corpus_check(parser_cls, fname, skipped):
-    records = _records(fname)
-    checked = 0
-    for i, rec in enumerate(records):
-        parser_cls(reasoning_open=_reasoning_open(rec)).parse(rec["text"])  # never raises
-        replay_stream(parser_cls, None, split(rec["text"], "char", markers=parser_cls.markers))
-        expected = rec.get("expected_calls") or []
-        if not expected or rec.get("partial") or not all("arguments" in c for c in expected) or i in skipped:
-            continue
-        check_record(parser_cls, rec, expected)
-        checked += 1
-    return checked
-
-
 def test_corpus_kimi_k2():
-    assert corpus_check(P, "kimi_k2.jsonl", KIMI_SKIPPED) == 10
+    check_corpus_records(P, "kimi_k2.jsonl", 10, skip=KIMI_SKIPPED, calls_only=True)
 
 
 # ----------------------------------------------------------------------------- public bug cases
-def _cases():
-    path = SHARED / "cases" / "public-bugs.jsonl"
-    if not path.exists():
-        return []
-    cases = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [c for c in cases if c.get("input", {}).get("parser") in ("kimi_k2", "kimi-k2", "kimik2")]
-
-
-CASES = _cases()
-
-
-@pytest.mark.skipif(not CASES, reason="no public-bugs.jsonl cases for kimi_k2")
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES] or None)
-def test_public_bug_case(case):
-    inp, expected = case["input"], case["expected"]
-    text = inp["raw_output"]
-    runs = {name: split(text, name, markers=P.markers) for name in SYNTHETIC_DEFAULT}
-    if inp.get("chunks") is not None:
-        runs["recorded"] = split(text, "recorded", steps=inp["chunks"])
-    results = [P(inp.get("tools")).parse(text).calls] + [replay_stream(P, inp.get("tools"), d).calls for d in runs.values()]
-    for calls in results:
-        assert [c.name for c in calls] == [c["name"] for c in expected["tool_calls"]]
-        for got, want in zip(calls, expected["tool_calls"]):
-            assert same_call(got.arguments, json.dumps(want["arguments"]))
-        if "joined_stream_arguments" in expected:
-            assert [c.arguments for c in calls] == expected["joined_stream_arguments"]
+def test_public_bug_cases():
+    check_public_bug_cases(P, ("kimi_k2", "kimi-k2", "kimik2"))

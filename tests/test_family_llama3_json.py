@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -14,16 +12,22 @@ from hypothesis import strategies as st
 
 from replay.parsers.base import CallDelta, ParseResult, ToolCall
 from replay.parsers.llama3_json import EOM, EOT, PYTHON_TAG, Llama3JsonParser
-from replay.stream import SYNTHETIC_DEFAULT, check_stream_equals_whole, replay_stream, same_call, split, two_way_splits
+from replay.stream import check_stream_equals_whole, replay_stream, split
 from strategies import (
     DUMP_STYLES,
     PROPERTY,
+    PUBLIC_BUGS,
     RawArgsFirst,
     SilentFinish,
     all_chunkings,
     assert_property,
+    check_corpus_records,
+    check_public_bug_cases,
     json_objects,
+    long_unterminated_guard,
     names,
+    prompt_opened,
+    public_bug_cases,
     stream,
     text_with,
     ws,
@@ -31,7 +35,6 @@ from strategies import (
 
 P = Llama3JsonParser
 MARKERS = [PYTHON_TAG, EOT, EOM, "<|python", "_tag|>", ";", "{", "["]
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
 # ----------------------------------------------------------------------------- strategy
@@ -228,22 +231,10 @@ def test_planted_bug_is_caught(planted, text):
 # ----------------------------------------------------------------------------- 1 MB unterminated
 @pytest.mark.parametrize("body", ['{"name": "f", "parameters": {"a": "' + "x" * 1_000_000, PYTHON_TAG + "[" * 200_000 + "{" * 200_000], ids=["long-string", "deep-nesting"])
 def test_one_megabyte_unterminated_call(body):
-    result = {}
-
-    def run():
-        result["whole"] = P().parse(body)
-        result["stream"] = replay_stream(P, None, split(body, "fixed-4096", markers=P.markers))
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout=60)
-    assert not t.is_alive(), "parser did not finish within 60 s"
-    assert result["whole"].calls == () and result["stream"].calls == []
-    assert result["stream"].content == result["whole"].content
+    long_unterminated_guard(P, body, content=None)
 
 
 # ----------------------------------------------------------------------------- corpus
-OUTPUTS = SHARED / "corpus" / "outputs"
 SKIPPED = {
     "prefill": "continue_final_message / template delta: the expected content includes text that is not in this output (prompt prefill)",
     "builtin": "Llama 3.1 built-in tool syntax <|python_tag|>NAME.call(...): llama.cpp only, not vLLM/SGLang llama3_json",
@@ -261,69 +252,17 @@ def _skip_reason(rec):
     return None
 
 
-def _check(rec, calls, content):
-    want = rec.get("expected_calls") or []
-    if want and not rec.get("partial") and all("arguments" in c for c in want):
-        assert [c.name for c in calls] == [c["name"] for c in want], rec["source"]
-        for got, w in zip(calls, want):
-            assert same_call(got.arguments, json.dumps(w["arguments"])), rec["source"]
-    if rec.get("expected_content") is not None and not rec.get("partial"):
-        assert content.strip() == rec["expected_content"].strip(), rec["source"]
-
-
 def test_corpus_llama3_json():
-    path = OUTPUTS / "llama3_json.jsonl"
-    if not path.exists():
-        pytest.skip(f"no {path}")
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    checked, skipped = 0, []
-    for rec in records:
-        text = rec["text"]
-        whole = P().parse(text)  # every record parses without exception
-        reason = _skip_reason(rec)
-        if reason:
-            skipped.append(reason)
-            continue
-        checked += 1
-        _check(rec, whole.calls, whole.content)
-        runs = [split(text, c, markers=P.markers) for c in ("whole", "char")] + [d for _, d in two_way_splits(text, P.markers)]
-        for deltas in runs:
-            got = replay_stream(P, None, deltas)
-            _check(rec, got.calls, got.content)
-    assert checked == 7 and sorted(skipped) == ["builtin"] * 2 + ["prefill"] * 4
+    tally = check_corpus_records(P, "llama3_json.jsonl", 7, skip=_skip_reason, reasoning_open_rule=prompt_opened(None, flag=False))
+    assert sorted(tally.skipped) == ["builtin"] * 2 + ["prefill"] * 4
 
 
 # ----------------------------------------------------------------------------- public bugs
-def _cases():
-    path = SHARED / "cases" / "public-bugs.jsonl"
-    if not path.exists():
-        return []
-    cases = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [c for c in cases if c.get("input", {}).get("parser") == "llama3_json"]
-
-
-CASES = _cases()
-
-
-@pytest.mark.skipif(not CASES, reason="no public-bugs.jsonl llama3_json cases")
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES] or None)
-def test_public_bug_case(case):
-    inp, expected = case["input"], case["expected"]
-    text, tools = inp["raw_output"], inp.get("tools")
-    runs = {name: split(text, name, markers=P.markers) for name in SYNTHETIC_DEFAULT}
-    if inp.get("chunks") is not None:
-        runs["recorded"] = split(text, "recorded", steps=inp["chunks"])
-    results = {"parse": P(tools).parse(text).calls}
-    results.update({name: replay_stream(P, tools, deltas).calls for name, deltas in runs.items()})
-    for name, calls in results.items():
-        assert [c.name for c in calls] == [c["name"] for c in expected["tool_calls"]], name
-        for got, want in zip(calls, expected["tool_calls"]):
-            assert same_call(got.arguments, json.dumps(want["arguments"])), name
-        if "joined_stream_arguments" in expected:
-            assert [c.arguments for c in calls] == expected["joined_stream_arguments"], name
+def test_public_bug_cases():
+    check_public_bug_cases(P, ("llama3_json",))
 
 
 def test_public_case_count():
-    if not (SHARED / "cases" / "public-bugs.jsonl").exists():
+    if not PUBLIC_BUGS.exists():
         pytest.skip("no public-bugs.jsonl")
-    assert [c["id"] for c in CASES] == ["B22"]
+    assert [c["id"] for c in public_bug_cases(("llama3_json",))] == ["B22"]

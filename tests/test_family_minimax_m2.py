@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,15 +11,19 @@ from hypothesis import strategies as st
 
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 from replay.parsers.minimax_m2 import END, INVOKE_CLOSE, INVOKE_OPEN, PARAM_CLOSE, PARAM_OPEN, START, MiniMaxM2Parser
-from replay.stream import SYNTHETIC_DEFAULT, check_stream_equals_whole, replay_stream, same_call, split, two_way_splits
+from replay.stream import check_stream_equals_whole, replay_stream, split
 from strategies import (
     PROPERTY,
     DropFinishCalls,
     RawArgsFirst,
     all_chunkings,
     assert_property,
+    check_corpus_records,
+    check_public_bug_cases,
     json_values,
+    long_unterminated_guard,
     names,
+    opened,
     plain_chars,
     text_with,
 )
@@ -29,11 +31,7 @@ from strategies import (
 MM_MARKERS = [START, END, INVOKE_OPEN, INVOKE_CLOSE, PARAM_OPEN, PARAM_CLOSE, "<think>", "</think>", "<minimax:", "</inv", '">', ">"]
 
 
-class MiniMaxOpen(MiniMaxM2Parser):
-    """The parser with the reasoning section opened by the prompt (MiniMax-M2's template)."""
-
-    def __init__(self, tools=None):
-        super().__init__(tools, reasoning_open=True)
+MiniMaxOpen = opened(MiniMaxM2Parser)  # the reasoning section opened by the prompt (the template always does)
 
 
 TOOLS = [
@@ -269,15 +267,6 @@ def test_planted_bug_is_caught(planted, text):
 
 
 # ----------------------------------------------------------------------------- no backtracking
-def _completes(fn):
-    box = {}
-    t = threading.Thread(target=lambda: box.setdefault("r", fn()), daemon=True)
-    t.start()
-    t.join(timeout=60)
-    assert not t.is_alive(), "did not complete within 60 s"
-    return box["r"]
-
-
 @pytest.mark.parametrize(
     "text",
     [
@@ -288,82 +277,24 @@ def _completes(fn):
     ids=["value", "attribute", "whitespace"],
 )
 def test_minimax_m2_megabyte_unterminated_call(text):
-    whole = _completes(lambda: MiniMaxM2Parser().parse(text))
-    assert whole.calls == () and whole.content == text
-    got = _completes(lambda: replay_stream(MiniMaxM2Parser, None, split(text, "fixed-4096", markers=MiniMaxM2Parser.markers)))
-    assert got.calls == [] and got.content == text
+    long_unterminated_guard(MiniMaxM2Parser, text)
 
 
 # ----------------------------------------------------------------------------- real outputs
-OUTPUTS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "outputs"
-CORPUS = OUTPUTS / "minimax_m2.jsonl"
-#: line number -> reason: records outside what a tool parser can reproduce from the text alone
+#: line index (0-based) -> reason: records outside what a tool parser can reproduce from the text alone
 SKIPPED = {
-    5: "continue_final_message: the text continues a prefilled assistant message ('Hello, ' and the reasoning are in the prompt)",
-    6: "continue_final_message: the reasoning's first words are in the prompt, not in the text",
+    4: "continue_final_message: the text continues a prefilled assistant message ('Hello, ' and the reasoning are in the prompt)",
+    5: "continue_final_message: the reasoning's first words are in the prompt, not in the text",
 }
 CHECKED_CALLS = 4  # records whose calls are asserted
 CHECKED_TEXT = 2  # further records (no calls) whose content/reasoning are asserted
 
 
-def _reasoning_open(rec):
-    text = rec["text"]
-    return (rec.get("test_context") or {}).get("enable_thinking") == "true" or ("</think>" in text and "<think>" not in text)
-
-
 def test_minimax_m2_corpus():
-    if not CORPUS.exists():
-        pytest.skip(f"no {CORPUS}")
-    records = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
-    calls_checked = text_checked = 0
-    for lineno, rec in enumerate(records, 1):
-        text, cls = rec["text"], (MiniMaxOpen if _reasoning_open(rec) else MiniMaxM2Parser)
-        cls().parse(text)  # every record parses
-        if lineno in SKIPPED:
-            continue
-        expected = rec.get("expected_calls") or []
-        asserted = bool(expected) and all("arguments" in c for c in expected) and not rec.get("partial", False)
-        if not asserted and "expected_content" not in rec and "expected_reasoning" not in rec:
-            continue
-        runs = [("whole", [text]), ("char", split(text, "char", markers=cls.markers))] + [(f"split-{k}", d) for k, d in two_way_splits(text, cls.markers)]
-        for label, deltas in runs:
-            got = replay_stream(cls, None, deltas)
-            if asserted:
-                assert [c.name for c in got.calls] == [c["name"] for c in expected], (lineno, label)
-                for g, w in zip(got.calls, expected):
-                    assert same_call(g.arguments, json.dumps(w["arguments"])), (lineno, label, g.arguments)
-            if "expected_content" in rec:
-                assert got.content.strip() == rec["expected_content"].strip(), (lineno, label)
-            if "expected_reasoning" in rec:
-                assert got.reasoning.strip() == rec["expected_reasoning"].strip(), (lineno, label)
-        calls_checked += asserted
-        text_checked += not asserted
-    assert (calls_checked, text_checked) == (CHECKED_CALLS, CHECKED_TEXT)
+    tally = check_corpus_records(MiniMaxM2Parser, "minimax_m2.jsonl", CHECKED_CALLS + CHECKED_TEXT, skip=SKIPPED)
+    assert tally.with_calls == CHECKED_CALLS
 
 
 # ----------------------------------------------------------------------------- public bugs
-CASES = Path(__file__).resolve().parents[1].parent / "shared" / "cases" / "public-bugs.jsonl"
-
-
-def _cases():
-    if not CASES.exists():
-        return []
-    out = [json.loads(line) for line in CASES.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [c for c in out if c.get("input", {}).get("parser") in ("minimax_m2", "minimax-m2")]
-
-
-@pytest.mark.parametrize("case", _cases() or [None], ids=lambda c: c["id"] if c else "none")
-def test_minimax_m2_public_bug_cases(case):
-    if case is None:
-        pytest.skip(f"no minimax_m2 cases in {CASES}")
-    inp, expected = case["input"], case["expected"]
-    text = inp["raw_output"]
-    runs = [("case", inp["chunks"])] if inp.get("chunks") else []
-    runs += [(name, split(text, name, markers=MiniMaxM2Parser.markers)) for name in SYNTHETIC_DEFAULT]
-    for label, deltas in runs:
-        got = replay_stream(MiniMaxM2Parser, inp.get("tools"), deltas)
-        assert len(got.calls) == len(expected["tool_calls"]), label
-        for g, w in zip(got.calls, expected["tool_calls"]):
-            assert g.name == w["name"] and same_call(g.arguments, json.dumps(w["arguments"])), (label, g)
-        if "joined_stream_arguments" in expected:
-            assert [c.arguments for c in got.calls] == expected["joined_stream_arguments"], label
+def test_minimax_m2_public_bug_cases():
+    check_public_bug_cases(MiniMaxM2Parser, ("minimax_m2", "minimax-m2"))

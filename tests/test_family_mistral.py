@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,12 +13,9 @@ from hypothesis import strategies as st
 from replay.parsers.base import CallDelta, ParseResult, ToolCall
 from replay.parsers.mistral import ARGS, CALL_ID, THINK_TAGS, TOOL_CALLS, MistralParser
 from replay.stream import (
-    SYNTHETIC_DEFAULT,
     check_stream_equals_whole,
     replay_stream,
-    same_call,
     split,
-    two_way_splits,
 )
 from strategies import (
     DUMP_STYLES,
@@ -29,15 +24,18 @@ from strategies import (
     RawArgsFirst,
     all_chunkings,
     assert_property,
+    check_corpus_records,
+    check_public_bug_cases,
     json_objects,
+    long_unterminated_guard,
     names,
+    prompt_opened,
     text_with,
     ws,
 )
 
 P = MistralParser
 M_MARKERS = [TOOL_CALLS, ARGS, CALL_ID, *THINK_TAGS, "[TOOL", "_CALLS]", "[/TH", "[", "]"]
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
 def stream(deltas, **kw):
@@ -269,22 +267,10 @@ def test_planted_bug_is_caught(planted):
     ids=["string", "name", "array", "nesting"],
 )
 def test_one_megabyte_unterminated_call(text):
-    results = {}
-
-    def run():
-        results["whole"] = P().parse(text)
-        results["stream"] = stream(split(text, "fixed-4096", markers=P.markers))
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout=60)
-    assert not t.is_alive(), "parser did not finish on a 1 MB unterminated call"
-    assert results["whole"].calls == () and results["stream"].calls == []
-    assert results["whole"].content == text == results["stream"].content
+    long_unterminated_guard(P, text)
 
 
 # ----------------------------------------------------------------------------- real outputs
-OUTPUTS = SHARED / "corpus" / "outputs" / "mistral.jsonl"
 #: records not checked, by line number (0-based), with the reason
 SKIPPED = {
     1: "reasoning_format none: llama.cpp leaves [THINK]...[/THINK] in content; the parser always splits it",
@@ -295,78 +281,17 @@ SKIPPED = {
     16: "continue_final_message: the expected content includes the prefilled text",
 }
 CHECKED, WITH_CALLS = 16, 10
-
-
-def _records():
-    if not OUTPUTS.exists():
-        return []
-    return [json.loads(line) for line in OUTPUTS.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def _reasoning_open(text):
-    """No Mistral template opens [THINK] in the prompt (the model writes it; vLLM enters reasoning
-    only once [THINK] was generated), so ``enable_thinking`` is not a sign of an opened section:
-    only an end tag without a start tag is."""
-    return THINK_TAGS[1] in text and THINK_TAGS[0] not in text
+#: No Mistral template opens [THINK] in the prompt (the model writes it; vLLM enters reasoning only
+#: once [THINK] was generated), so ``enable_thinking`` is not a sign of an opened section: only an
+#: end tag without a start tag is.
+OPENED = prompt_opened(THINK_TAGS, flag=False)
 
 
 def test_corpus_records():
-    records = _records()
-    if not records:
-        pytest.skip(f"no {OUTPUTS}")
-    checked = with_calls = 0
-    for i, rec in enumerate(records):
-        text = rec["text"]
-        ro = _reasoning_open(text)
-        P(reasoning_open=ro).parse(text)
-        stream(split(text, "char", markers=P.markers), reasoning_open=ro)
-        if i in SKIPPED or rec.get("partial"):
-            continue
-        expected = rec.get("expected_calls") or []
-        if any("arguments" not in c for c in expected):
-            continue
-        checked += 1
-        with_calls += bool(expected)
-        runs = [P(reasoning_open=ro).parse(text)]
-        runs += [stream(split(text, ch, markers=P.markers), reasoning_open=ro) for ch in ("whole", "char")]
-        runs += [stream(d, reasoning_open=ro) for _, d in two_way_splits(text, P.markers)]
-        for run in runs:
-            assert [c.name for c in run.calls] == [c["name"] for c in expected], (i, rec["source"])
-            for got, want in zip(run.calls, expected):
-                assert same_call(got.arguments, json.dumps(want["arguments"])), (i, rec["source"])
-            if rec.get("expected_content") is not None:
-                assert run.content.strip() == rec["expected_content"].strip(), (i, rec["source"])
-            if rec.get("expected_reasoning") is not None:
-                assert run.reasoning.strip() == rec["expected_reasoning"].strip(), (i, rec["source"])
-    assert (checked, with_calls) == (CHECKED, WITH_CALLS)
+    tally = check_corpus_records(P, "mistral.jsonl", CHECKED, skip=SKIPPED, reasoning_open_rule=OPENED)
+    assert tally.with_calls == WITH_CALLS
 
 
 # ----------------------------------------------------------------------------- public bug cases
-CASES = SHARED / "cases" / "public-bugs.jsonl"
-
-
-def _cases():
-    if not CASES.exists():
-        return []
-    rows = [json.loads(line) for line in CASES.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [c for c in rows if c.get("input", {}).get("parser") == "mistral" and "raw_output" in c["input"]]
-
-
 def test_public_bug_cases():
-    cases = _cases()
-    if not cases:
-        pytest.skip("no public-bug case for mistral")
-    for case in cases:
-        inp, expected = case["input"], case["expected"]
-        text = inp["raw_output"]
-        runs = [P(inp.get("tools")).parse(text).calls]
-        deltas = [split(text, ch, markers=P.markers) for ch in SYNTHETIC_DEFAULT]
-        if inp.get("chunks") is not None:
-            deltas.append(inp["chunks"])
-        runs += [replay_stream(P, inp.get("tools"), d).calls for d in deltas]
-        for calls in runs:
-            assert [c.name for c in calls] == [c["name"] for c in expected["tool_calls"]], case["id"]
-            for got, want in zip(calls, expected["tool_calls"]):
-                assert same_call(got.arguments, json.dumps(want["arguments"])), case["id"]
-            if "joined_stream_arguments" in expected:
-                assert [c.arguments for c in calls] == expected["joined_stream_arguments"], case["id"]
+    check_public_bug_cases(P, ("mistral",))

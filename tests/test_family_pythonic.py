@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -14,27 +12,25 @@ from hypothesis import strategies as st
 
 from replay.parsers.base import CallDelta, ParseResult, ToolCall
 from replay.parsers.pythonic import PY_END, PY_START, TC_END, TC_START, PythonicParser, parse_call_list
-from replay.stream import check_stream_equals_whole, replay_stream, same_call, split, two_way_splits
+from replay.stream import check_stream_equals_whole, replay_stream, split
 from strategies import (
     PROPERTY,
     DropFinishCalls,
     RawArgsFirst,
     all_chunkings,
     assert_property,
+    check_corpus_records,
+    long_unterminated_guard,
+    opened,
     stream,
     text_with,
 )
 
 P = PythonicParser
 MARKERS = [TC_START, TC_END, PY_START, PY_END, "<think>", "</think>", "<|tool_call", "_end|>", "[", "]", "(", ")", "'", '"']
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
-class POpen(PythonicParser):
-    """The generation prompt opened <think>: the output starts inside the reasoning."""
-
-    def __init__(self, tools=None):
-        super().__init__(tools, reasoning_open=True)
+POpen = opened(PythonicParser)  # the reasoning section opened by the prompt
 
 
 # ----------------------------------------------------------------------------- strategy
@@ -289,22 +285,10 @@ def test_planted_bug_is_caught(planted, text):
     ids=["wrapped-string", "bare-escapes", "deep-nesting"],
 )
 def test_one_megabyte_unterminated_call(body):
-    result = {}
-
-    def run():
-        result["whole"] = P().parse(body)
-        result["stream"] = replay_stream(P, None, split(body, "fixed-4096", markers=P.markers))
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout=60)
-    assert not t.is_alive(), "parser did not finish within 60 s"
-    assert result["whole"].calls == () and result["stream"].calls == []
-    assert result["stream"].content == result["whole"].content == body
+    long_unterminated_guard(P, body)
 
 
 # ----------------------------------------------------------------------------- corpus
-OUTPUTS = SHARED / "corpus" / "outputs"
 SKIPPED = {
     "prefill": "continue_final_message: the expected content/reasoning includes text of the prompt, not of this output",
     "partial": "partial (cut-off) output: llama.cpp's expected partial call is not a call under the module rules",
@@ -323,40 +307,6 @@ def _skip_reason(rec):
     return None
 
 
-def _check(rec, got_calls, content, reasoning):
-    want = rec.get("expected_calls") or []
-    if rec.get("partial"):
-        return
-    if want and all("arguments" in c for c in want):
-        assert [c.name for c in got_calls] == [c["name"] for c in want], rec["source"]
-        for got, w in zip(got_calls, want):
-            assert same_call(got.arguments, json.dumps(w["arguments"])), rec["source"]
-    if rec.get("expected_content") is not None:
-        assert content.strip() == rec["expected_content"].strip(), rec["source"]
-    if rec.get("expected_reasoning") is not None:
-        assert reasoning.strip() == rec["expected_reasoning"].strip(), rec["source"]
-
-
 def test_corpus_lfm2_pythonic():
-    path = OUTPUTS / "lfm2_pythonic.jsonl"
-    if not path.exists():
-        pytest.skip(f"no {path}")
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    checked, skipped = 0, []
-    for rec in records:
-        text = rec["text"]
-        ctx = rec.get("test_context") or {}
-        opened = ctx.get("enable_thinking") == "true" or ("</think>" in text and "<think>" not in text)
-        cls = POpen if opened else P
-        whole = cls().parse(text)  # every record parses without exception
-        reason = _skip_reason(rec)
-        if reason:
-            skipped.append(reason)
-            continue
-        checked += 1
-        _check(rec, whole.calls, whole.content, whole.reasoning)
-        runs = [split(text, c, markers=P.markers) for c in ("whole", "char")] + [d for _, d in two_way_splits(text, P.markers)]
-        for deltas in runs:
-            got = replay_stream(cls, None, deltas)
-            _check(rec, got.calls, got.content, got.reasoning)
-    assert checked == 17 and sorted(skipped) == ["escape", "partial", "prefill", "prefill"]
+    tally = check_corpus_records(P, "lfm2_pythonic.jsonl", 17, skip=_skip_reason)
+    assert sorted(tally.skipped) == ["escape", "partial", "prefill", "prefill"]

@@ -1,7 +1,7 @@
 """Seed-OSS XML tool calls: property, exact examples, planted bugs, long input, corpus, public bugs.
 
 The grammar is Qwen3-Coder's (``replay/parsers/_xmlcall.py``); the strategy and checkers are
-shared with tests/test_family_qwen3_coder.py and used here with Seed-OSS's tags.
+shared with tests/test_family_qwen3_coder.py (in strategies.py) and used here with Seed-OSS's tags.
 """
 
 from __future__ import annotations
@@ -13,19 +13,24 @@ from hypothesis import strategies as st
 from replay.parsers.base import CallDelta, ParseResult, ToolCall
 from replay.parsers.seed_oss import SeedOssParser
 from replay.stream import check_stream_equals_whole, replay_stream, split
-from strategies import PROPERTY, DropFinishCalls, RawArgsFirst, all_chunkings, assert_property, stream
-from test_family_qwen3_coder import (
-    CASES,
+from strategies import (
     CONTINUE,
-    check_corpus,
-    check_public_case,
+    PROPERTY,
+    TYPED_TOOLS,
+    DropFinishCalls,
+    RawArgsFirst,
+    all_chunkings,
+    assert_property,
+    check_corpus_records,
+    check_public_bug_cases,
     greedy_parser,
+    llama_tools,
     long_unterminated_guard,
     opened,
-    public_cases,
+    prompt_opened,
+    stream,
     xml_outputs,
     xml_property,
-    TYPED_TOOLS,
 )
 
 P = SeedOssParser
@@ -157,15 +162,10 @@ SEED_SKIPS = {6: CONTINUE, 7: CONTINUE}
 
 
 def test_corpus_seed_oss():
-    checked, skipped = check_corpus(P, "seed_oss.jsonl", SEED_SKIPS, {})
-    assert (checked, skipped) == (9, len(SEED_SKIPS))
+    tally = check_corpus_records(P, "seed_oss.jsonl", 9, skip=SEED_SKIPS, reasoning_open_rule=prompt_opened(P.THINK), tools_for=llama_tools)
+    assert len(tally.skipped) == len(SEED_SKIPS)
 
 
 # ----------------------------------------------------------------------------- 6. public bugs
-SEED_CASES = public_cases("seed_oss")
-
-
-@pytest.mark.skipif(not SEED_CASES, reason=f"no seed_oss cases in {CASES}")
-@pytest.mark.parametrize("case", SEED_CASES, ids=[c["id"] for c in SEED_CASES] or None)
-def test_public_bug_case(case):
-    check_public_case(P, case)
+def test_public_bug_cases():
+    check_public_bug_cases(P, ("seed_oss",))
