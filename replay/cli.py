@@ -22,6 +22,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import orjson  # noqa: E402
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich import filesize  # noqa: E402
 from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn  # noqa: E402
 from rich.text import Text  # noqa: E402
@@ -59,7 +60,7 @@ ChunkingsOpt = Annotated[
 
 
 def _fail(msg: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -404,20 +405,21 @@ def formats() -> None:
         by_cls.setdefault(cls, []).append(alias)
     for cls, aliases in by_cls.items():
         others = [a for a in aliases if a != cls.name]
-        t.add_row(cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers))
+        # markers such as [TOOL_CALLS] or [/THINK] are text, not rich markup
+        t.add_row(*(escape(c) for c in (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers))))
     console.print(t)
     m = Table(title="served model names -> family (first match wins; --parser overrides)", title_justify="left", header_style="bold")
     m.add_column("model name pattern")
     m.add_column("family")
     for pattern, family in MODEL_FAMILIES:
-        m.add_row(pattern.pattern, family or "(none built in)")
+        m.add_row(escape(pattern.pattern), family or "(none built in)")
     console.print(m)
     s = Table(title="tool serializers", title_justify="left", header_style="bold")
     s.add_column("name")
     s.add_column("what it reproduces")
     for name, fn in SERIALIZERS.items():
         first = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
-        s.add_row(name, re.sub(r":\w+:`([^`]*)`", r"\1", first).replace("``", "`"))
+        s.add_row(name, escape(re.sub(r":\w+:`([^`]*)`", r"\1", first).replace("``", "`")))
     console.print(s)
 
 

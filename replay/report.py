@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 from rich.table import Table
+from rich.text import Text
 
 from replay.sql import get_query, run_query, scalar
 
@@ -35,7 +36,7 @@ def rich_table(table: pa.Table, title: str | None = None) -> Table:
         numeric = pa.types.is_integer(table.schema.field(name).type) or pa.types.is_floating(table.schema.field(name).type)
         out.add_column(name, justify="right" if numeric else "left")
     for row in table.to_pylist():
-        out.add_row(*(_fmt(v) for v in row.values()))
+        out.add_row(*(Text(_fmt(v)) for v in row.values()))  # Text: cell values are never rich markup
     return out
 
 

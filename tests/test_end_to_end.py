@@ -296,3 +296,16 @@ def test_family_chosen_from_the_model_name(run_dir: Path) -> None:
     # every family's calls, typed by the declared schema where the syntax is text (days: integer)
     calls = query_json(run_dir, "--sql", "SELECT DISTINCT arguments FROM calls WHERE side = 'reference' AND name = 'get_weather'")
     assert [c["arguments"] for c in calls] == ['{"city": "Paris", "days": 3}']
+
+
+def test_formats_and_markup_like_text_in_tables(run_dir: Path) -> None:
+    """Family markers such as [TOOL_CALLS] and [/THINK] are text, never rich markup."""
+    result = runner.invoke(app, ["formats"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    for family in ("hermes", "qwen3_coder", "mistral", "harmony", "gemma4", "seed_oss", "granite4"):
+        assert family in result.output
+    assert "[/THINK]" in result.output
+    table = runner.invoke(app, ["query", "--run", str(run_dir), "--sql", "SELECT '[/THINK] [TOOL_CALLS]' AS x"], env={"COLUMNS": "250"})
+    assert table.exit_code == 0 and "[/THINK] [TOOL_CALLS]" in table.output
+    bad = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(run_dir.parent / "x"), "--chunkings", "[/b]"])
+    assert bad.exit_code == 1 and "unknown chunking '[/b]'" in bad.output
