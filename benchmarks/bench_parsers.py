@@ -6,7 +6,7 @@ Inputs are the raw completions of the bundled samples (``samples/``), grouped by
 model name maps to. For each family and chunking it replays every completion ``--repeat`` times
 and prints thousands of chars per second (whole-text parse: chunking ``parse``). The last column
 streams a 1 MB call that never ends (the family's call opening followed by 1 MB of argument text)
-under ``fixed-4096`` and prints the seconds it took: a parser that rescans its buffer per delta or
+under ``fixed-40`` (25,000 deltas) and prints the seconds it took: a parser that rescans its buffer per delta or
 backtracks shows there as seconds instead of milliseconds.
 """
 
@@ -84,7 +84,7 @@ def main() -> None:
         big = unterminated(cls)
         t0 = time.perf_counter()
         cls(None).parse(big)
-        replay_stream(cls, None, split(big, "fixed-4096", markers=cls.markers))
+        replay_stream(cls, None, split(big, "fixed-40", markers=cls.markers))
         print(f"{fam:<14} {len(texts):>7} " + " ".join(cells) + f" {time.perf_counter() - t0:>19.2f}")
 
 

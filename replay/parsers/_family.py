@@ -102,10 +102,25 @@ class StreamParser:
         if self._finished:
             raise RuntimeError("feed() after finish(): construct a new parser per stream")
         reasoning, body = self._think.feed(delta)
-        self._buf += body
+        self._append(body)
         out = self._drain(final=False)
         out.reasoning = reasoning + out.reasoning
         return out
+
+    def _append(self, body: str) -> None:
+        """Add ``body`` to the undecided buffer in amortised O(len(body)).
+
+        ``self._buf += body`` copies the whole buffer on every delta (CPython resizes a string in
+        place only when a local variable holds its one reference), which made a multi-MB call
+        quadratic under fine chunkings. Dropping the attribute's reference first lets the
+        concatenation extend the string in place.
+        """
+        if not body:
+            return
+        buf = self._buf
+        self._buf = ""
+        buf += body
+        self._buf = buf
 
     def finish(self) -> StreamDelta:
         """End of stream: decide the open block by the family's rules (a call complete at the end
@@ -114,7 +129,7 @@ class StreamParser:
         if self._finished:
             return StreamDelta()
         reasoning, body = self._think.finish()
-        self._buf += body
+        self._append(body)
         out = self._drain(final=True)
         out.reasoning = reasoning + out.reasoning
         self._finished = True

@@ -7,6 +7,8 @@ a proper prefix of one, held back until the next delta decides it).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 
 def first_marker(text: str, markers: tuple[str, ...], start: int = 0, stop: int | None = None) -> tuple[int, str]:
     """``(index, marker)`` of the earliest occurrence of any of ``markers`` in ``text`` that starts
@@ -20,12 +22,19 @@ def first_marker(text: str, markers: tuple[str, ...], start: int = 0, stop: int 
     return best, found
 
 
+@lru_cache(maxsize=256)
+def _proper_prefixes(markers: tuple[str, ...]) -> tuple[frozenset[str], int]:
+    """Every proper prefix of ``markers`` and the longest one's length (computed once per tuple)."""
+    prefixes = frozenset(m[:k] for m in markers for k in range(1, len(m)))
+    return prefixes, max((len(p) for p in prefixes), default=0)
+
+
 def partial_marker_suffix(buf: str, markers: tuple[str, ...]) -> int:
-    """Length of the longest suffix of ``buf`` that is a proper prefix of one of ``markers``."""
-    longest = max((len(m) for m in markers), default=1) - 1
+    """Length of the longest suffix of ``buf`` that is a proper prefix of one of ``markers``
+    (one set look-up per candidate length: called on every delta)."""
+    prefixes, longest = _proper_prefixes(markers)
     for k in range(min(len(buf), longest), 0, -1):
-        tail = buf[-k:]
-        if any(len(m) > k and m.startswith(tail) for m in markers):
+        if buf[-k:] in prefixes:
             return k
     return 0
 
