@@ -20,6 +20,7 @@ Parsers raise; this module catches per exchange and records the error on the row
 from __future__ import annotations
 
 import hashlib
+import json
 import signal
 import threading
 from contextlib import contextmanager
@@ -127,6 +128,21 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _utf8_safe(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings written as a ``\\uXXXX`` escape."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
+    if isinstance(value, dict):
+        return {k: _utf8_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_utf8_safe(v) for v in value]
+    return value
+
+
 class _BatchWriter:
     """Rows (dicts) in, Parquet record batches out, ``batch_rows`` at a time."""
 
@@ -144,7 +160,13 @@ class _BatchWriter:
 
     def flush(self) -> None:
         if self.rows:
-            self.writer.write_batch(pa.RecordBatch.from_pylist(self.rows, schema=self.schema))
+            try:
+                batch = pa.RecordBatch.from_pylist(self.rows, schema=self.schema)
+            except (UnicodeEncodeError, pa.ArrowException):
+                # a string UTF-8 cannot hold (a lone surrogate a parser decoded from a "\ud800"
+                # escape): write it escaped rather than lose the batch or stop the run
+                batch = pa.RecordBatch.from_pylist([_utf8_safe(r) for r in self.rows], schema=self.schema)
+            self.writer.write_batch(batch)
             self.count += len(self.rows)
             self.rows = []
 
@@ -312,12 +334,22 @@ def prompt_opens_reasoning(prompt: str | None) -> bool:
 
 
 def _json_object(text: str | None) -> bool:
+    """True when ``text`` is a JSON object (RFC 8259: no NaN/Infinity; a lone-surrogate escape such
+    as ``\\ud800`` is valid JSON text, which orjson refuses and the stdlib reads)."""
     if text is None:
         return False
     try:
         return isinstance(orjson.loads(text), dict)
     except orjson.JSONDecodeError:
+        pass
+    try:
+        return isinstance(json.loads(text, parse_constant=_reject), dict)
+    except ValueError:
         return False
+
+
+def _reject(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def stream_exchange(

@@ -98,3 +98,41 @@ def test_a_hanging_parser_is_stopped_and_recorded(tmp_path):
     assert "ReplayTimeout: took more than 0.2 s" in old["whole"]["error"]
     new = {r["chunking"]: r for r in streams if r["side"] == "new"}
     assert new["whole"]["calls_streamed"] == 1  # the audit went on
+
+
+def test_arguments_that_utf8_cannot_hold_are_written_not_lost(tmp_path):
+    """A "\\ud800" escape decodes to a lone surrogate, which Parquet (UTF-8) cannot store: the
+    row is written with the escape, the run goes on, and the JSON text still counts as JSON."""
+    import pyarrow.parquet as pq
+
+    from replay import tables
+    from replay.pipeline import _BatchWriter
+
+    text = '<tool_call>{"name": "f", "arguments": {"a": "\\ud800"}}</tool_call>'
+    cfg = AuditConfig(chunkings=("whole",))
+    streams, calls = stream_exchange(exchange(server_output_text=text), cfg, ParserResolver(cfg))
+    assert all(c["arguments_json_ok"] for c in calls) and len(calls) == 5  # reference; old, new x (parse, whole)
+    w = _BatchWriter(tmp_path / "calls.parquet", tables.CALLS, 10)
+    for c in calls:
+        w.add(c)
+    w.close()
+    got = pq.read_table(tmp_path / "calls.parquet").column("arguments").to_pylist()
+    assert got == ['{"a": "\\ud800"}'] * 5  # the JSON escape, as six ASCII characters
+
+
+def test_non_finite_numbers_are_no_json_arguments():
+    """Python's json reads NaN, Infinity and 1e999; JSON has none, so such a body is no call (its
+    text stays content) in every JSON family, whole and streamed alike."""
+    from replay.parsers import HermesParser, KimiK2Parser, MistralParser
+    from replay.stream import check_stream_equals_whole
+
+    texts = {
+        HermesParser: '<tool_call>{"name": "f", "arguments": {"a": NaN}}</tool_call>',
+        MistralParser: '[TOOL_CALLS]f[ARGS]{"n": -Infinity}',
+        KimiK2Parser: "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
+        '{"n": 1e999}<|tool_call_end|><|tool_calls_section_end|>',
+    }
+    for cls, text in texts.items():
+        whole = cls().parse(text)
+        assert whole.calls == () and whole.content, cls.name
+        assert check_stream_equals_whole(cls, text, ["whole", "char", "fixed-3"]) == [], cls.name

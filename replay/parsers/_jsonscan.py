@@ -27,6 +27,7 @@ literals ``null true false NaN Infinity -Infinity`` are accepted.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -288,10 +289,31 @@ def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+def _has_non_finite(value: Any) -> bool:
+    """True when ``value`` holds a float that is NaN or infinite (iterative walk)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
 def _checked(value: Any, text: str, j: int, k: int) -> Any:
-    """``value`` (decoded from ``text[j:k]``), or :data:`TOO_DEEP` when nested too deeply."""
+    """``value`` (decoded from ``text[j:k]``), or :data:`TOO_DEEP` when it is no usable JSON value:
+    nested too deeply, or holding ``NaN`` / ``Infinity`` / a number that overflows to infinity
+    (Python's ``json`` reads them; JSON has none, and the arguments could not be written back as
+    JSON: no call, as for a value that does not decode)."""
     # a value cannot be nested deeper than it has opening brackets: skip the walk in the usual case
     if text.count("[", j, k) + text.count("{", j, k) > MAX_DEPTH and deeper_than(value):
+        return TOO_DEEP
+    segment = text[j:k] if (j or k != len(text)) else text
+    if any(c in segment for c in "NIeE") and _has_non_finite(value):
         return TOO_DEEP
     return value
 
