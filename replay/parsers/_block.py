@@ -129,6 +129,7 @@ class JsonBlock:
         self._fed = body_start  # buffer index up to which the scanner has been fed
         self._j = body_start  # start of the JSON value in the buffer
         self._k = 0  # end of the JSON value in the buffer
+        self._m = 0  # how far the whitespace after the value has been read
         self._seek = 0  # where to look for an end marker next
 
     def advance(self, buf: str, final: bool) -> Decided | None:
@@ -136,6 +137,7 @@ class JsonBlock:
         if self._phase == "pre":
             j = skip_ws(buf, self._j)
             if j == len(buf):
+                self._j = j  # whitespace already read is never read again (linear in long runs)
                 return Decided(len(buf), None) if final else None
             self._j = self._fed = j
             self._phase = "json"
@@ -148,13 +150,13 @@ class JsonBlock:
                 return None
             if status == DONE:
                 assert self._scan.end is not None
-                self._k = self._j + self._scan.end
+                self._k = self._m = self._j + self._scan.end
                 self._phase = "post"
             else:
                 self._seek = self._j
                 self._phase = "seek"
         if self._phase == "post":
-            m = skip_ws(buf, self._k)
+            m = self._m = skip_ws(buf, self._m)
             for e in self.ends:
                 if buf.startswith(e, m):
                     return Decided(m + len(e) if self._consume else m, (self._j, self._k))
