@@ -16,7 +16,10 @@ def first_marker(text: str, markers: tuple[str, ...], start: int = 0, stop: int 
     At equal indices the marker listed first wins."""
     best, found = -1, ""
     for m in markers:
-        i = text.find(m, start) if stop is None else text.find(m, start, stop + len(m) - 1)
+        # once a marker is found, the others are searched only up to it: a marker absent from a
+        # long text is not searched to its end again for every block (linear in many calls)
+        hi = stop if best < 0 else (best if stop is None else min(stop, best))  # starts in [start, hi)
+        i = text.find(m, start) if hi is None else text.find(m, start, hi + len(m) - 1)
         if i >= 0 and (best < 0 or i < best):
             best, found = i, m
     return best, found
