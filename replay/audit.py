@@ -5,7 +5,7 @@
     from replay.audit import audit
     from replay.pipeline import AuditConfig
     result = audit(["captures/"], "runs/pr-123", AuditConfig())
-    print(result.report_path.read_text())
+    print(result.report.path.read_text())
 
 A run folder holds the Parquet tables, ``run.json`` (options, versions, inputs, ingest statistics,
 seconds per stage) and ``report.md``.
@@ -25,7 +25,9 @@ from typing import Any, Callable, ContextManager
 
 from replay.capture import discover, ingest
 from replay.pipeline import AuditConfig, count_exchanges, run_render, run_stream, validate_specs
-from replay.report import markdown_report
+import pyarrow as pa
+
+from replay.report import headlines, markdown_report, run_report_queries
 from replay.sql import connect
 
 #: ``stage(name, total) -> context manager yielding advance(n)``; how a caller shows progress.
@@ -49,11 +51,12 @@ def versions() -> dict[str, str]:
 
 @dataclass
 class AuditResult:
-    """What :func:`audit` returns: the run folder, its metadata (``run.json``), the report's path."""
+    """What :func:`audit` returns: the run folder, its metadata (``run.json``), the report
+    (path, query results, headlines)."""
 
     run_dir: Path
     meta: dict[str, Any]
-    report_path: Path
+    report: Report
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -68,13 +71,25 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
 
 
-def write_report(run_dir: Path, meta: dict[str, Any]) -> Path:
-    """(Re)write ``report.md`` from the run's tables; returns its path."""
+@dataclass
+class Report:
+    """A written ``report.md``: its path, the report queries' results (Arrow tables by query name)
+    and the headline sentences, for a caller to print without running the queries again."""
+
+    path: Path
+    results: dict[str, pa.Table]
+    headlines: list[str]
+
+
+def write_report(run_dir: Path, meta: dict[str, Any]) -> Report:
+    """(Re)write ``report.md`` from the run's tables, running each report query once."""
     con = connect(run_dir)
+    results = run_report_queries(con)
+    lines = headlines(con, meta, results)
     path = Path(run_dir) / "report.md"
-    path.write_text(markdown_report(con, meta), encoding="utf-8")
+    path.write_text(markdown_report(con, meta, results, lines), encoding="utf-8")
     con.close()
-    return path
+    return Report(path=path, results=results, headlines=lines)
 
 
 def audit(paths: list[str | Path], out: str | Path, cfg: AuditConfig, stage: StageFn = _no_progress) -> AuditResult:
@@ -120,4 +135,4 @@ def audit(paths: list[str | Path], out: str | Path, cfg: AuditConfig, stage: Sta
     report = write_report(run_dir, meta)
     seconds["report"] = time.perf_counter() - t0
     write_meta(run_dir, meta)
-    return AuditResult(run_dir=run_dir, meta=meta, report_path=report, seconds=seconds)
+    return AuditResult(run_dir=run_dir, meta=meta, report=report, seconds=seconds)

@@ -153,14 +153,22 @@ def _progress(quiet: bool) -> Iterator[Callable[[str, Optional[int]], Any]]:
         transient=False,
     )
 
+    started = []
+
     @contextmanager
     def stage(name: str, total: Optional[int]) -> Iterator[Callable[[int], None]]:
+        if not started:  # at the first stage: an option error raised before it prints no bar
+            progress.start()
+            started.append(True)
         task = progress.add_task(name, total=total, unit="bytes" if name == "ingest" else "exchanges")
         yield lambda n: progress.advance(task, n)
         progress.update(task, completed=total if total is not None else progress.tasks[task].completed)
 
-    with progress:
+    try:
         yield stage
+    finally:
+        if started:
+            progress.stop()
 
 
 def _default_out() -> Path:
@@ -191,35 +199,22 @@ def audit(
     Example: replay audit samples/ --out runs/samples
     """
     from replay.audit import audit as run_audit
-    from replay.report import headlines, rich_table, summary_by_side
-    from replay.sql import connect, run_query
+    from replay.report import rich_table, summary_by_side
 
     cfg = _config(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout
     )
     run_dir = out or _default_out()
-    from replay.capture import discover
-    from replay.pipeline import validate_specs
-
-    try:  # bad options and missing inputs fail here, before any progress bar or file
-        validate_specs(cfg)
-        discover([str(p) for p in paths])
-        if run_dir.exists() and not run_dir.is_dir():
-            raise ValueError(f"--out {run_dir}: exists and is not a folder")
-    except (OSError, ValueError) as exc:
-        _fail(str(exc))
     try:
         with _progress(quiet) as stage:
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
-    con = connect(run_dir)
-    console.print(rich_table(summary_by_side(run_query(con, "summary")), title=f"replay audit: {run_dir}"))
-
-    for line in headlines(con, result.meta):
+    console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
+    for line in result.report.headlines:
         console.print(f"• {line}", highlight=False, markup=False, soft_wrap=True)
     total = sum(result.seconds.values())
-    console.print(f"\nWrote {result.report_path} and the tables in {run_dir}/ ({total:.2f} s).", highlight=False)
+    console.print(f"\nWrote {result.report.path} and the tables in {run_dir}/ ({total:.2f} s).", highlight=False)
 
 
 @app.command()
@@ -380,7 +375,7 @@ def report(run: RunOpt) -> None:
     from replay.audit import read_meta, write_report
 
     try:
-        path = write_report(run, read_meta(run))
+        path = write_report(run, read_meta(run)).path
     except FileNotFoundError as exc:
         _fail(str(exc))
     sys.stdout.write(path.read_text(encoding="utf-8"))

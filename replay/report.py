@@ -91,7 +91,16 @@ def _by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
     return {r[key]: r for r in rows}
 
 
-def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
+REPORT_QUERIES = ("summary", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins")
+
+
+def run_report_queries(con: Any) -> dict[str, pa.Table]:
+    """Each query the report shows, run once: ``{name: Arrow table}``. On a large run a query
+    scans every table, so the terminal summary, the headlines and ``report.md`` share these."""
+    return {name: run_query(con, name) for name in REPORT_QUERIES}
+
+
+def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | None = None) -> list[str]:
     """The run's headline numbers as sentences, in Markdown (one list item each).
 
     ``con``: a connection from :func:`replay.sql.connect`. ``meta``: ``run.json`` contents (names of
@@ -99,7 +108,8 @@ def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
     """
     opts = meta.get("options", {})
     ser = {s: opts.get(f"{s}_serializer", s) for s in ("old", "new", "reference")}
-    summary = _by(run_query(con, "summary").to_pylist(), "side")
+    results = results if results is not None else run_report_queries(con)
+    summary = _by(results["summary"].to_pylist(), "side")
     out: list[str] = []
 
     ingest = meta.get("ingest") or {}
@@ -133,7 +143,7 @@ def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
             + (f"{new.get('schemas_with_leaked_null') or 0:,}" if same else of("new", new.get("schemas_with_leaked_null")))
             + f" with `{ser['new']}`."
         )
-        leaks = run_query(con, "null_leaks").to_pylist()
+        leaks = results["null_leaks"].to_pylist()
         per_field: dict[str, dict[str, int]] = {}
         for r in leaks:
             per_field.setdefault(r["field"], {})[r["side"]] = r["schemas_leaking"]
@@ -144,7 +154,7 @@ def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
                 + f" with `{ser['new']}`."
             )
 
-    div = _by(run_query(con, "divergent_prompts").to_pylist(), "comparison")
+    div = _by(results["divergent_prompts"].to_pylist(), "comparison")
     on = div.get("old vs new")
     if on and on["prompts_compared"]:
         sentence = f"{on['prompts_diverged']:,} of {on['prompts_compared']:,} prompts differ between `{ser['old']}` and `{ser['new']}`"
@@ -214,10 +224,13 @@ def headlines(con: Any, meta: dict[str, Any]) -> list[str]:
     return out
 
 
-def markdown_report(con: Any, meta: dict[str, Any]) -> str:
+def markdown_report(
+    con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | None = None, lines: list[str] | None = None
+) -> str:
     """The whole ``report.md``: headline sentences, the summary table, and one section per check.
 
-    ``con``: a connection from :func:`replay.sql.connect`; ``meta``: ``run.json`` contents.
+    ``con``: a connection from :func:`replay.sql.connect`; ``meta``: ``run.json`` contents;
+    ``results`` / ``lines``: the query results and headline sentences when already computed.
     """
     opts = meta.get("options", {})
     parts = ["# replay audit", ""]
@@ -233,12 +246,14 @@ def markdown_report(con: Any, meta: dict[str, Any]) -> str:
         )
     )
     parts.append("")
-    parts.extend(f"- {s}" for s in headlines(con, meta))
-    parts += ["", "## Summary", "", markdown_table(summary_by_side(run_query(con, "summary"))), ""]
+    results = results if results is not None else run_report_queries(con)
+    lines = lines if lines is not None else headlines(con, meta, results)
+    parts.extend(f"- {s}" for s in lines)
+    parts += ["", "## Summary", "", markdown_table(summary_by_side(results["summary"])), ""]
     parts += ["`replay query summary --run RUN` gives the same counts one row per side.", ""]
     for name in ("null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins"):
         q = get_query(name)
-        table = run_query(con, name)
+        table = results[name]
         parts += [f"## {q.title}", "", f"`replay query {name}`", ""]
         parts.append(markdown_table(table) if table.num_rows else "_No rows._")
         parts.append("")
