@@ -79,7 +79,7 @@ def _config(
     from replay.pipeline import AuditConfig
     from replay.render import ChatTemplateRenderer, JsonToolsRenderer, load_tokenizer
     from replay.render.chat_template import special_tokens_from
-    from replay.stream import CHUNKINGS_DEFAULT
+    from replay.stream import default_chunkings
 
     tok = None
     if tokenizer is not None:
@@ -94,9 +94,7 @@ def _config(
             _fail(f"--chat-template {chat_template}: {exc}")
     else:
         renderer = JsonToolsRenderer()
-    chunks = tuple(c.strip() for c in chunkings.split(",") if c.strip()) if chunkings else CHUNKINGS_DEFAULT
-    if tok is not None and "token" not in chunks and not chunkings:
-        chunks = chunks + ("token",)
+    chunks = tuple(c.strip() for c in chunkings.split(",") if c.strip()) if chunkings else default_chunkings(tokenizer=tok)
     options = {
         "old_serializer": old_serializer,
         "new_serializer": new_serializer,

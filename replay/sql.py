@@ -92,8 +92,7 @@ def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
         if path.is_file():
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{_quote(path)}')")
         else:
-            empty = pa.Table.from_batches([], schema=schema)  # noqa: F841  (read by DuckDB's replacement scan)
-            con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty")
+            con.register(name, pa.Table.from_batches([], schema=schema))  # an empty view of the schema
     return con
 
 
@@ -128,7 +127,3 @@ def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = 
     got = con.execute(sql, params or []).fetchall()
     return got[0][0] if got else None
 
-
-def rows(table: pa.Table) -> list[dict[str, Any]]:
-    """An Arrow table as a list of row dicts (column order kept)."""
-    return table.to_pylist()
