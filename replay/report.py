@@ -14,7 +14,7 @@ import pyarrow as pa
 from rich.table import Table
 from rich.text import Text
 
-from replay.sql import get_query, run_query, scalar
+from replay.sql import get_query, run_query, run_sql, scalar
 
 
 def _fmt(value: Any) -> str:
@@ -81,6 +81,17 @@ def _parsers_label(names: str | None) -> str:
     return f"{len(items)} parser families"
 
 
+def _first_error(con: Any) -> str:
+    """``file:line reason (detail)`` of the first ingest error, for the headline."""
+    got = con.execute(
+        "SELECT source_file, source_line, reason, detail FROM ingest_errors ORDER BY source_file, source_line LIMIT 1"
+    ).fetchall()
+    if not got:
+        return ""
+    f, line, reason, detail = got[0]
+    return f"`{_short(f'{f}:{line} {reason}: {detail}', 200)}`"
+
+
 def _short(text: str | None, limit: int = 160) -> str:
     """One line of at most ``limit`` chars, backticks removed (it goes inside a code span)."""
     text = " ".join((text or "").split()).replace("`", "'")
@@ -122,7 +133,7 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
             f"{_n(ingest.get('errors'), 'error')}" + (f" ({reasons})" if reasons else "")
             + (f", {_n(blank, 'blank line')}" if blank else "")
             + (f"; {_n(dup, 'repeated id')} kept apart as `<id>@<file>:<line>`" if dup else "")
-            + "."
+            + ("; first: " + _first_error(con) + "." if ingest.get("errors") else ".")
         )
 
     old, new = summary.get("old", {}), summary.get("new", {})
@@ -257,5 +268,13 @@ def markdown_report(
         parts += [f"## {q.title}", "", f"`replay query {name}`", ""]
         parts.append(markdown_table(table) if table.num_rows else "_No rows._")
         parts.append("")
+    errors = run_sql(
+        con,
+        "SELECT source_file || ':' || coalesce(source_line::VARCHAR, '?') AS line, reason, detail "
+        "FROM ingest_errors ORDER BY source_file, source_line LIMIT 20",
+    )
+    if errors.num_rows:
+        parts += ["## Lines that did not become exchanges", "", "`replay query --sql \"SELECT * FROM ingest_errors\"` lists them all.", ""]
+        parts += [markdown_table(errors), ""]
     parts.append(f"_replay {meta.get('versions', {}).get('replay', '')}; inputs: {len(meta.get('inputs', []))} files._")
     return "\n".join(parts) + "\n"
