@@ -153,6 +153,9 @@ def test_report_md(run_dir: Path) -> None:
     assert "39 of 66 tool schemas carried a null the client never sent with `model-dump`; 5 with `client-fields`." in text
     assert "| count | served | old | new | reference |" in text
     assert "| schemas_with_leaked_null | – | 39 | 5 | 0 |" in text
+    # each bad line is named with its file and line
+    assert "malformed.jsonl:2 bad-json" in text and "| " in text.split("## Lines that did not become exchanges")[1]
+    assert text.split("## Lines that did not become exchanges")[1].count("malformed.jsonl:") == 5
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["ingest"]["exchanges"] == 21 and meta["ingest"]["errors"] == 5
     assert set(meta["seconds"]) >= {"ingest", "render", "stream"}
