@@ -92,11 +92,20 @@ def write_report(run_dir: Path, meta: dict[str, Any]) -> Report:
     return Report(path=path, results=results, headlines=lines)
 
 
-def audit(paths: list[str | Path], out: str | Path, cfg: AuditConfig, stage: StageFn = _no_progress) -> AuditResult:
+def audit(
+    paths: list[str | Path],
+    out: str | Path,
+    cfg: AuditConfig,
+    stage: StageFn = _no_progress,
+    *,
+    redact: bool = False,
+    max_line_bytes: int = 32 << 20,
+) -> AuditResult:
     """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
 
     ``cfg``: the sides and chunkings (:class:`replay.pipeline.AuditConfig`). ``stage``: optional
-    progress callback (see :data:`StageFn`). Returns an :class:`AuditResult`.
+    progress callback (see :data:`StageFn`). ``redact``, ``max_line_bytes``: passed to
+    :func:`replay.capture.ingest` (hash message text; longest line read). Returns an :class:`AuditResult`.
     Raises FileNotFoundError for a missing input path and ValueError for a bad serializer or parser
     spec, before anything is written; faults in the data itself never raise (they are rows).
     """
@@ -115,7 +124,7 @@ def audit(paths: list[str | Path], out: str | Path, cfg: AuditConfig, stage: Sta
 
     t0 = time.perf_counter()
     with stage("ingest", sum(f.stat().st_size for f in files)) as advance:
-        stats = ingest(files, run_dir, progress=advance)
+        stats = ingest(files, run_dir, progress=advance, redact=redact, max_line_bytes=max_line_bytes)
     seconds["ingest"] = time.perf_counter() - t0
     meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
 

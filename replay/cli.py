@@ -53,6 +53,13 @@ ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser 
 OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
 NewParser = Annotated[Optional[str], typer.Option(help="Tool parser of the new side (default: the family's).")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
+RedactOpt = Annotated[
+    bool,
+    typer.Option("--redact", help="Hash message text at ingest (roles, structure, lengths and tool schemas kept; the logged prompt and raw completion dropped, so no re-streaming). Secrets are dropped with or without it."),
+]
+MaxLineOpt = Annotated[
+    int, typer.Option("--max-line-bytes", min=1, help="Longest capture line read (decompressed bytes); a longer one is skipped without being held and counted as line-too-long.")
+]
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
@@ -190,6 +197,8 @@ def audit(
     new_parser: NewParser = None,
     chunkings: ChunkingsOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
+    redact: RedactOpt = False,
+    max_line_bytes: MaxLineOpt = 32 << 20,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
@@ -202,10 +211,11 @@ def audit(
     cfg = _config(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout
     )
+    cfg.options.update(redact=redact, max_line_bytes=max_line_bytes)
     run_dir = out or _default_out()
     try:
         with _progress(quiet) as stage:
-            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage)
+            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, redact=redact, max_line_bytes=max_line_bytes)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
@@ -219,6 +229,8 @@ def audit(
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
+    redact: RedactOpt = False,
+    max_line_bytes: MaxLineOpt = 32 << 20,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
@@ -237,8 +249,8 @@ def ingest(
     out.mkdir(parents=True, exist_ok=True)
     with _progress(quiet) as stage:
         with stage("ingest", sum(f.stat().st_size for f in files)) as advance:
-            stats = run_ingest(files, out, progress=advance)
-    write_meta(out, {"versions": versions(), "inputs": [{"path": str(f), "bytes": f.stat().st_size} for f in files], "ingest": dataclasses.asdict(stats)})
+            stats = run_ingest(files, out, progress=advance, redact=redact, max_line_bytes=max_line_bytes)
+    write_meta(out, {"options": {"redact": redact, "max_line_bytes": max_line_bytes}, "versions": versions(), "inputs": [{"path": str(f), "bytes": f.stat().st_size} for f in files], "ingest": dataclasses.asdict(stats)})
     console.print(str(stats), highlight=False)
     if stats.errors:
         from replay.sql import connect, run_sql

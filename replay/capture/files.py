@@ -6,6 +6,12 @@ reads; a file without either magic is read as plain text, whatever its extension
 in blocks of :data:`BLOCK_SIZE` bytes and decompressed incrementally: memory holds one block, the
 decompressor's window and the current line, never the whole file. Multi-frame zstd files and
 multi-member gzip files (``cat a.gz b.gz``) are read through to the end.
+
+A line longer than ``max_line_bytes`` (default :data:`MAX_LINE_BYTES`, 32 MiB) is not held: its
+first :data:`LONG_LINE_HEAD` bytes are kept, the rest is read past in blocks and counted, and it is
+yielded as a :class:`LongLine` (ingest records it as ``line-too-long``). Peak memory is therefore
+about ``max_line_bytes`` (twice that while the longest accepted line is joined) plus one block,
+whatever the line lengths of the file.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ import zstandard
 __all__ = [
     "BLOCK_SIZE",
     "CAPTURE_SUFFIXES",
+    "LONG_LINE_HEAD",
+    "LongLine",
+    "MAX_LINE_BYTES",
     "StreamFault",
     "TruncatedStream",
     "CorruptStream",
@@ -30,6 +39,28 @@ __all__ = [
 
 #: Bytes read from disk per block.
 BLOCK_SIZE = 1 << 20
+
+#: Longest line (bytes, decompressed, without its newline) :func:`open_lines` yields whole; longer
+#: lines come as :class:`LongLine`. 32 MiB: above any request we have seen (a 1M-token context is
+#: about 4 MB of text), and small enough that a few in flight do not exhaust a laptop.
+MAX_LINE_BYTES = 32 << 20
+
+#: Bytes of an over-long line kept in its :class:`LongLine` (for the error excerpt).
+LONG_LINE_HEAD = 4096
+
+
+class LongLine(bytes):
+    """A line longer than the limit of :func:`open_lines`: its first :data:`LONG_LINE_HEAD` bytes,
+    with ``length``, the line's full length in bytes (without its newline). Being ``bytes``, code
+    that does not know it sees a cut line (which will not parse)."""
+
+    length: int
+
+    def __new__(cls, head: bytes, length: int) -> "LongLine":
+        obj = super().__new__(cls, head)
+        obj.length = length
+        return obj
+
 
 #: File name endings :func:`discover` picks up inside folders (compared lower-cased).
 CAPTURE_SUFFIXES: tuple[str, ...] = tuple(
@@ -196,20 +227,26 @@ def open_lines(
     *,
     on_read: Callable[[int], None] | None = None,
     block_size: int = BLOCK_SIZE,
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> Iterator[tuple[int, int, bytes]]:
     """Yield ``(line_no, byte_offset, raw)`` for every line of a capture file, decompressing as a stream.
 
     ``line_no``: 1-based. ``byte_offset``: offset of the line's first byte in the decompressed
     stream (bytes). ``raw``: the line's bytes without the terminating ``b"\\n"`` (a ``\\r`` before
-    it is kept; JSON parsers treat it as whitespace). Lines are split on ``b"\\n"`` only, may be of
-    any length, and a final line without a newline is yielded too; an empty file yields nothing.
-    ``on_read``: called with the number of bytes read from disk after each block (for a progress
-    bar). Compression: see the module docstring.
+    it is kept; JSON parsers treat it as whitespace). Lines are split on ``b"\\n"`` only, and a final
+    line without a newline is yielded too; an empty file yields nothing. A line longer than
+    ``max_line_bytes`` is yielded as a :class:`LongLine` (its head and its length) after being read
+    past without being kept; the next line's offset counts all its bytes. ``on_read``: called with
+    the number of bytes read from disk after each block (for a progress bar). Compression: see the
+    module docstring.
 
     Raises, after yielding every complete line decoded before the fault:
     :class:`TruncatedStream` when a zstd/gzip file ends inside a frame, :class:`CorruptStream`
     when the decompressor rejects the data. :class:`OSError` when the file cannot be read.
+    :class:`ValueError` when ``max_line_bytes < 1``.
     """
+    if max_line_bytes < 1:
+        raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
     with open(path, "rb") as fh:
         first = fh.read(block_size)
         if on_read and first:
@@ -219,31 +256,55 @@ def open_lines(
 
         line_no = 1
         offset = 0  # decompressed offset of the current line's start
-        pending: list[bytes] = []  # pieces of the current line so far
-        pending_len = 0
+        pending: list[bytes] = []  # pieces of the current line so far (empty once it is too long)
+        pending_len = 0  # bytes of the current line so far
+        head = b""  # first bytes of the current line once it is too long
+        too_long = False
+
+        def take(piece: bytes) -> None:
+            """Add a piece of the current line, switching to skip mode past the limit."""
+            nonlocal pending, pending_len, head, too_long
+            if not too_long and pending_len + len(piece) > max_line_bytes:
+                head = (b"".join(pending) + piece[:LONG_LINE_HEAD])[:LONG_LINE_HEAD]
+                pending = []
+                too_long = True
+            elif not too_long:
+                pending.append(piece)
+            pending_len += len(piece)
+
+        def end_line() -> tuple[int, int, bytes]:
+            nonlocal pending, pending_len, head, too_long, line_no, offset
+            line = LongLine(head, pending_len) if too_long else b"".join(pending)
+            item = (line_no, offset, line)
+            offset += pending_len + 1
+            line_no += 1
+            pending, pending_len, head, too_long = [], 0, b"", False
+            return item
 
         def split(data: bytes) -> Iterator[tuple[int, int, bytes]]:
-            nonlocal line_no, offset, pending, pending_len
             start = 0
             while True:
                 nl = data.find(b"\n", start)
                 if nl < 0:
                     if start < len(data):
-                        pending.append(data[start:])
-                        pending_len += len(data) - start
+                        take(data[start:])
                     return
-                piece = data[start:nl]
-                if pending:
-                    pending.append(piece)
-                    line = b"".join(pending)
-                    pending = []
-                    pending_len = 0
+                if not pending and not too_long and nl - start <= max_line_bytes:
+                    yield _emit(data[start:nl])  # fast path: the whole line is in this piece
                 else:
-                    line = piece
-                yield line_no, offset, line
-                offset += len(line) + 1
-                line_no += 1
+                    take(data[start:nl])
+                    yield end_line()
                 start = nl + 1
+
+        def _emit(line: bytes) -> tuple[int, int, bytes]:
+            nonlocal line_no, offset
+            item = (line_no, offset, line)
+            offset += len(line) + 1
+            line_no += 1
+            return item
+
+        def partial() -> bytes:
+            return head if too_long else b"".join(pending)
 
         block = first
         while block:
@@ -254,7 +315,7 @@ def open_lines(
                 except _Corrupt as exc:
                     raise CorruptStream(
                         f"{kind} stream corrupt after {offset + pending_len} decompressed bytes: {exc}",
-                        line_no, offset, b"".join(pending),
+                        line_no, offset, partial(),
                     ) from None
             else:
                 yield from split(block)
@@ -265,7 +326,7 @@ def open_lines(
             raise TruncatedStream(
                 f"{kind} stream ends inside a frame after {offset + pending_len} decompressed bytes "
                 f"(file truncated?)",
-                line_no, offset, b"".join(pending),
+                line_no, offset, partial(),
             )
-        if pending:
-            yield line_no, offset, b"".join(pending)
+        if pending or too_long:
+            yield end_line()

@@ -8,6 +8,10 @@ at which reading stopped, and counts as one line. Hence always::
 
     stats.lines - stats.blank_lines == stats.exchanges + stats.errors
 
+Every row passes through :mod:`replay.capture.redact` before it is written (secrets dropped, and
+with ``redact=True`` message text hashed), whatever reader made it; a line longer than
+``max_line_bytes`` is read past without being held and recorded as ``line-too-long``.
+
 Rows go out in record batches of the :mod:`replay.tables` schemas as they fill (by row count and
 by bytes), so memory does not grow with the size of the capture.
 """
@@ -23,7 +27,8 @@ from typing import Callable, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from replay.capture.files import StreamFault, discover, open_lines
+from replay.capture import redact as _redact
+from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, open_lines
 from replay.capture.v1 import CaptureError, parse_line
 from replay.tables import EXCHANGES, INGEST_ERRORS, TOOLS
 
@@ -46,7 +51,8 @@ class IngestStats:
     ``tools``: rows written to ``tools``. ``bytes_read``: bytes read from disk (compressed size).
     ``errors_by_reason``: ``errors`` split by ``reason``. ``duplicate_ids``: exchanges whose
     captured ``id`` was seen before in this run; their ``exchange_id`` became ``<id>@<file>:<line>``
-    so that it stays a key.
+    so that it stays a key. ``redactions``: what :mod:`replay.capture.redact` removed, by kind
+    (``name``, ``value:<kind>``, ``hashed``, ``raw-dropped``); counts only, never the values.
     Invariant: ``lines - blank_lines == exchanges + errors``.
     """
 
@@ -59,22 +65,21 @@ class IngestStats:
     bytes_read: int = 0
     duplicate_ids: int = 0
     errors_by_reason: dict[str, int] = field(default_factory=dict)
+    redactions: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return f"{self.lines} lines: {self.exchanges} exchanges, {self.errors} errors"
 
 
-def _excerpt(raw: bytes) -> str:
-    return raw[: EXCERPT_CHARS * 4].decode("utf-8", "replace")[:EXCERPT_CHARS]
-
-
 class _Writer:
     """The three Parquet writers and their pending rows."""
 
-    def __init__(self, out_dir: Path, batch_rows: int, stats: IngestStats) -> None:
+    def __init__(self, out_dir: Path, batch_rows: int, stats: IngestStats, hash_text: bool = False) -> None:
         self.batch_rows = batch_rows
         self.stats = stats
+        self.hash_text = hash_text
         self.reasons: Counter[str] = Counter()
+        self.redactions: Counter[str] = Counter()
         self.writers = {
             name: pq.ParquetWriter(out_dir / f"{name}.parquet", schema, compression="zstd")
             for name, schema in (("exchanges", EXCHANGES), ("tools", TOOLS), ("ingest_errors", INGEST_ERRORS))
@@ -87,6 +92,8 @@ class _Writer:
         self.pending_bytes = 0
 
     def add_exchange(self, row: dict, tools: list[dict], raw: bytes, offset: int) -> None:
+        # the one gate every reader's rows pass: secrets out (and message text hashed with --redact)
+        _redact.redact_exchange(row, tools, hash_text_too=self.hash_text, counts=self.redactions)
         self.units.append((row, tools, raw, offset))
         self.n_tools += len(tools)
         self.pending_bytes += len(raw)
@@ -100,8 +107,8 @@ class _Writer:
                 "source_line": line,
                 "byte_offset": offset,
                 "reason": reason,
-                "detail": detail,
-                "excerpt": _excerpt(raw),
+                "detail": _redact.redact_error(detail, self.redactions),
+                "excerpt": _redact.scrub_excerpt(raw, EXCERPT_CHARS, hash_text_too=self.hash_text, counts=self.redactions),
             }
         )
         self.reasons[reason] += 1
@@ -149,6 +156,7 @@ class _Writer:
             for w in self.writers.values():
                 w.close()
         self.stats.errors_by_reason = dict(sorted(self.reasons.items()))
+        self.stats.redactions = dict(sorted(self.redactions.items()))
 
 
 def ingest(
@@ -157,6 +165,8 @@ def ingest(
     *,
     batch_rows: int = 2048,
     progress: Callable[[int], None] | None = None,
+    redact: bool = False,
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> IngestStats:
     """Read capture files (format v1) and write the ingest tables to ``out_dir``.
 
@@ -165,7 +175,9 @@ def ingest(
     are (over)written there, all three always, with the schemas of :mod:`replay.tables` (an empty
     table when nothing went to it). ``batch_rows``: exchanges (and error rows) per record batch.
     ``progress``: called with the number of bytes just read from disk (compressed), for a
-    progress bar.
+    progress bar. ``redact``: hash message text (``--redact``, see :mod:`replay.capture.redact`);
+    secrets are dropped whatever its value. ``max_line_bytes``: a longer line (decompressed bytes)
+    is read past without being held and becomes an ``ingest_errors`` row ``line-too-long``.
 
     Each line is parsed by :func:`replay.capture.v1.parse_line`; a line that fails becomes an
     ``ingest_errors`` row (file, 1-based line, byte offset in the decompressed stream, reason,
@@ -184,6 +196,8 @@ def ingest(
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+    if max_line_bytes < 1:
+        raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
     files = discover(paths)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -194,7 +208,7 @@ def ingest(
         if progress is not None:
             progress(n)
 
-    writer = _Writer(out, batch_rows, stats)
+    writer = _Writer(out, batch_rows, stats, hash_text=redact)
     # The one structure that grows with the capture: the exchange ids seen (tens of bytes each).
     seen_ids: set[str] = set()
     try:
@@ -203,9 +217,15 @@ def ingest(
             last_line = 0
             last_end = 0
             try:
-                for line_no, offset, raw in open_lines(path, on_read=on_read):
-                    last_line, last_end = line_no, offset + len(raw) + 1
+                for line_no, offset, raw in open_lines(path, on_read=on_read, max_line_bytes=max_line_bytes):
                     stats.lines += 1
+                    if isinstance(raw, LongLine):
+                        last_line, last_end = line_no, offset + raw.length + 1
+                        writer.add_error(source, line_no, offset, "line-too-long",
+                                         f"line of {raw.length} bytes is longer than the limit of {max_line_bytes} bytes "
+                                         f"(--max-line-bytes); read past, not parsed", raw)
+                        continue
+                    last_line, last_end = line_no, offset + len(raw) + 1
                     if not raw.strip():
                         stats.blank_lines += 1
                         continue

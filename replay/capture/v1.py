@@ -54,7 +54,8 @@ ROUTES = ("chat.completions", "messages", "responses")
 
 #: Every ``ingest_errors.reason`` a v1 line can give (see :func:`parse_line`). Ingest
 #: (:mod:`replay.capture.ingest`) adds ``truncated-stream``, ``corrupt-stream`` (stream faults),
-#: ``unreadable-file`` (OSError while reading), ``internal-error`` (an unexpected exception in the
+#: ``unreadable-file`` (OSError while reading), ``line-too-long`` (a line over ``--max-line-bytes``,
+#: read past without being held), ``internal-error`` (an unexpected exception in the
 #: line parser: a bug, recorded rather than stopping the run) and ``bad-field`` for a row whose
 #: values the table schema rejects.
 REASONS = (

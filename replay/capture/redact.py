@@ -1,0 +1,544 @@
+"""Secrets out, and (with ``--redact``) message text hashed: pure functions applied to every row at ingest.
+
+:mod:`replay.capture.ingest` passes every ``exchanges`` row, its ``tools`` rows and every
+``ingest_errors`` row through this module before anything is written, whatever reader made them,
+so no capture format can bring a secret into a run folder by a path of its own.
+
+**Secrets** (always on). Three rules:
+
+1. *Key-like text* (:func:`scrub_text`): anywhere in any string of a row (request JSON, message
+   text, tool declarations, the logged prompt, the raw completion, served content and calls, extra
+   JSON columns a reader adds), a substring that has the shape of a credential is replaced by
+   ``[redacted:<kind>]``: OpenAI/Anthropic ``sk-…`` keys, ``Bearer``/``Basic`` credentials, AWS
+   access key ids (``AKIA…``/``ASIA…``), JWTs (``eyJ….eyJ….…``), GitHub (``ghp_…``,
+   ``github_pat_…``), Slack (``xox?-…``), Google (``AIza…``), Hugging Face (``hf_…``), Stripe
+   (``sk_live_…``) tokens, PEM private keys, the password of a URL (``https://user:pw@host``) and
+   the value of a secret-named URL query parameter (``?api_key=…``). The replacement is the same
+   in every column, so a key in a message is replaced identically in the logged prompt and a
+   render of the messages still equals it. Shapes need a digit where words could pass for one
+   (``Bearer authentication`` and ``sk-learn-is-great`` are text, not keys).
+2. *Secret names* (:func:`is_secret_name`), in the envelope only: in JSON a row holds (the request
+   body and the JSON columns readers add: headers, metadata), a key whose name is a secret's is
+   dropped with its value, as is a header in list form (``{"name": "Authorization", "value": …}``
+   as HAR writes it, or ``["Cookie", "…"]``). A name is a secret's when, split into words
+   (``x-api-key``, ``apiKey``, ``API_KEY`` -> ``api key``), it holds one of ``authorization``,
+   ``authentication``, ``auth``, ``cookie(s)``, ``password``, ``passwd``, ``passphrase``, ``pwd``,
+   ``secret(s)``, ``credential(s)``, ``apikey``, ``privatekey``, ``jwt``, ``bearer``; or ends with
+   ``token`` (singular: ``access_token``, ``x-auth-token``, not ``max_tokens``, nor ``token_budget``,
+   nor tokenizer terms ``eos_token``, ``pad_token``, ``bos_token``…); or ends with ``key`` after
+   ``api``, ``access``, ``secret``, ``private``, ``auth``, ``signing``, ``encryption``, ``master``,
+   ``client``, ``subscription``, ``service``, ``account``, ``session``, ``admin``, ``license``.
+   A bare ``key`` or ``id`` is not a secret.
+3. *Where names do not count*: inside ``messages``, ``input``, ``system``, ``instructions``,
+   ``prompt``, ``tools``, ``functions``, ``tool_choice``, ``response_format``, ``text`` and
+   any ``parameters``, ``input_schema``, ``properties``, ``schema``, ``json_schema``,
+   ``arguments``, ``content``, the names are the developer's (a tool parameter named ``api_key``
+   or ``token``) or the model's (a tool call's arguments), not the request's: they are kept, and
+   rule 1 alone applies there. The tool declarations the audit is about are therefore never
+   altered except for a key-like string inside them.
+
+What was dropped is counted (:class:`Redactions`, reported as ``ingest.redactions`` in
+``run.json``), never stored. A bad line's ``excerpt`` and ``detail`` in ``ingest_errors`` go
+through :func:`scrub_excerpt`: rule 1, and the value after a secret name in the forms
+``"name": value``, ``{"name": "N", "value": "V"}``, ``Name: value`` and ``name=value``.
+
+**--redact** (:func:`hash_messages`): every message string is replaced by
+``[redacted sha256:<12 hex> chars:<n>]`` (a SHA-256 prefix of its UTF-8 bytes, unsalted so equal
+texts give equal markers, and its length in characters): message ``content`` strings and text
+parts, ``system``, ``instructions``, ``input``, a legacy ``prompt``, reasoning, refusals, tool
+results. Kept: roles, ``type``, ids, tool-call and participant ``name``, numbers and booleans, the
+list/object structure, and the tool declarations (``tools`` is untouched). Tool-call arguments keep
+their JSON shape: each string value inside them is hashed, keys, numbers and booleans are kept, so
+``{"path": "a"}`` stays a JSON object with key ``path`` and arguments that were not JSON stay not
+JSON (the whole text is hashed). ``served_content`` is hashed and ``served_tool_calls`` arguments are
+treated as tool-call arguments. ``server_prompt``, ``server_output_text``, ``server_steps`` and the
+token ids of both are dropped (null): a marker in their place would be read as text by the render
+and re-stream stages and yield wrong counts, and token ids decode back to the text. An empty
+string stays empty. A bad line's excerpt is replaced by a marker of the excerpt.
+
+What the checks still do under ``--redact``: null leaks and render failures (tools are kept
+whole); old-vs-new prompt divergence (both sides render the same hashed messages; token counts are
+those of the markers, not of the original text); the served-stream checks (calls received, their
+names, non-JSON joins, ``finish_reason``). What they cannot do: re-streaming (dropped calls,
+argument mismatches, replay fidelity) and the served-vs-reference prompt comparison need the raw
+completion and the logged prompt; capture without ``--redact`` in a place allowed to hold them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from collections import Counter
+from typing import Any, Callable
+
+import orjson
+
+__all__ = [
+    "Redactions",
+    "hash_arguments",
+    "hash_messages",
+    "hash_text",
+    "is_secret_name",
+    "redact_exchange",
+    "redact_error",
+    "scrub_excerpt",
+    "scrub_json",
+    "scrub_json_text",
+    "scrub_text",
+]
+
+#: Counts of what was removed, by kind (``name`` for a field or header dropped by its name,
+#: ``value:<kind>`` for a key-like substring replaced, ``hashed`` for message strings hashed under
+#: ``--redact``, ``raw-dropped`` for the logged prompt / raw completion / steps dropped under it).
+Redactions = Counter
+
+# --------------------------------------------------------------------------- names
+
+_SECRET_WORDS = frozenset(
+    {
+        "authorization", "authentication", "auth", "cookie", "cookies", "password", "passwd",
+        "passphrase", "pwd", "secret", "secrets", "credential", "credentials", "apikey",
+        "privatekey", "jwt", "bearer",
+    }
+)
+_KEY_QUALIFIERS = frozenset(
+    {
+        "api", "access", "secret", "private", "auth", "signing", "encryption", "master", "client",
+        "subscription", "service", "account", "session", "admin", "license",
+    }
+)
+# "<word> token" that names a vocabulary item, not a credential
+_TOKENIZER_WORDS = frozenset(
+    {"eos", "bos", "pad", "unk", "sep", "cls", "mask", "stop", "start", "end", "special", "next", "image",
+     "audio", "video", "think", "tool", "call", "begin", "first", "last", "max", "min", "num"}
+)
+_WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def _words(name: str) -> list[str]:
+    return [w.lower() for w in _WORD_RE.findall(name)]
+
+
+_NAME_CACHE: dict[str, bool] = {}
+
+
+def is_secret_name(name: str) -> bool:
+    """True when a field or header named ``name`` holds a secret (rule 2 of the module docstring).
+
+    ``name``: a JSON key or header name, any case and separator (``X-Api-Key``, ``apiKey``,
+    ``api_key``). ``max_tokens``, ``token_budget``, ``eos_token``, ``key``, ``session_id``: False;
+    ``Authorization``, ``Set-Cookie``, ``access_token``, ``client_secret``, ``AWS_SECRET_ACCESS_KEY``,
+    ``Ocp-Apim-Subscription-Key``: True.
+    """
+    hit = _NAME_CACHE.get(name)
+    if hit is not None:
+        return hit
+    words = _words(name)
+    hit = False
+    if words:
+        if any(w in _SECRET_WORDS for w in words):
+            hit = True
+        elif words[-1] == "token":
+            hit = len(words) == 1 or words[-2] not in _TOKENIZER_WORDS
+        elif words[-1] == "key" and len(words) >= 2:
+            hit = words[-2] in _KEY_QUALIFIERS
+        elif "".join(words) in {"apikey", "xapikey", "accesskey", "secretkey", "privatekey"}:
+            hit = True
+    if len(_NAME_CACHE) < 100_000:
+        _NAME_CACHE[name] = hit
+    return hit
+
+
+# --------------------------------------------------------------------------- key-like text
+
+
+def _has_digit(s: str) -> bool:
+    return any(c.isdigit() for c in s)
+
+
+def _basic_ok(token: str) -> bool:
+    """A ``Basic`` credential is base64 of ``user:password``."""
+    try:
+        return b":" in base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+
+
+# (kind, pattern, check on the matched text or None). No pattern may match `"` or `\`, so a
+# replacement inside JSON text keeps it JSON.
+_KEY_RULES: list[tuple[str, str, Callable[[str], bool] | None]] = [
+    ("pem", r"-----BEGIN [A-Z ]{0,30}PRIVATE KEY-----[^\"]*?(?:-----END [A-Z ]{0,30}PRIVATE KEY-----|(?=\")|\Z)", None),
+    ("bearer", r"(?i:\bbearer)[ \t]+[A-Za-z0-9._~+/-]{12,}=*", _has_digit),
+    ("basic", r"(?i:\bbasic)[ \t]+[A-Za-z0-9+/]{8,}=*", lambda s: _basic_ok(s.split()[-1])),
+    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", None),
+    ("stripe", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", None),
+    ("sk", r"\bsk-[A-Za-z0-9_-]{20,}", _has_digit),
+    ("aws", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", None),
+    ("github", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})", None),
+    ("slack", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", None),
+    ("google", r"\bAIza[0-9A-Za-z_-]{35}", None),
+    ("hf", r"\bhf_[A-Za-z0-9]{30,}", None),
+    ("url-password", r"(?<=://)[^/\s:@\"\\]{1,256}:[^/\s@\"\\]{1,256}(?=@)", None),
+    ("query", r"(?<=[?&])[A-Za-z0-9_.-]{1,64}=[^&#\s\"\\]+", lambda s: is_secret_name(s.split("=", 1)[0])),
+]
+_GROUPS = {f"k{i}": rule for i, rule in enumerate(_KEY_RULES)}
+_KEY_RE = re.compile("|".join(f"(?P<k{i}>{pat})" for i, (_, pat, _) in enumerate(_KEY_RULES)))
+# cheap gate: a string without any of these cannot match a rule
+_GATE_RE = re.compile(r"(?i)private key|bearer|basic|eyJ|k_live|k_test|sk-|AKIA|ASIA|gh[pousr]_|github_pat|xox|AIza|hf_|://|[?&][^=\s]{1,64}=")
+
+
+def _replace(m: re.Match, counts: Counter | None) -> str:
+    kind, _, check = _GROUPS[m.lastgroup]  # type: ignore[index]
+    text = m.group(0)
+    if check is not None and not check(text):
+        return text
+    if counts is not None:
+        counts[f"value:{kind}"] += 1
+    if kind == "query":
+        return text.split("=", 1)[0] + "=[redacted:query]"
+    return f"[redacted:{kind}]"
+
+
+def scrub_text(text: str, counts: Counter | None = None) -> str:
+    """``text`` with every key-like substring replaced by ``[redacted:<kind>]`` (rule 1).
+
+    ``counts``: incremented by ``value:<kind>`` per replacement. Deterministic and idempotent; a
+    replacement never contains ``"`` or ``\\``, so JSON text stays JSON. Returns ``text`` itself
+    when nothing matched.
+    """
+    if not _GATE_RE.search(text):
+        return text
+    return _KEY_RE.sub(lambda m: _replace(m, counts), text)
+
+
+# --------------------------------------------------------------------------- JSON
+
+#: Keys under which field names are the developer's or the model's, not secrets (rule 3).
+NAME_FREE_KEYS = frozenset(
+    {
+        "messages", "input", "system", "instructions", "prompt", "tools", "functions", "tool_choice",
+        "response_format", "text", "parameters", "input_schema", "properties", "schema", "json_schema",
+        "arguments", "content",
+    }
+)
+
+
+def _header_pair_name(item: Any) -> str | None:
+    """The header name of a header in list form, else None."""
+    if isinstance(item, dict) and isinstance(item.get("name"), str) and "value" in item and len(item) <= 4:
+        return item["name"]
+    if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], str):
+        return item[0]
+    return None
+
+
+def scrub_json(value: Any, counts: Counter | None = None, *, names: bool = True) -> Any:
+    """``value`` (decoded JSON) with secrets removed, in place where it is a container; returns it.
+
+    Key-like substrings of every string are replaced (rule 1); with ``names`` (the envelope), a key
+    that :func:`is_secret_name` and a header pair in list form naming one are dropped, except under
+    :data:`NAME_FREE_KEYS` (rules 2 and 3). Iterative: any nesting depth. ``counts``: ``name`` per
+    key or pair dropped, ``value:<kind>`` per substring replaced.
+    """
+    if isinstance(value, str):
+        return scrub_text(value, counts)
+    if not isinstance(value, (dict, list)):
+        return value
+    stack: list[tuple[Any, bool]] = [(value, names)]
+    while stack:
+        node, env = stack.pop()
+        if isinstance(node, dict):
+            for k in list(node):
+                v = node[k]
+                if env and isinstance(k, str) and is_secret_name(k):
+                    del node[k]
+                    if counts is not None:
+                        counts["name"] += 1
+                    continue
+                if isinstance(v, str):
+                    new = scrub_text(v, counts)
+                    if new is not v:
+                        node[k] = new
+                elif isinstance(v, (dict, list)):
+                    stack.append((v, env and k not in NAME_FREE_KEYS))
+        else:
+            if env:
+                keep = []
+                for item in node:
+                    hn = _header_pair_name(item)
+                    if hn is not None and is_secret_name(hn):
+                        if counts is not None:
+                            counts["name"] += 1
+                        continue
+                    keep.append(item)
+                if len(keep) != len(node):
+                    node[:] = keep
+            for i, v in enumerate(node):
+                if isinstance(v, str):
+                    new = scrub_text(v, counts)
+                    if new is not v:
+                        node[i] = new
+                elif isinstance(v, (dict, list)):
+                    stack.append((v, env))
+    return value
+
+
+# envelope names that may be secret: when none occurs in the JSON text, no key can be dropped
+_NAME_GATE_RE = re.compile(r"(?i)auth|cookie|passw|passphrase|pwd|secret|credential|key|jwt|bearer|token")
+
+
+def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = True) -> str:
+    """JSON text with secrets removed (rules 1-3), re-serialized only when a key was dropped.
+
+    Rule 1 runs on the text itself (a replacement keeps JSON valid); the text is decoded for rules
+    2 and 3 only when a secret-like name occurs in it. Text that is not JSON gets rule 1 alone.
+    Key order is kept (orjson).
+    """
+    text = scrub_text(text, counts)
+    if not names or not _NAME_GATE_RE.search(text):
+        return text
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    local: Counter = Counter()
+    scrub_json(obj, local, names=True)
+    if not local:
+        return text
+    if counts is not None:
+        counts.update(local)
+    return orjson.dumps(obj).decode()
+
+
+# --------------------------------------------------------------------------- --redact
+
+
+def hash_text(text: str) -> str:
+    """``[redacted sha256:<first 12 hex digits> chars:<len(text)>]`` for a message string; ``""`` stays ``""``."""
+    if not text:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"[redacted sha256:{digest} chars:{len(text)}]"
+
+
+def _hc(text: str, counts: Counter | None) -> str:
+    """:func:`hash_text`, counted as ``hashed`` when the text was not empty."""
+    if text and counts is not None:
+        counts["hashed"] += 1
+    return hash_text(text)
+
+
+#: In a message, string values of these keys are structure and are kept by :func:`hash_messages`.
+KEEP_KEYS = frozenset(
+    {"role", "type", "name", "id", "tool_call_id", "tool_use_id", "call_id", "status", "media_type",
+     "format", "detail", "index", "signature", "encrypted_content", "cache_control", "finish_reason",
+     "stop_reason", "object", "model"}
+)
+#: Envelope keys whose value is message text (hashed by :func:`hash_messages`).
+TEXT_KEYS = frozenset(
+    {"messages", "message", "input", "system", "instructions", "prompt", "content", "delta", "output",
+     "output_text", "reasoning_content", "refusal", "partial_json", "thinking", "choices", "completion"}
+)
+
+
+def _hash_strings(value: Any, counts: Counter | None, *, keep_keys: bool) -> Any:
+    """Every string in ``value`` hashed (in place for containers), the values of :data:`KEEP_KEYS`
+    kept when ``keep_keys``; ``arguments`` strings by :func:`hash_arguments`. Iterative."""
+    if isinstance(value, str):
+        return _hc(value, counts)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for k, v in list(items):
+            if isinstance(v, str):
+                if keep_keys and isinstance(node, dict) and k in KEEP_KEYS:
+                    continue
+                if isinstance(node, dict) and k == "arguments":
+                    node[k] = hash_arguments(v, counts)
+                else:
+                    node[k] = _hc(v, counts)
+            elif isinstance(v, (dict, list)):
+                if keep_keys and isinstance(node, dict) and k == "cache_control":
+                    continue
+                stack.append(v)
+    return value
+
+
+def hash_arguments(arguments: str, counts: Counter | None = None) -> str:
+    """Tool-call arguments (JSON text) with each string value hashed; keys, numbers, booleans, nulls
+    and the shape kept. Arguments that are not JSON are hashed whole (and stay not JSON)."""
+    try:
+        obj = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return _hc(arguments, counts)
+    obj = _hash_strings(obj, counts, keep_keys=False)
+    try:
+        return orjson.dumps(obj).decode()
+    except TypeError:  # too deep to write back
+        return _hc(arguments, counts)
+
+
+def hash_messages(value: Any, counts: Counter | None = None) -> Any:
+    """Decoded request (or response / event) JSON with its message text hashed (``--redact``).
+
+    Walks the envelope (iteratively); the value of a key in :data:`TEXT_KEYS` is hashed: a string
+    whole, a container string by string keeping :data:`KEEP_KEYS` values (roles, types, ids,
+    names) and hashing tool-call ``arguments`` by :func:`hash_arguments`. Everything else (model,
+    sampling options, ``tools``, ``response_format``, ``tool_choice``) is kept. Returns ``value``
+    (modified in place when a container).
+    """
+    if not isinstance(value, (dict, list)):
+        return value
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for k, v in list(items):
+            if isinstance(node, dict) and k in TEXT_KEYS:
+                if isinstance(v, str):
+                    node[k] = _hc(v, counts)
+                elif isinstance(v, (dict, list)):
+                    _hash_strings(v, counts, keep_keys=True)
+            elif isinstance(node, dict) and k == "arguments" and isinstance(v, str):
+                node[k] = hash_arguments(v, counts)
+            elif isinstance(node, dict) and k in ("tools", "functions", "response_format", "tool_choice"):
+                continue
+            elif isinstance(v, (dict, list)):
+                stack.append(v)
+    return value
+
+
+# --------------------------------------------------------------------------- rows
+
+#: Columns that drop out under ``--redact``: read as text by the render and re-stream stages, or
+#: token ids a tokenizer decodes back to the text.
+RAW_TEXT_COLUMNS = ("server_prompt", "server_prompt_token_ids", "server_output_text", "server_output_token_ids", "server_steps")
+#: Columns holding captured JSON text besides those ending in ``_json``.
+_JSON_COLUMNS = frozenset({"headers", "request_headers", "response_headers", "metadata"})
+_KEEP_COLUMNS = frozenset({"exchange_id", "source_file", "route", "model", "ts"})
+
+
+def _is_json_column(name: str) -> bool:
+    return name.endswith("_json") or name in _JSON_COLUMNS
+
+
+def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False, counts: Counter | None = None) -> None:
+    """Remove secrets from one ``exchanges`` row and its ``tools`` rows, in place.
+
+    JSON text columns (``request_json``, any ``*_json``, ``headers``, ``metadata``) by
+    :func:`scrub_json_text` (rules 1-3), other strings and lists/structs (served calls, steps) by
+    rule 1; ``exchange_id``, ``source_file``, ``route``, ``model`` and ``ts`` are kept as they are.
+    Tool rows: ``tool_json`` by rule 1 only (declarations are never pruned by name). With
+    ``hash_text_too`` (``--redact``), also: message text of the JSON columns hashed
+    (:func:`hash_messages`), ``served_content`` hashed, ``served_tool_calls`` arguments by
+    :func:`hash_arguments`, :data:`RAW_TEXT_COLUMNS` set to None. ``counts``: see :data:`Redactions`.
+    """
+    for col, val in list(row.items()):
+        if val is None or col in _KEEP_COLUMNS:
+            continue
+        if hash_text_too and col in RAW_TEXT_COLUMNS:
+            row[col] = None
+            if counts is not None:
+                counts["raw-dropped"] += 1
+            continue
+        if isinstance(val, str):
+            if _is_json_column(col):
+                val = scrub_json_text(val, counts, names=col != "tool_json")
+                if hash_text_too:
+                    try:
+                        obj = orjson.loads(val)
+                    except orjson.JSONDecodeError:
+                        val = _hc(val, counts)
+                    else:
+                        val = orjson.dumps(hash_messages(obj, counts)).decode()
+                row[col] = val
+            elif hash_text_too and col == "served_content":
+                row[col] = _hc(val, counts)
+            else:
+                row[col] = scrub_text(val, counts)
+        elif isinstance(val, (list, dict)):
+            scrub_json(val, counts, names=False)
+            if hash_text_too and col == "served_tool_calls":
+                for call in val:
+                    if isinstance(call, dict) and isinstance(call.get("arguments"), str):
+                        call["arguments"] = hash_arguments(call["arguments"], counts)
+    if "server_output_text" in row and "server_steps" in row and row.get("server_steps") and row.get("server_output_text") is not None:
+        # a key split across two steps is replaced in the text but not in the steps: the steps
+        # would no longer join to the completion, and the `recorded` chunking needs them to
+        if "".join(row["server_steps"]) != row["server_output_text"]:
+            row["server_steps"] = None
+            if counts is not None:
+                counts["raw-dropped"] += 1
+    for t in tools:
+        if isinstance(t.get("tool_json"), str):
+            t["tool_json"] = scrub_text(t["tool_json"], counts)
+        if isinstance(t.get("name"), str):
+            t["name"] = scrub_text(t["name"], counts)
+
+
+# --------------------------------------------------------------------------- bad lines
+
+_PAIR_RES = [
+    # "name": "value" / "name": value  (the value may be cut by the excerpt's end)
+    re.compile(r'"((?:[^"\\]|\\.){1,100})"(\s*:\s*)("(?:[^"\\]|\\.)*"?|[^,}\]\s]+)'),
+    # 'name': 'value' (Python reprs in logs)
+    re.compile(r"'([^'\\]{1,100})'(\s*:\s*)('(?:[^'\\]|\\.)*'?|[^,}\]\s]+)"),
+]
+_HAR_PAIR_RE = re.compile(r'("name"\s*:\s*"([^"\\]{1,100})"\s*,\s*"value"\s*:\s*)("(?:[^"\\]|\\.)*"?)')
+_HEADER_LINE_RE = re.compile(r"^(\s*)([A-Za-z0-9_.-]{1,64})(\s*[:=]\s*)(.+)$")
+
+
+def _pairs(text: str, counts: Counter | None) -> str:
+    def one(m: re.Match) -> str:
+        if not is_secret_name(m.group(1)):
+            return m.group(0)
+        if counts is not None:
+            counts["name"] += 1
+        return f'"{m.group(1)}"{m.group(2)}"[redacted]"'
+
+    for rx in _PAIR_RES:
+        text = rx.sub(one, text)
+
+    def har(m: re.Match) -> str:
+        if not is_secret_name(m.group(2)):
+            return m.group(0)
+        if counts is not None:
+            counts["name"] += 1
+        return f'{m.group(1)}"[redacted]"'
+
+    text = _HAR_PAIR_RE.sub(har, text)
+    m = _HEADER_LINE_RE.match(text)
+    if m and is_secret_name(m.group(2)):
+        if counts is not None:
+            counts["name"] += 1
+        text = f"{m.group(1)}{m.group(2)}{m.group(3)}[redacted]"
+    return text
+
+
+#: Bytes of a bad line scrubbed before its excerpt is cut (a secret that starts in the excerpt
+#: is seen whole as long as it ends within this window).
+EXCERPT_WINDOW = 64 << 10
+
+
+def scrub_excerpt(raw: bytes, chars: int, *, hash_text_too: bool = False, counts: Counter | None = None) -> str:
+    """The ``ingest_errors.excerpt`` of a bad line: at most ``chars`` characters, secrets removed.
+
+    ``raw``: the line's bytes (decoded as UTF-8 with replacement). The first :data:`EXCERPT_WINDOW`
+    bytes are scrubbed (rule 1 and the value after a secret name, see the module docstring), then
+    cut to ``chars`` characters. With ``hash_text_too`` the excerpt is a :func:`hash_text` marker.
+    """
+    text = raw[:EXCERPT_WINDOW].decode("utf-8", "replace")
+    text = _pairs(scrub_text(text, counts), counts)[:chars]
+    if hash_text_too and text:
+        return _hc(text, counts)
+    return text
+
+
+def redact_error(detail: str | None, counts: Counter | None = None) -> str | None:
+    """An ``ingest_errors.detail`` (an exception's text, which may quote a value) with secrets removed."""
+    if detail is None:
+        return None
+    return _pairs(scrub_text(detail, counts), counts)
