@@ -456,7 +456,7 @@ def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False
                         val = orjson.dumps(hash_messages(obj, counts)).decode()
                 row[col] = val
             elif hash_text_too and col == "served_content":
-                row[col] = _hc(val, counts)
+                row[col] = _hc(scrub_text(val, counts), counts)
             else:
                 row[col] = scrub_text(val, counts)
         elif isinstance(val, (list, dict)):
@@ -483,9 +483,9 @@ def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False
 
 _PAIR_RES = [
     # "name": "value" / "name": value  (the value may be cut by the excerpt's end)
-    re.compile(r'"((?:[^"\\]|\\.){1,100})"(\s*:\s*)("(?:[^"\\]|\\.)*"?|[^,}\]\s]+)'),
+    re.compile(r'"((?:[^"\\]|\\.){1,100})"(\s*:\s*)("(?:[^"\\]|\\.)*"?|[^,}\]\s{\["]+)'),
     # 'name': 'value' (Python reprs in logs)
-    re.compile(r"'([^'\\]{1,100})'(\s*:\s*)('(?:[^'\\]|\\.)*'?|[^,}\]\s]+)"),
+    re.compile(r"'([^'\\]{1,100})'(\s*:\s*)('(?:[^'\\]|\\.)*'?|[^,}\]\s{\[']+)"),
 ]
 _HAR_PAIR_RE = re.compile(r'("name"\s*:\s*"([^"\\]{1,100})"\s*,\s*"value"\s*:\s*)("(?:[^"\\]|\\.)*"?)')
 _HEADER_LINE_RE = re.compile(r"^(\s*)([A-Za-z0-9_.-]{1,64})(\s*[:=]\s*)(.+)$")

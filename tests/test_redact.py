@@ -1,0 +1,239 @@
+"""replay/capture/redact.py: which names and values are secrets, what is kept, what --redact hashes."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+
+import orjson
+import pytest
+
+from replay.capture.redact import (
+    hash_arguments,
+    hash_messages,
+    hash_text,
+    is_secret_name,
+    redact_error,
+    redact_exchange,
+    scrub_excerpt,
+    scrub_json,
+    scrub_json_text,
+    scrub_text,
+)
+
+SK = "sk-proj-4f9Qx2LmN8pR7sT1vW3yZ5aB6cD0eF"
+AKIA = "AKIAIOSFODNN7EXAMPLE"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+GH = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Authorization", "authorization", "Proxy-Authorization", "x-api-key", "X-Api-Key", "api-key", "api_key", "apiKey",
+     "API_KEY", "Cookie", "Set-Cookie", "cookies", "access_token", "refresh_token", "id_token", "x-auth-token", "token",
+     "X-Amz-Security-Token", "client_secret", "secret", "password", "db_password", "passphrase", "credentials",
+     "AWS_SECRET_ACCESS_KEY", "private_key", "Ocp-Apim-Subscription-Key", "x-goog-api-key", "auth", "jwt"],
+)
+def test_secret_names(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["max_tokens", "max_completion_tokens", "token_budget", "tokens", "prompt_token_ids", "eos_token", "pad_token",
+     "bos_token", "stop_token_ids", "key", "keys", "session_id", "user", "model", "temperature", "monkey", "turkey",
+     "keyword", "tokenizer", "author", "stream_options", "signature", "id", "name", "value"],
+)
+def test_not_secret_names(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [(SK, "sk"), ("sk-ant-api03-" + "Ab1" * 30, "sk"), (AKIA, "aws"), (JWT, "jwt"), (GH, "github"),
+     ("Bearer abcdEFGH1234ijkl5678", "bearer"), ("Basic dXNlcjpwYXNzd29yZA==", "basic"),
+     ("xoxb-123456789012-abcdefABCDEF", "slack"), ("AIza" + "Sy" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "google"),
+     ("hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ012345", "hf"), ("sk_live_" + "a1b2c3d4e5f6g7h8i9", "stripe")],
+)
+def test_key_like_values_are_replaced_wherever_they_stand(text: str, kind: str) -> None:
+    counts: Counter = Counter()
+    assert scrub_text(text, counts) == f"[redacted:{kind}]"
+    assert scrub_text(f"my key is {text}, use it", counts) == f"my key is [redacted:{kind}], use it"
+    assert counts[f"value:{kind}"] == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["sk-learn-is-a-great-library-for-ml", "Bearer authentication is described in RFC", "basic understanding",
+     "the AKIA prefix", "eyJ alone", "max_tokens=100", "https://example.com/path?q=1&page=2", "a token budget of 12"],
+)
+def test_text_that_only_resembles_a_key_is_kept(text: str) -> None:
+    assert scrub_text(text) == text
+
+
+def test_url_password_and_secret_query_parameter() -> None:
+    assert (
+        scrub_text("postgres://bob:hunter2@db:5432/x and https://h/p?api_key=zz9&q=1&access_token=abc")
+        == "postgres://[redacted:url-password]@db:5432/x and https://h/p?api_key=[redacted:query]&q=1&access_token=[redacted:query]"
+    )
+
+
+def test_pem_private_key_inside_json_keeps_json_valid() -> None:
+    doc = {"note": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----", "n": 1}
+    out = scrub_json_text(orjson.dumps(doc).decode())
+    assert orjson.loads(out) == {"note": "[redacted:pem]", "n": 1}
+
+
+REQUEST = {
+    "model": "m",
+    "api_key": "plain-secret-1",
+    "max_tokens": 100,
+    "metadata": {"user": "u1", "Authorization": "plain-secret-2", "session_id": "s1"},
+    "extra_headers": [{"name": "x-api-key", "value": "plain-secret-3"}, {"name": "Accept", "value": "json"}],
+    "raw_headers": [["Cookie", "sid=plain-secret-4"], ["Accept", "json"]],
+    "chat_template_kwargs": {"eos_token": "</s>"},
+    "messages": [
+        {"role": "user", "content": "what is my token?"},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "login", "arguments": '{"token": "t0k"}'}}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "u1", "name": "auth", "input": {"password": "model-said"}}]},
+    ],
+    "tools": [
+        {"type": "function", "function": {"name": "login", "parameters": {"type": "object", "properties": {
+            "token": {"type": "string"}, "api_key": {"type": "string", "default": None}, "token_budget": {"type": "integer"}}}}},
+    ],
+    "response_format": {"type": "json_schema", "json_schema": {"schema": {"properties": {"password": {"type": "string"}}}}},
+}
+
+
+def test_name_rule_drops_envelope_secrets_and_keeps_schemas_and_arguments() -> None:
+    counts: Counter = Counter()
+    out = orjson.loads(scrub_json_text(orjson.dumps(REQUEST).decode(), counts))
+    expected = orjson.loads(orjson.dumps(REQUEST))
+    del expected["api_key"]
+    del expected["metadata"]["Authorization"]
+    expected["extra_headers"] = [{"name": "Accept", "value": "json"}]
+    expected["raw_headers"] = [["Accept", "json"]]
+    assert out == expected  # messages, tools, response_format, max_tokens, eos_token, session_id all kept
+    assert list(out) == [k for k in REQUEST if k != "api_key"]  # key order kept
+    assert counts == Counter({"name": 4})
+
+
+def test_name_rule_leaves_json_without_secret_names_untouched() -> None:
+    text = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}).decode()
+    assert scrub_json_text(text) is not None and scrub_json_text(text) == text
+
+
+def test_scrub_json_survives_deep_nesting() -> None:
+    deep: list = []
+    node = deep
+    for _ in range(100_000):
+        node.append([])
+        node = node[0]
+    node.append(SK)
+    scrub_json(deep)
+    assert node == ["[redacted:sk]"]
+
+
+def test_hash_text_marker() -> None:
+    text = "Héllo wörld"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    assert hash_text(text) == f"[redacted sha256:{digest} chars:11]"
+    assert hash_text("") == ""
+
+
+def test_hash_arguments_keeps_shape() -> None:
+    out = orjson.loads(hash_arguments('{"path": "a.txt", "n": 3, "flags": [true, null, "x"], "opt": {"k": "v"}}'))
+    assert out == {"path": hash_text("a.txt"), "n": 3, "flags": [True, None, hash_text("x")], "opt": {"k": hash_text("v")}}
+    assert hash_arguments('{"path": "a.') == hash_text('{"path": "a.')  # not JSON: whole, and still not JSON
+
+
+def test_hash_messages_chat_anthropic_responses() -> None:
+    req = orjson.loads(orjson.dumps(REQUEST))
+    hash_messages(req)
+    m = req["messages"]
+    assert m[0] == {"role": "user", "content": hash_text("what is my token?")}
+    fn = m[1]["tool_calls"][0]["function"]
+    assert fn["name"] == "login" and orjson.loads(fn["arguments"]) == {"token": hash_text("t0k")}
+    assert m[2]["content"][0] == {"type": "tool_use", "id": "u1", "name": "auth", "input": {"password": hash_text("model-said")}}
+    assert req["tools"] == REQUEST["tools"] and req["response_format"] == REQUEST["response_format"]
+    assert req["model"] == "m" and req["max_tokens"] == 100
+
+    anth = {"system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": "42"}]}]}
+    hash_messages(anth)
+    assert anth == {"system": [{"type": "text", "text": hash_text("be brief"), "cache_control": {"type": "ephemeral"}}],
+                    "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": hash_text("42")}]}]}
+
+    resp = {"instructions": "sys", "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]},
+                                             {"type": "function_call", "call_id": "c", "name": "f", "arguments": '{"a": "b"}'},
+                                             {"type": "function_call_output", "call_id": "c", "output": "out"}],
+            "text": {"format": {"type": "text"}}, "reasoning": {"effort": "high"}}
+    hash_messages(resp)
+    assert resp["instructions"] == hash_text("sys")
+    assert resp["input"][0]["content"][0] == {"type": "input_text", "text": hash_text("q")}
+    assert resp["input"][1] == {"type": "function_call", "call_id": "c", "name": "f", "arguments": '{"a":"%s"}' % hash_text("b")}
+    assert resp["input"][2]["output"] == hash_text("out")
+    assert resp["text"] == {"format": {"type": "text"}} and resp["reasoning"] == {"effort": "high"}
+
+
+def _row() -> tuple[dict, list[dict]]:
+    row = {
+        "exchange_id": "x", "source_file": "f", "source_line": 1, "ts": None, "route": "chat.completions", "model": "m",
+        "stream": False, "request_json": orjson.dumps(REQUEST).decode(), "n_messages": 3, "n_tools": 1,
+        "served_content": f"use {SK}", "served_tool_calls": [{"index": 0, "id": "c", "name": "f", "arguments": '{"k": "%s"}' % AKIA}],
+        "served_finish_reason": "tool_calls", "served_chunks": None, "server_prompt": f"<s>{SK}", "server_prompt_token_ids": [1],
+        "server_output_text": f"ab {SK} cd", "server_output_token_ids": [2], "server_steps": ["ab ", SK[:5], SK[5:] + " cd"],
+    }
+    tools = [{"exchange_id": "x", "tool_index": 0, "name": "login", "tool_json": orjson.dumps({"default": JWT}).decode()}]
+    return row, tools
+
+
+def test_redact_exchange_default() -> None:
+    row, tools = _row()
+    counts: Counter = Counter()
+    redact_exchange(row, tools, counts=counts)
+    assert "plain-secret" not in row["request_json"] and '"max_tokens":100' in row["request_json"]
+    assert row["served_content"] == "use [redacted:sk]"
+    assert row["served_tool_calls"][0]["arguments"] == '{"k": "[redacted:aws]"}'
+    assert row["server_prompt"] == "<s>[redacted:sk]" and row["server_output_text"] == "ab [redacted:sk] cd"
+    assert row["server_steps"] is None  # the key was split across steps: they no longer join to the text
+    assert row["server_prompt_token_ids"] == [1]
+    assert tools[0]["tool_json"] == '{"default":"[redacted:jwt]"}'
+    assert counts["name"] == 4 and counts["value:sk"] == 3 and counts["raw-dropped"] == 1
+
+
+def test_redact_exchange_hash() -> None:
+    row, tools = _row()
+    redact_exchange(row, tools, hash_text_too=True)
+    req = orjson.loads(row["request_json"])
+    assert req["messages"][0]["content"] == hash_text("what is my token?")
+    assert req["tools"] == REQUEST["tools"]
+    assert row["served_content"] == hash_text("use [redacted:sk]")
+    assert row["served_tool_calls"][0]["arguments"] == '{"k":"%s"}' % hash_text("[redacted:aws]")
+    for col in ("server_prompt", "server_prompt_token_ids", "server_output_text", "server_output_token_ids", "server_steps"):
+        assert row[col] is None
+    assert row["model"] == "m" and row["route"] == "chat.completions" and row["served_finish_reason"] == "tool_calls"
+
+
+@pytest.mark.parametrize(
+    "line, secret",
+    [
+        (b'{"request": {"api_key": "hunter2hunter2", "messages": [', b"hunter2"),
+        (b'{"headers": [{"name": "Cookie", "value": "sid=abc123xyz"}], "x": ', b"abc123xyz"),
+        (b"Authorization: Basic-custom-value-777", b"custom-value-777"),
+        (b"x-api-key: 0123456789", b"0123456789"),
+        (b"{'password': 'pw-in-a-repr'", b"pw-in-a-repr"),
+        (b'{"k": "' + SK.encode() + b'", ', SK.encode()),
+        (b'{"text": "' + b"x" * 100 + b" " + SK.encode(), SK[:15].encode()),  # cut by the 120 chars: the head is not left
+    ],
+)
+def test_excerpt_of_a_bad_line_leaks_no_secret(line: bytes, secret: bytes) -> None:
+    out = scrub_excerpt(line, 120)
+    assert secret.decode() not in out
+    assert len(out) <= 120
+    assert "[redacted" in out
+
+
+def test_error_detail_is_scrubbed() -> None:
+    assert redact_error(f"route must be one of a, b; got '{SK}'") == "route must be one of a, b; got '[redacted:sk]'"
+    assert redact_error(None) is None
