@@ -1,0 +1,175 @@
+"""Secrets planted in every capture format never reach a run folder, stdout or stderr.
+
+Each format's builder writes captures holding: an ``Authorization`` header, an ``x-api-key``, a
+cookie, an ``api_key`` field in the request body, a password in request metadata, an ``sk-`` key
+in the logged prompt and raw completion, a JWT as a tool's default, and a bad line quoting a key
+(its ``excerpt`` and ``detail``). Message text carries an ``sk-`` key and a pass phrase that only
+``--redact`` can remove (a phrase has no key shape). The real CLI (``python -m replay audit`` and
+``python -m replay ingest``) runs in a child process; every file of the run folder is searched as
+raw bytes and, for Parquet, decoded through pyarrow; stdout and stderr too. A control run without
+``--redact`` shows the message pass phrase does reach the tables, so the search can find it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Secrets whose only protection is their name (no key shape): dropped by the name rule.
+AUTH = "opaque-auth-value-A1"
+XKEY = "opaque-xkey-value-B2"
+COOKIE = "opaque-cookie-value-C3"
+BODY_KEY = "opaque-body-apikey-D4"
+PASSWORD = "opaque-password-E5"
+# Secrets with a key shape: replaced wherever they stand.
+SK_PROMPT = "sk-proj-Prompt9f8e7d6c5b4a3210ZYXW"
+SK_BAD_LINE = "sk-ant-api03-BadLine1234567890abcdefGHIJ"
+JWT_TOOL = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ0b29sZGVmYXVsdCJ9.c2lnbmF0dXJlMTIzNDU2Nzg5"
+BEARER = "Bearer tok-bearer-F6-0123456789abcdef"
+# Message text: kept without --redact (the control), hashed with it.
+SK_MESSAGE = "sk-live-Message1234567890abcdefghijklm"
+PHRASE = "correct horse battery staple 7731"
+
+ALWAYS = [AUTH, XKEY, COOKIE, BODY_KEY, PASSWORD, SK_PROMPT, SK_BAD_LINE, JWT_TOOL, BEARER.split()[1]]
+MESSAGE_ONLY = [PHRASE]
+
+
+def _v1_records() -> list[bytes]:
+    tool = {"type": "function", "function": {"name": "login", "parameters": {"type": "object", "properties": {
+        "token": {"type": "string", "default": JWT_TOOL}, "token_budget": {"type": "integer"}}}}}
+    request = {
+        "model": "Qwen/Qwen3-8B",
+        "api_key": BODY_KEY,
+        "max_tokens": 64,
+        "headers": {"Authorization": f"Bearer {AUTH}", "x-api-key": XKEY, "Cookie": f"sid={COOKIE}"},
+        "metadata": {"password": PASSWORD, "trace": BEARER},
+        "messages": [
+            {"role": "system", "content": f"key {SK_MESSAGE} follows"},
+            {"role": "user", "content": f"my pass phrase is {PHRASE}"},
+        ],
+        "tools": [tool],
+    }
+    good = {
+        "id": "secret-1",
+        "route": "chat.completions",
+        "headers": {"Authorization": f"Bearer {AUTH}", "x-api-key": XKEY, "Cookie": COOKIE},
+        "api_key": BODY_KEY,
+        "request": request,
+        "response": {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": f"ok {PHRASE}"}}]},
+        "server": {"prompt": f"<|im_start|>system key {SK_PROMPT}", "output_text": f"using {SK_PROMPT} now"},
+    }
+    stream = dict(good, id="secret-2", response=None, stream=[
+        {"choices": [{"index": 0, "delta": {"content": f"echo {PHRASE}"}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "login", "arguments": '{"token": "%s"}' % PHRASE}}]}, "finish_reason": "tool_calls"}]},
+        "[DONE]",
+    ])
+    anthropic = {"id": "secret-3", "route": "messages", "model": "claude", "request": {
+        "model": "claude", "system": f"sys {PHRASE}", "x-api-key": XKEY,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": f"text {PHRASE}"}]}]},
+        "response": {"content": [{"type": "text", "text": PHRASE}], "stop_reason": "end_turn"}}
+    bad = ('{"id": "bad", "route": "chat.completions", "headers": {"Authorization": "%s", "x-api-key": "%s"}, '
+           '"api_key": "%s", "key": "%s", "request": {' % (AUTH, XKEY, BODY_KEY, SK_BAD_LINE))
+    bad_route = {"id": "bad-route", "route": SK_BAD_LINE, "request": {"messages": []}}
+    return [orjson.dumps(good), orjson.dumps(stream), orjson.dumps(anthropic), bad.encode(), orjson.dumps(bad_route)]
+
+
+def _write_v1_plain(d: Path) -> None:
+    (d / "v1.jsonl").write_bytes(b"\n".join(_v1_records()) + b"\n")
+
+
+def _write_v1_zst(d: Path) -> None:
+    (d / "v1.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(b"\n".join(_v1_records()) + b"\n"))
+
+
+def _write_v1_gz(d: Path) -> None:
+    (d / "v1.jsonl.gz").write_bytes(gzip.compress(b"\n".join(_v1_records()) + b"\n"))
+
+
+#: capture format -> builder writing files with the planted secrets into a folder
+FORMATS: dict[str, Callable[[Path], None]] = {
+    "v1": _write_v1_plain,
+    "v1-zst": _write_v1_zst,
+    "v1-gz": _write_v1_gz,
+}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200")
+    proc = subprocess.run([sys.executable, "-m", "replay", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return proc
+
+
+def _haystacks(run: Path, proc: subprocess.CompletedProcess) -> dict[str, str]:
+    """Every text a user could read from a run: each file as raw bytes, each Parquet decoded."""
+    out = {"stdout": proc.stdout, "stderr": proc.stderr}
+    files = [p for p in run.rglob("*") if p.is_file()]
+    assert any(p.name == "exchanges.parquet" for p in files)
+    for p in files:
+        out[str(p)] = p.read_bytes().decode("utf-8", "replace")
+        if p.suffix == ".parquet":
+            out[f"{p} (decoded)"] = json.dumps(pq.read_table(p).to_pylist(), ensure_ascii=False, default=str)
+    return out
+
+
+def _found(haystacks: dict[str, str], secrets: list[str]) -> list[tuple[str, str]]:
+    return [(s, where) for s in secrets for where, text in haystacks.items() if s in text]
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory) -> Path:
+    """One folder per capture format under one root, so each CLI command runs once over all."""
+    root = tmp_path_factory.mktemp("captures")
+    for name, build in FORMATS.items():
+        (root / name).mkdir()
+        build(root / name)
+    return root
+
+
+def _control(run: Path, root: Path) -> None:
+    """Without --redact message text is kept: each format's rows do hold the planted phrase, so
+    the search reaches what each reader wrote."""
+    rows = pq.read_table(run / "exchanges.parquet").to_pylist()
+    for name in FORMATS:
+        mine = [r for r in rows if Path(r["source_file"]).is_relative_to(root / name)]
+        assert mine, f"{name}: no exchange ingested"
+        assert any(PHRASE in json.dumps(r, ensure_ascii=False) for r in mine), name
+
+
+def test_audit_keeps_no_secret(captures: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _cli("audit", str(captures), "--out", str(run), "--quiet")
+    assert _found(_haystacks(run, proc), ALWAYS) == []
+    _control(run, captures)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["ingest"]["redactions"]["name"] >= 5 * len(FORMATS)
+    assert meta["ingest"]["errors"] >= 2 * len(FORMATS)
+
+
+def test_audit_redact_keeps_no_message_text(captures: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _cli("audit", str(captures), "--out", str(run), "--quiet", "--redact")
+    assert _found(_haystacks(run, proc), ALWAYS + MESSAGE_ONLY + [SK_MESSAGE]) == []
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["ingest"]["redactions"]["hashed"] >= 5 * len(FORMATS) and meta["options"]["redact"] is True
+
+
+def test_ingest_command_keeps_no_secret(captures: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _cli("ingest", str(captures), "--out", str(run))  # prints the ingest errors table
+    assert "ingest errors" in proc.stdout
+    assert _found(_haystacks(run, proc), ALWAYS) == []
+    _control(run, captures)
