@@ -155,7 +155,34 @@ def detect_compression(head: bytes) -> str:
 
 
 class _Corrupt(Exception):
-    """Raised by :class:`_Decoder` when the decompressor rejects its input."""
+    """Raised by :class:`_Decoder` when the decompressor rejects its input; ``done``: the bytes
+    decompressed from the same piece before the fault (earlier frames' data), not yet yielded."""
+
+    def __init__(self, msg: str, done: bytes = b"") -> None:
+        super().__init__(msg)
+        self.done = done
+
+
+def _salvage(obj, data: bytes, step: int = 256) -> bytes:
+    """What a zlib decompressor ``obj`` (a copy taken before the failing call) outputs from
+    ``data`` before it raises: fed ``step`` bytes then one byte at a time, so the output of the
+    bytes before the fault (a gzip member whose CRC-32 or length does not match) is not lost."""
+    got: list[bytes] = []
+    for i in range(0, len(data), step):
+        piece = data[i : i + step]
+        before = obj.copy()
+        try:
+            got.append(obj.decompress(piece))
+        except zlib.error:
+            for j in range(len(piece)):
+                try:
+                    got.append(before.decompress(piece[j : j + 1]))
+                except zlib.error:
+                    break
+            break
+        if obj.eof:
+            break
+    return b"".join(got)
 
 
 class _Decoder:
@@ -188,14 +215,17 @@ class _Decoder:
                 if not stripped:
                     break
                 if self.kind == "gzip" and not stripped.startswith(_GZIP_MAGIC[: len(stripped)]):
-                    raise _Corrupt("trailing garbage after the last gzip member")
+                    raise _Corrupt("trailing garbage after the last gzip member", b"".join(out))
                 data = stripped
                 self.obj = self._new()
                 self.in_frame = True
+            snap = self.obj.copy() if self.kind == "gzip" else None
             try:
                 out.append(self.obj.decompress(data))
             except (zstandard.ZstdError, zlib.error) as exc:
-                raise _Corrupt(str(exc)) from exc
+                if snap is not None:  # a bad CRC is found at the member's end: keep what came before
+                    out.append(_salvage(snap, data))
+                raise _Corrupt(str(exc), b"".join(out)) from exc
             if self.obj.eof:
                 data = self.obj.unused_data
                 self.in_frame = False
@@ -209,7 +239,12 @@ class _Decoder:
         while pos < len(block):
             piece = block[pos : pos + self.slice]
             pos += len(piece)
-            out = self._feed_piece(piece)
+            try:
+                out = self._feed_piece(piece)
+            except _Corrupt as exc:
+                if exc.done:  # the frames before the fault decoded: their lines are read
+                    yield exc.done
+                raise
             if len(out) > _TARGET_OUT:
                 self.slice = max(64, self.slice // 4)
             elif len(out) < _TARGET_OUT // 8:
