@@ -66,6 +66,7 @@ REASONS = (
     "request-not-object",  # `request` is not an object
     "tools-not-list",  # `request.tools` is present, not null and not an array
     "tool-not-object",  # an entry of `request.tools` is not an object
+    "too-deep",  # `request` or a tool nested deeper than orjson writes (254 levels)
     "bad-field",  # another field of the wrong type or value (route, ts, model, response, stream, server.*)
 )
 
@@ -87,6 +88,16 @@ class CaptureError(ValueError):
 
 
 # --------------------------------------------------------------------------- small helpers
+
+
+def _dumps(value: Any, where: str) -> bytes:
+    """``orjson.dumps(value)``; raises ``too-deep`` past orjson's nesting limit (254 levels)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError as exc:
+        if "recursion" in str(exc).lower():
+            raise CaptureError("too-deep", f"{where} is nested deeper than 254 levels and cannot be stored as JSON text") from None
+        raise CaptureError("bad-field", f"{where} cannot be stored as JSON text: {exc}") from None
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -406,7 +417,7 @@ def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[d
 
     Raises :class:`CaptureError` with reason (one of :data:`REASONS`): ``not-utf8``, ``bad-json``,
     ``not-object``, ``missing-request``, ``request-not-object``, ``tools-not-list``,
-    ``tool-not-object``, ``bad-field``. A blank line (whitespace only) is not a record: the caller
+    ``tool-not-object``, ``too-deep``, ``bad-field``. A blank line (whitespace only) is not a record: the caller
     skips it; given one, this raises ``bad-json``.
     """
     if raw.startswith(_BOM):
@@ -468,7 +479,7 @@ def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[d
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict):
             raise CaptureError("tool-not-object", f"request.tools[{i}] is a {type(tool).__name__}, not an object")
-        tool_json = orjson.dumps(tool)
+        tool_json = _dumps(tool, f"request.tools[{i}]")
         row = {"exchange_id": exchange_id, "tool_index": i}
         # fast path: no b"null" anywhere in the JSON text means no null value
         row.update(describe_tool(tool, scan_nulls=b"null" in tool_json))
@@ -498,6 +509,7 @@ def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[d
     if steps is not None and not (isinstance(steps, list) and all(isinstance(s, str) for s in steps)):
         raise CaptureError("bad-field", "server.steps must be a list of strings")
 
+    request_json = _dumps(request, "request").decode()
     row = {
         "exchange_id": exchange_id,
         "source_file": source_file,
@@ -506,7 +518,7 @@ def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[d
         "route": route,
         "model": model,
         "stream": stream_flag,
-        "request_json": orjson.dumps(request).decode(),
+        "request_json": request_json,
         "n_messages": n_messages,
         "n_tools": len(tools),
         "served_content": content,
