@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bad_inputs import CASES, Case, write_corpus
-from replay.capture import ingest
+from replay.capture import discover, ingest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ def test_case(case: Case, tmp_path: Path) -> None:
     folder.mkdir()
     case.build(folder)
     out = tmp_path / "out"
-    stats = ingest(folder, out)
+    stats = ingest(discover(folder), out)  # the files as discovered, as `replay audit` passes them
     errors = pq.read_table(out / "ingest_errors.parquet").to_pylist()
     exchanges = pq.read_table(out / "exchanges.parquet").to_pylist()
 

@@ -121,14 +121,17 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
     ``.json``, each plain or ``.zst``/``.zstd``/``.gz``); files and folders whose name starts with
     ``.`` are skipped. Returns the paths as given (not resolved), sorted by their string form.
 
-    Raises :class:`FileNotFoundError` naming the first path that does not exist.
+    Raises :class:`FileNotFoundError` naming the first path that does not exist (a dangling
+    symlink exists: it is taken, and ingest records it as unreadable).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found: dict[str, Path] = {}
     for p in paths:
         path = Path(p)
-        if not path.exists():
+        # a symlink that leads nowhere (dangling, or a loop) is still an entry: taken as a file,
+        # it becomes an unreadable-file row at ingest, as it does when found inside a folder
+        if not path.exists() and not path.is_symlink():
             raise FileNotFoundError(f"capture path does not exist: {str(path)!r}")
         if path.is_dir():
             for dirpath, dirnames, filenames in os.walk(path):
