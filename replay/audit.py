@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from replay.capture import discover, ingest
+from replay.capture.files import file_size
 from replay.pipeline import AuditConfig, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
@@ -119,11 +120,11 @@ def audit(
     meta: dict[str, Any] = {
         "options": cfg.options,
         "versions": versions(),
-        "inputs": [{"path": str(f), "bytes": f.stat().st_size} for f in files],
+        "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files],
     }
 
     t0 = time.perf_counter()
-    with stage("ingest", sum(f.stat().st_size for f in files)) as advance:
+    with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
         stats = ingest(files, run_dir, progress=advance, redact=redact, max_line_bytes=max_line_bytes)
     seconds["ingest"] = time.perf_counter() - t0
     meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)

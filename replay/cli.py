@@ -241,6 +241,7 @@ def ingest(
     import dataclasses
 
     from replay.capture import discover, ingest as run_ingest
+    from replay.capture.files import file_size
 
     try:
         files = discover([str(p) for p in paths])
@@ -248,9 +249,9 @@ def ingest(
         _fail(str(exc))
     out.mkdir(parents=True, exist_ok=True)
     with _progress(quiet) as stage:
-        with stage("ingest", sum(f.stat().st_size for f in files)) as advance:
+        with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
             stats = run_ingest(files, out, progress=advance, redact=redact, max_line_bytes=max_line_bytes)
-    write_meta(out, {"options": {"redact": redact, "max_line_bytes": max_line_bytes}, "versions": versions(), "inputs": [{"path": str(f), "bytes": f.stat().st_size} for f in files], "ingest": dataclasses.asdict(stats)})
+    write_meta(out, {"options": {"redact": redact, "max_line_bytes": max_line_bytes}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)})
     console.print(str(stats), highlight=False)
     if stats.errors:
         from replay.sql import connect, run_sql

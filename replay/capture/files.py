@@ -34,6 +34,7 @@ __all__ = [
     "CorruptStream",
     "detect_compression",
     "discover",
+    "file_size",
     "open_lines",
 ]
 
@@ -143,6 +144,16 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
         else:
             found.setdefault(os.path.normpath(path), path)
     return [found[k] for k in sorted(found)]
+
+
+def file_size(path: str | os.PathLike) -> int | None:
+    """Size of ``path`` in bytes, or None when it cannot be stat'ed (a dangling symlink, a
+    symlink loop, a file gone since discovery): such a file is reported by ingest as an
+    ``unreadable-file`` row, not by a crash of whatever only wanted its size."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
 
 
 def detect_compression(head: bytes) -> str:
