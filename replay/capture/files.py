@@ -314,7 +314,13 @@ def open_lines(
             """Add a piece of the current line, switching to skip mode past the limit."""
             nonlocal pending, pending_len, head, too_long
             if not too_long and pending_len + len(piece) > max_line_bytes:
-                head = (b"".join(pending) + piece[:LONG_LINE_HEAD])[:LONG_LINE_HEAD]
+                parts, got = [], 0  # the head only: joining the held pieces would copy them all
+                for p in (*pending, piece):
+                    parts.append(p[: LONG_LINE_HEAD - got])
+                    got += len(parts[-1])
+                    if got >= LONG_LINE_HEAD:
+                        break
+                head = b"".join(parts)
                 pending = []
                 too_long = True
             elif not too_long:
