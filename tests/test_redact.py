@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from replay.capture.redact import (
+    _row_may_hold_key,
     hash_arguments,
     hash_messages,
     hash_text,
@@ -237,3 +238,33 @@ def test_excerpt_of_a_bad_line_leaks_no_secret(line: bytes, secret: bytes) -> No
 def test_error_detail_is_scrubbed() -> None:
     assert redact_error(f"route must be one of a, b; got '{SK}'") == "route must be one of a, b; got '[redacted:sk]'"
     assert redact_error(None) is None
+
+
+def test_steps_that_never_joined_are_kept() -> None:
+    """Steps are dropped only when a replacement broke their join, not because a capture's steps
+    differ from its completion (that is for the re-stream stage to report)."""
+    row, tools = _row()
+    row["server_output_text"] = f"ab {SK} cd"
+    row["server_steps"] = ["other", "text"]
+    redact_exchange(row, tools)
+    assert row["server_steps"] == ["other", "text"]
+    row, tools = _row()
+    row["server_steps"] = ["ab ", SK, " cd"]  # joined before, and the key is whole in one step
+    redact_exchange(row, tools)
+    assert row["server_steps"] == ["ab ", "[redacted:sk]", " cd"]
+
+
+def test_row_without_key_shapes_still_loses_secret_names() -> None:
+    """The row-level gate skips rule 1 only: names are still dropped when no value looks like a key."""
+    row, tools = _row()
+    for col in ("served_content", "server_prompt", "server_output_text"):
+        row[col] = "plain"
+    row["served_tool_calls"] = None
+    row["server_steps"] = None
+    tools[0]["tool_json"] = "{}"
+    req = dict(REQUEST, metadata={"trace": "t"}, messages=[{"role": "user", "content": "hi"}])
+    row["request_json"] = orjson.dumps(req).decode()
+    assert not _row_may_hold_key(row, tools)
+    counts: Counter = Counter()
+    redact_exchange(row, tools, counts=counts)
+    assert "plain-secret-1" not in row["request_json"] and counts == Counter({"name": 3})

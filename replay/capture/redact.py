@@ -185,8 +185,15 @@ _KEY_RULES: list[tuple[str, str, Callable[[str], bool] | None]] = [
 ]
 _GROUPS = {f"k{i}": rule for i, rule in enumerate(_KEY_RULES)}
 _KEY_RE = re.compile("|".join(f"(?P<k{i}>{pat})" for i, (_, pat, _) in enumerate(_KEY_RULES)))
-# cheap gate: a string without any of these cannot match a rule
-_GATE_RE = re.compile(r"(?i)private key|bearer|basic|eyJ|k_live|k_test|sk-|AKIA|ASIA|gh[pousr]_|github_pat|xox|AIza|hf_|://|[?&][^=\s]{1,64}=")
+# cheap gate (substring tests run at C speed): a string holding none of these cannot match a rule
+_GATE_WORDS = (
+    "PRIVATE KEY", "Bearer", "bearer", "BEARER", "Basic", "basic", "BASIC", "eyJ", "k_live_", "k_test_", "sk-",
+    "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "AIza", "hf_", "://",
+)
+
+
+def _may_hold_key(text: str) -> bool:
+    return any(w in text for w in _GATE_WORDS) or ("=" in text and ("?" in text or "&" in text))
 
 
 def _replace(m: re.Match, counts: Counter | None) -> str:
@@ -208,7 +215,7 @@ def scrub_text(text: str, counts: Counter | None = None) -> str:
     replacement never contains ``"`` or ``\\``, so JSON text stays JSON. Returns ``text`` itself
     when nothing matched.
     """
-    if not _GATE_RE.search(text):
+    if not _may_hold_key(text):
         return text
     return _KEY_RE.sub(lambda m: _replace(m, counts), text)
 
@@ -285,26 +292,56 @@ def scrub_json(value: Any, counts: Counter | None = None, *, names: bool = True)
     return value
 
 
-# envelope names that may be secret: when none occurs in the JSON text, no key can be dropped
-_NAME_GATE_RE = re.compile(r"(?i)auth|cookie|passw|passphrase|pwd|secret|credential|key|jwt|bearer|token")
+# in the lower-cased JSON text: when none occurs, no key or header pair can be a secret's
+_NAME_GATE_WORDS = ("auth", "cookie", "passw", "passphrase", "pwd", "secret", "credential", "jwt", "bearer", 'token"', 'key"')
 
 
-def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = True) -> str:
+def _drop_secret_names(value: Any, counts: Counter) -> None:
+    """Rules 2-3 alone, in place: the envelope's secret-named keys and header pairs dropped;
+    :data:`NAME_FREE_KEYS` subtrees and strings are not visited."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k in list(node):
+                if isinstance(k, str) and is_secret_name(k):
+                    del node[k]
+                    counts["name"] += 1
+                elif k not in NAME_FREE_KEYS and isinstance(node[k], (dict, list)):
+                    stack.append(node[k])
+        else:
+            keep = []
+            for item in node:
+                hn = _header_pair_name(item)
+                if hn is not None and is_secret_name(hn):
+                    counts["name"] += 1
+                    continue
+                keep.append(item)
+                if isinstance(item, (dict, list)):
+                    stack.append(item)
+            if len(keep) != len(node):
+                node[:] = keep
+
+
+def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = True, values: bool = True) -> str:
     """JSON text with secrets removed (rules 1-3), re-serialized only when a key was dropped.
 
     Rule 1 runs on the text itself (a replacement keeps JSON valid); the text is decoded for rules
     2 and 3 only when a secret-like name occurs in it. Text that is not JSON gets rule 1 alone.
-    Key order is kept (orjson).
+    Key order is kept (orjson). ``values=False`` skips rule 1 (the caller knows no key-like text
+    is there).
     """
-    text = scrub_text(text, counts)
-    if not names or not _NAME_GATE_RE.search(text):
+    if values:
+        text = scrub_text(text, counts)
+    low = text.lower()
+    if not names or not any(w in low for w in _NAME_GATE_WORDS):
         return text
     try:
         obj = orjson.loads(text)
     except orjson.JSONDecodeError:
         return text
     local: Counter = Counter()
-    scrub_json(obj, local, names=True)
+    _drop_secret_names(obj, local)
     if not local:
         return text
     if counts is not None:
@@ -425,17 +462,39 @@ def _is_json_column(name: str) -> bool:
     return name.endswith("_json") or name in _JSON_COLUMNS
 
 
+_GATE_BYTES = tuple(w.encode() for w in _GATE_WORDS)
+
+
+def _row_may_hold_key(row: dict, tools: list[dict]) -> bool:
+    """False when no string of the row or its tools can hold a key-like substring (one pass over
+    the row serialized by orjson, instead of a test per string)."""
+    try:
+        blob = orjson.dumps([row, tools], default=str)
+    except TypeError:
+        return True
+    return any(w in blob for w in _GATE_BYTES) or (b"=" in blob and (b"?" in blob or b"&" in blob))
+
+
+def _same(text: str, counts: Counter | None = None) -> str:
+    return text
+
+
 def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False, counts: Counter | None = None) -> None:
     """Remove secrets from one ``exchanges`` row and its ``tools`` rows, in place.
 
     JSON text columns (``request_json``, any ``*_json``, ``headers``, ``metadata``) by
     :func:`scrub_json_text` (rules 1-3), other strings and lists/structs (served calls, steps) by
     rule 1; ``exchange_id``, ``source_file``, ``route``, ``model`` and ``ts`` are kept as they are.
-    Tool rows: ``tool_json`` by rule 1 only (declarations are never pruned by name). With
-    ``hash_text_too`` (``--redact``), also: message text of the JSON columns hashed
-    (:func:`hash_messages`), ``served_content`` hashed, ``served_tool_calls`` arguments by
-    :func:`hash_arguments`, :data:`RAW_TEXT_COLUMNS` set to None. ``counts``: see :data:`Redactions`.
+    Tool rows: ``tool_json`` by rule 1 only (declarations are never pruned by name). When a
+    replacement inside the raw completion makes ``server_steps`` no longer join to it, the steps
+    are dropped (counted ``raw-dropped``). With ``hash_text_too`` (``--redact``), also: message
+    text of the JSON columns hashed (:func:`hash_messages`), ``served_content`` hashed,
+    ``served_tool_calls`` arguments by :func:`hash_arguments`, :data:`RAW_TEXT_COLUMNS` set to
+    None. ``counts``: see :data:`Redactions`.
     """
+    st = scrub_text if _row_may_hold_key(row, tools) else _same
+    out, steps = row.get("server_output_text"), row.get("server_steps")
+    steps_joined = isinstance(out, str) and isinstance(steps, list) and all(isinstance(x, str) for x in steps) and "".join(steps) == out
     for col, val in list(row.items()):
         if val is None or col in _KEEP_COLUMNS:
             continue
@@ -446,7 +505,7 @@ def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False
             continue
         if isinstance(val, str):
             if _is_json_column(col):
-                val = scrub_json_text(val, counts, names=col != "tool_json")
+                val = scrub_json_text(val, counts, names=col != "tool_json", values=st is scrub_text)
                 if hash_text_too:
                     try:
                         obj = orjson.loads(val)
@@ -456,27 +515,28 @@ def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False
                         val = orjson.dumps(hash_messages(obj, counts)).decode()
                 row[col] = val
             elif hash_text_too and col == "served_content":
-                row[col] = _hc(scrub_text(val, counts), counts)
+                row[col] = _hc(st(val, counts), counts)
             else:
-                row[col] = scrub_text(val, counts)
+                row[col] = st(val, counts)
         elif isinstance(val, (list, dict)):
-            scrub_json(val, counts, names=False)
+            if st is scrub_text:
+                scrub_json(val, counts, names=False)
             if hash_text_too and col == "served_tool_calls":
                 for call in val:
                     if isinstance(call, dict) and isinstance(call.get("arguments"), str):
                         call["arguments"] = hash_arguments(call["arguments"], counts)
-    if "server_output_text" in row and "server_steps" in row and row.get("server_steps") and row.get("server_output_text") is not None:
-        # a key split across two steps is replaced in the text but not in the steps: the steps
-        # would no longer join to the completion, and the `recorded` chunking needs them to
-        if "".join(row["server_steps"]) != row["server_output_text"]:
-            row["server_steps"] = None
-            if counts is not None:
-                counts["raw-dropped"] += 1
-    for t in tools:
-        if isinstance(t.get("tool_json"), str):
-            t["tool_json"] = scrub_text(t["tool_json"], counts)
-        if isinstance(t.get("name"), str):
-            t["name"] = scrub_text(t["name"], counts)
+    if steps_joined and row.get("server_steps") is not None and "".join(row["server_steps"]) != row["server_output_text"]:
+        # a key split across two steps is replaced in the text but not in the steps: they no
+        # longer join to the completion, which the `recorded` chunking needs
+        row["server_steps"] = None
+        if counts is not None:
+            counts["raw-dropped"] += 1
+    if st is scrub_text:
+        for t in tools:
+            if isinstance(t.get("tool_json"), str):
+                t["tool_json"] = scrub_text(t["tool_json"], counts)
+            if isinstance(t.get("name"), str):
+                t["name"] = scrub_text(t["name"], counts)
 
 
 # --------------------------------------------------------------------------- bad lines
