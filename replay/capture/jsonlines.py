@@ -2,10 +2,11 @@
 
 :func:`read_json_lines` streams a file's lines (plain or compressed, :func:`open_lines`), decodes
 each with :func:`replay.capture.v1.decode_line` and hands the object to a pure mapping function
-``to_records(obj) -> list[dict]`` (v1-form records). Units: a blank line is ``blank``; a line that
-does not decode, or whose mapping raises :class:`CaptureError`, is one error at that line; a line
-mapping to no record is ``skipped``; a line mapping to N records gives N units at that line (an OTLP
-export line holding several spans). A ``{...}`` document spread over several lines (a
+``to_records(obj) -> list`` (v1-form records; None for a record that is not an exchange; a
+:class:`CaptureError` for one that failed). Units: a blank line is ``blank``; a line that does not
+decode, or whose mapping raises :class:`CaptureError`, is one error at that line; a line mapping to
+an empty list is one ``skipped``; a line mapping to N items gives N units at that line (an OTLP
+export line holding several spans), None items ``skipped``. A ``{...}`` document spread over several lines (a
 pretty-printed export) is not JSON lines: it is read whole, at most :data:`WHOLE_MAX_BYTES`, as
 one record at line 1.
 """
@@ -38,7 +39,9 @@ def _units(line: int, offset: int, raw: bytes, obj: Any, to_records: Callable[[A
         yield Unit(line, offset, raw, skipped=True)
         return
     for rec in recs:
-        if isinstance(rec, CaptureError):
+        if rec is None:  # a record of the file that is not an exchange (an OTel span without gen_ai.*)
+            yield Unit(line, offset, raw, skipped=True)
+        elif isinstance(rec, CaptureError):
             yield Unit(line, offset, raw, error=rec)
         else:
             yield exchange(line, offset, rec, raw)

@@ -3,8 +3,9 @@
 Input: what the OpenTelemetry Collector's file exporter writes (one ``ExportTraceServiceRequest`` as
 JSON per line: ``resourceSpans[].scopeSpans[].spans[]``, attributes as ``[{"key", "value":
 {"stringValue" | "intValue" | "doubleValue" | "boolValue" | "arrayValue"}}]``), a pretty-printed
-export, or one span per line with a flat ``attributes`` object. A record is a span; spans without
-any ``gen_ai.*`` attribute are skipped (counted in ``skipped``), so the accounting is per span.
+export, or one span per line with a flat ``attributes`` object. A record is a span, numbered by the
+line of its export; spans without any ``gen_ai.*`` attribute are skipped (counted in ``skipped``),
+so the accounting is per span (an export line with no span at all is one skipped record).
 
 Attributes read (OpenTelemetry semantic conventions for generative AI spans, v1.37+, and the
 indexed attributes older instrumentations such as OpenLLMetry write):
@@ -200,9 +201,9 @@ def span_record(span: dict) -> dict | None:
 
 
 def records_from_export(obj: dict) -> list[dict | CaptureError]:
-    """The records of one OTLP export object (``resourceSpans``) or one span: one per span with
-    ``gen_ai.*`` attributes, in order. A span that cannot be mapped gives its
-    :class:`CaptureError` in place, so the other spans of the export still count."""
+    """The records of one OTLP export object (``resourceSpans``) or one span: one item per span, in
+    order: its record, None for a span without ``gen_ai.*`` attributes (skipped), or the
+    :class:`CaptureError` of a span that cannot be mapped, so the other spans still count."""
     if "resourceSpans" not in obj:
         spans = [obj]
     else:
@@ -217,6 +218,5 @@ def records_from_export(obj: dict) -> list[dict | CaptureError]:
         except CaptureError as exc:
             out.append(CaptureError(exc.reason, f"span {i} ({span.get('name')!r:.40}): {exc.detail}"))
             continue
-        if rec is not None:
-            out.append(rec)
+        out.append(rec)  # None: a span without gen_ai.* attributes, counted as skipped
     return out
