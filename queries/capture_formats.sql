@@ -7,6 +7,7 @@
 --   lacking_raw_completion  no raw completion: not re-streamed
 --   lacking_stream      no chunks: only the final response is checked on the served side
 --   lacking_response    no response captured at all
+--   lacking_served      a server-side record: what the client received is not in it
 --   lacks               every part lacked by at least one exchange, comma-separated
 WITH l AS (
     SELECT coalesce(capture_format, 'v1') AS capture_format, server_output_text,
@@ -22,6 +23,7 @@ SELECT
     count(*) FILTER (WHERE list_contains(lacks, 'raw_completion')) AS lacking_raw_completion,
     count(*) FILTER (WHERE list_contains(lacks, 'stream')) AS lacking_stream,
     count(*) FILTER (WHERE list_contains(lacks, 'response')) AS lacking_response,
+    count(*) FILTER (WHERE list_contains(lacks, 'served')) AS lacking_served,
     coalesce(array_to_string(list_sort(list_distinct(flatten(list(lacks)))), ', '), '') AS lacks
 FROM l
 GROUP BY capture_format

@@ -1,6 +1,7 @@
 -- served_checks: faults in what clients received, judged from the captured streams and responses alone
 -- One row per capture format and route; no raw completion is needed (replay/capture/served.py).
 --   exchanges           exchanges of this format and route
+--   served              of those, with a captured response or stream (the others have no served side)
 --   streamed            of those, captured as a stream (the name and index checks need one)
 --   calls               calls the client assembled (OpenAI SDK by index, Anthropic per content
 --                       block, Responses per output item)
@@ -13,6 +14,7 @@ SELECT
     coalesce(capture_format, 'v1') AS capture_format,
     route,
     count(*) AS exchanges,
+    count(*) FILTER (WHERE served_non_json_calls IS NOT NULL) AS served,
     count(*) FILTER (WHERE served_chunks IS NOT NULL) AS streamed,
     coalesce(sum(len(served_tool_calls)), 0)::BIGINT AS calls,
     coalesce(sum(served_non_json_calls), 0)::BIGINT AS non_json_calls,

@@ -52,7 +52,7 @@ EXCHANGES = pa.schema(
         pa.field("server_steps", pa.list_(pa.string())),  # raw text of each streaming step
         # where the row came from (replay/capture/detect.py FORMATS) and what that format could not hold
         pa.field("capture_format", pa.string()),  # v1 | sse | body | openai-batch | har | serverlog | litellm | otel
-        pa.field("capture_lacks", pa.list_(pa.string())),  # e.g. request, raw_completion, stream, tools
+        pa.field("capture_lacks", pa.list_(pa.string())),  # request, exact_request, prompt, raw_completion, stream, response, served
         # served-side checks from the captured stream/response alone (replay/capture/served.py)
         pa.field("served_non_json_calls", pa.int32()),  # calls whose joined arguments are not a JSON object
         pa.field("served_name_repeats", pa.int32()),  # a call name sent again for one index / block / item

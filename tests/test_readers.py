@@ -129,8 +129,8 @@ def test_every_format_ingests_to_its_rows(samples_run) -> None:
 
     srv1, srv2 = rows["srv-1"], rows["srv-2"]
     assert srv1["server_output_text"] == "".join(srv1["server_steps"]) and len(srv1["server_steps"]) == 10
-    assert srv1["capture_lacks"] == ["stream"] and srv1["served_tool_calls"] is None
-    assert (srv2["server_output_text"], srv2["server_steps"], srv2["capture_lacks"]) == (None, None, ["stream", "raw_completion", "prompt"])
+    assert srv1["capture_lacks"] == ["served"] and srv1["served_tool_calls"] is None
+    assert (srv2["server_output_text"], srv2["server_steps"], srv2["capture_lacks"]) == (None, None, ["served", "raw_completion", "prompt"])
     assert len(srv2["server_output_token_ids"]) > 0  # the steps' ids, in order
 
     l1, l2 = rows["ll-1"], rows["ll-2"]
@@ -316,7 +316,7 @@ def test_token_ids_decoded_with_the_tokenizer(tmp_path: Path) -> None:
     assert "".join(srv2["server_steps"]) == srv2["server_output_text"]
     assert srv2["server_steps"][-1].endswith("\U0001f99c") and all("\ufffd" not in s for s in srv2["server_steps"])
     assert srv2["server_prompt"] == "<｜User｜>Weather?<｜Assistant｜>"
-    assert srv2["capture_lacks"] == ["stream"]
+    assert srv2["capture_lacks"] == ["served"]
 
 
 # --------------------------------------------------------------------------- the real SDK fixtures

@@ -184,7 +184,7 @@ def test_served_columns_and_sql_counts(tmp_path: Path) -> None:
     assert rows["nonjson"]["served_non_json_calls"] == 1
     assert all(r["capture_format"] == "v1" for r in rows.values())
     got = run_query(connect(out), "served_checks").to_pylist()
-    assert got == [{"capture_format": "v1", "route": "chat.completions", "exchanges": 6, "streamed": 6, "calls": 5,
+    assert got == [{"capture_format": "v1", "route": "chat.completions", "exchanges": 6, "served": 6, "streamed": 6, "calls": 5,
                     "non_json_calls": 1, "name_repeats": 1, "index_faults": 1, "markup_in_content": 1, "stop_with_calls": 1}]
 
 

@@ -19,6 +19,7 @@ LACK_WORDS = {
     "raw_completion": "no raw completion, not re-streamed",
     "stream": "no chunks (served side checked on the final response only)",
     "response": "no response",
+    "served": "no served response (no served-side checks)",
 }
 
 _COLS = (
@@ -27,6 +28,7 @@ _COLS = (
     ("raw_completion", "lacking_raw_completion"),
     ("stream", "lacking_stream"),
     ("response", "lacking_response"),
+    ("served", "lacking_served"),
 )
 
 
@@ -57,12 +59,13 @@ def capture_headlines(results: dict[str, pa.Table]) -> list[str]:
     rows = checks.to_pylist() if checks is not None else []
     if rows:
         tot: dict[str, Any] = {k: sum(r[k] or 0 for r in rows) for k in (
-            "exchanges", "streamed", "calls", "non_json_calls", "name_repeats", "index_faults", "markup_in_content", "stop_with_calls")}
-        if tot["calls"] or tot["markup_in_content"] or tot["streamed"]:
+            "exchanges", "served", "streamed", "calls", "non_json_calls", "name_repeats", "index_faults", "markup_in_content", "stop_with_calls")}
+        if tot["served"]:
             out.append(
-                f"Served side, from the captured streams alone ({_n(tot['streamed'], 'stream')}, {_n(tot['calls'], 'call')}): "
-                f"{tot['non_json_calls']:,} with non-JSON arguments, {_n(tot['name_repeats'], 'name')} sent twice, "
-                f"{_n(tot['index_faults'], 'call index')} out of order, {tot['markup_in_content']:,} contents with call markup, "
-                f"{tot['stop_with_calls']:,} finish_reason stop with calls."
+                f"Served side, from what clients received alone ({_n(tot['served'], 'exchange')}, {tot['streamed']:,} streamed; "
+                f"{_n(tot['calls'], 'call')}): {tot['non_json_calls']:,} with non-JSON arguments, "
+                f"{_n(tot['name_repeats'], 'name')} sent twice, {_n(tot['index_faults'], 'call index')} out of order, "
+                f"{_n(tot['markup_in_content'], 'content')} with call markup, "
+                f"{_n(tot['stop_with_calls'], 'finish_reason')} `stop` with calls."
             )
     return out

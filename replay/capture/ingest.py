@@ -69,7 +69,8 @@ class IngestStats:
     formats: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        return f"{self.lines} lines: {self.exchanges} exchanges, {self.errors} errors"
+        skipped = f", {self.skipped} skipped" if self.skipped else ""
+        return f"{self.lines} lines: {self.exchanges} exchanges, {self.errors} errors{skipped}"
 
 
 def _excerpt(raw: bytes) -> str:

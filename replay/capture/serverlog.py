@@ -32,7 +32,7 @@ step, whole: a step may then be ``""``, and no step ever holds a broken characte
 equal the decode of all the ids (a U+FFFD still pending at the very end goes out with the last
 step). Output ids not logged are taken as the steps' ids in order.
 
-A server log has no served side (what the client received): ``capture_lacks`` includes ``stream``.
+A server log has no served side (what the client received): ``capture_lacks`` includes ``served``.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def record_from_log(obj: dict, tokenizer: Any = None) -> list[dict]:
     what was logged as ids only; None leaves it undecoded (and said in ``capture_lacks``).
     Raises :class:`CaptureError` (``bad-field``) for a value of the wrong type."""
     request = obj.get("request")
-    lacks: list[str] = ["stream"]
+    lacks: list[str] = ["served"]
     if request is None:
         request = {}
         lacks.insert(0, "request")
