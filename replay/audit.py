@@ -25,6 +25,7 @@ from typing import Any, Callable, ContextManager
 
 from replay.capture import discover, ingest
 from replay.capture.files import file_size
+from replay.capture.detect import FORMATS
 from replay.pipeline import AuditConfig, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
@@ -98,6 +99,7 @@ def audit(
     out: str | Path,
     cfg: AuditConfig,
     stage: StageFn = _no_progress,
+    capture_format: str | None = None,
     *,
     redact: bool = False,
     max_line_bytes: int = 32 << 20,
@@ -105,7 +107,9 @@ def audit(
     """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
 
     ``cfg``: the sides and chunkings (:class:`replay.pipeline.AuditConfig`). ``stage``: optional
-    progress callback (see :data:`StageFn`). ``redact``, ``max_line_bytes``: passed to
+    progress callback (see :data:`StageFn`). ``capture_format``: read every capture as this format
+    (:data:`replay.capture.detect.FORMATS`; None: detect per file); server logs holding only token
+    ids are decoded with ``cfg.tokenizer``. ``redact``, ``max_line_bytes``: passed to
     :func:`replay.capture.ingest` (hash message text; longest line read). Returns an :class:`AuditResult`.
     Raises FileNotFoundError for a missing input path and ValueError for a bad serializer or parser
     spec, before anything is written; faults in the data itself never raise (they are rows).
@@ -115,17 +119,20 @@ def audit(
         raise ValueError(f"--out {run_dir}: exists and is not a folder")
     validate_specs(cfg)
     files = discover(paths)
+    if capture_format is not None and capture_format not in FORMATS:
+        raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
     run_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
     meta: dict[str, Any] = {
-        "options": cfg.options,
+        "options": {**cfg.options, "capture_format": capture_format},
         "versions": versions(),
         "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files],
     }
 
     t0 = time.perf_counter()
     with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
-        stats = ingest(files, run_dir, progress=advance, redact=redact, max_line_bytes=max_line_bytes)
+        stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.tokenizer,
+                       redact=redact, max_line_bytes=max_line_bytes)
     seconds["ingest"] = time.perf_counter() - t0
     meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
 

@@ -60,6 +60,10 @@ RedactOpt = Annotated[
 MaxLineOpt = Annotated[
     int, typer.Option("--max-line-bytes", min=1, help="Longest capture line read (decompressed bytes); a longer one is skipped without being held and counted as line-too-long.")
 ]
+CaptureFormatOpt = Annotated[
+    Optional[str],
+    typer.Option("--capture-format", help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
+]
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
@@ -199,6 +203,7 @@ def audit(
     replay_timeout: TimeoutOpt = 10.0,
     redact: RedactOpt = False,
     max_line_bytes: MaxLineOpt = 32 << 20,
+    capture_format: CaptureFormatOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
@@ -215,7 +220,8 @@ def audit(
     run_dir = out or _default_out()
     try:
         with _progress(quiet) as stage:
-            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, redact=redact, max_line_bytes=max_line_bytes)
+            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
+                               redact=redact, max_line_bytes=max_line_bytes)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
@@ -231,6 +237,8 @@ def ingest(
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
     redact: RedactOpt = False,
     max_line_bytes: MaxLineOpt = 32 << 20,
+    capture_format: CaptureFormatOpt = None,
+    tokenizer: Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
@@ -247,11 +255,23 @@ def ingest(
         files = discover([str(p) for p in paths])
     except FileNotFoundError as exc:
         _fail(str(exc))
+    tok = None
+    if tokenizer is not None:
+        from replay.render import load_tokenizer
+
+        try:
+            tok = load_tokenizer(tokenizer)
+        except Exception as exc:
+            _fail(f"--tokenizer {tokenizer}: {exc}")
+    from replay.capture.detect import FORMATS
+
+    if capture_format is not None and capture_format not in FORMATS:
+        _fail(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
     out.mkdir(parents=True, exist_ok=True)
     with _progress(quiet) as stage:
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
-            stats = run_ingest(files, out, progress=advance, redact=redact, max_line_bytes=max_line_bytes)
-    write_meta(out, {"options": {"redact": redact, "max_line_bytes": max_line_bytes}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)})
+            stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact, max_line_bytes=max_line_bytes)
+    write_meta(out, {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)})
     console.print(str(stats), highlight=False)
     if stats.errors:
         from replay.sql import connect, run_sql

@@ -16,8 +16,10 @@ whatever the line lengths of the file.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -35,6 +37,7 @@ __all__ = [
     "detect_compression",
     "discover",
     "file_size",
+    "line_limit",
     "open_lines",
 ]
 
@@ -45,6 +48,22 @@ BLOCK_SIZE = 1 << 20
 #: lines come as :class:`LongLine`. 32 MiB: above any request we have seen (a 1M-token context is
 #: about 4 MB of text), and small enough that a few in flight do not exhaust a laptop.
 MAX_LINE_BYTES = 32 << 20
+
+_LIMIT: contextvars.ContextVar[int] = contextvars.ContextVar("max_line_bytes", default=MAX_LINE_BYTES)
+
+
+@contextmanager
+def line_limit(max_line_bytes: int) -> Iterator[None]:
+    """Within the block, :func:`open_lines` called without ``max_line_bytes`` (by any reader)
+    uses this limit. Ingest sets it from ``--max-line-bytes``; raises ValueError when < 1."""
+    if max_line_bytes < 1:
+        raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
+    token = _LIMIT.set(max_line_bytes)
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
 
 #: Bytes of an over-long line kept in its :class:`LongLine` (for the error excerpt).
 LONG_LINE_HEAD = 4096
@@ -66,9 +85,13 @@ class LongLine(bytes):
 #: File name endings :func:`discover` picks up inside folders (compared lower-cased).
 CAPTURE_SUFFIXES: tuple[str, ...] = tuple(
     base + comp
-    for base in (".jsonl", ".ndjson", ".json")
+    for base in (".jsonl", ".ndjson", ".json", ".sse", ".har")
     for comp in ("", ".zst", ".zstd", ".gz")
 )
+
+#: Sidecar request files of SSE transcripts and response bodies (:mod:`replay.capture.sse`):
+#: read with their transcript, never as captures of their own during folder discovery.
+SIDECAR_SUFFIX = ".request.json"
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -110,7 +133,8 @@ class CorruptStream(StreamFault):
 
 
 def _is_capture_name(name: str) -> bool:
-    return name.lower().endswith(CAPTURE_SUFFIXES)
+    low = name.lower()
+    return low.endswith(CAPTURE_SUFFIXES) and not low.endswith(SIDECAR_SUFFIX)
 
 
 def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
@@ -119,8 +143,9 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
     ``paths``: one path or an iterable of paths, each a file or a folder. A file named directly is
     always taken (whatever its name: compression is detected by content). A folder is searched
     recursively for files ending in one of :data:`CAPTURE_SUFFIXES` (``.jsonl``, ``.ndjson``,
-    ``.json``, each plain or ``.zst``/``.zstd``/``.gz``); files and folders whose name starts with
-    ``.`` are skipped. Returns the paths as given (not resolved), sorted by their string form.
+    ``.json``, ``.sse``, ``.har``, each plain or ``.zst``/``.zstd``/``.gz``), except sidecar request
+    files (``*.request.json``, read with their transcript); files and folders whose name starts
+    with ``.`` are skipped. Returns the paths as given (not resolved), sorted by their string form.
 
     Raises :class:`FileNotFoundError` naming the first path that does not exist (a dangling
     symlink exists: it is taken, and ingest records it as unreadable).
@@ -276,7 +301,7 @@ def open_lines(
     *,
     on_read: Callable[[int], None] | None = None,
     block_size: int = BLOCK_SIZE,
-    max_line_bytes: int = MAX_LINE_BYTES,
+    max_line_bytes: int | None = None,
 ) -> Iterator[tuple[int, int, bytes]]:
     """Yield ``(line_no, byte_offset, raw)`` for every line of a capture file, decompressing as a stream.
 
@@ -284,8 +309,9 @@ def open_lines(
     stream (bytes). ``raw``: the line's bytes without the terminating ``b"\\n"`` (a ``\\r`` before
     it is kept; JSON parsers treat it as whitespace). Lines are split on ``b"\\n"`` only, and a final
     line without a newline is yielded too; an empty file yields nothing. A line longer than
-    ``max_line_bytes`` is yielded as a :class:`LongLine` (its head and its length) after being read
-    past without being kept; the next line's offset counts all its bytes. ``on_read``: called with
+    ``max_line_bytes`` (None: the limit of the enclosing :func:`line_limit`, else
+    :data:`MAX_LINE_BYTES`) is yielded as a :class:`LongLine` (its head and its length) after being
+    read past without being kept; the next line's offset counts all its bytes. ``on_read``: called with
     the number of bytes read from disk after each block (for a progress bar). Compression: see the
     module docstring.
 
@@ -294,6 +320,8 @@ def open_lines(
     when the decompressor rejects the data. :class:`OSError` when the file cannot be read.
     :class:`ValueError` when ``max_line_bytes < 1``.
     """
+    if max_line_bytes is None:
+        max_line_bytes = _LIMIT.get()
     if max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
     with open(path, "rb") as fh:
