@@ -6,7 +6,10 @@ in the logged prompt and raw completion, a JWT as a tool's default, and a bad li
 (its ``excerpt`` and ``detail``). Message text carries an ``sk-`` key and a pass phrase that only
 ``--redact`` can remove (a phrase has no key shape). The real CLI (``python -m replay audit`` and
 ``python -m replay ingest``) runs in a child process; every file of the run folder is searched as
-raw bytes and, for Parquet, decoded through pyarrow; stdout and stderr too. A control run without
+raw bytes and, for Parquet, decoded through pyarrow; stdout and stderr too. Formats: capture v1
+(plain, zst, gz), SSE transcripts, response bodies, Batch input/output pairs, HAR, server logs,
+LiteLLM spend logs, OpenTelemetry spans; each where the format has room for the secret (a header
+only where the format carries headers). A control run without
 ``--redact`` shows the message pass phrase does reach the tables, so the search can find it.
 """
 
@@ -97,11 +100,122 @@ def _write_v1_gz(d: Path) -> None:
     (d / "v1.jsonl.gz").write_bytes(gzip.compress(b"\n".join(_v1_records()) + b"\n"))
 
 
+def _request(model: str = "Qwen/Qwen3-8B") -> dict:
+    """A Chat Completions request carrying secrets in its envelope and the phrase in its messages."""
+    return {
+        "model": model,
+        "api_key": BODY_KEY,
+        "max_tokens": 64,
+        "headers": {"Authorization": f"Bearer {AUTH}", "x-api-key": XKEY, "Cookie": f"sid={COOKIE}"},
+        "metadata": {"password": PASSWORD, "trace": BEARER},
+        "messages": [
+            {"role": "system", "content": f"key {SK_MESSAGE} follows"},
+            {"role": "user", "content": f"my pass phrase is {PHRASE}"},
+        ],
+        "tools": [{"type": "function", "function": {"name": "login", "parameters": {"type": "object", "properties": {
+            "token": {"type": "string", "default": JWT_TOOL}, "token_budget": {"type": "integer"}}}}}],
+    }
+
+
+def _chat_response(text: str) -> dict:
+    return {"id": "chatcmpl-1", "object": "chat.completion", "model": "Qwen/Qwen3-8B",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]}
+
+
+_BAD = ('{"id": "bad", "headers": {"Authorization": "%s", "x-api-key": "%s"}, "api_key": "%s", "key": "%s", "request": {'
+        % (AUTH, XKEY, BODY_KEY, SK_BAD_LINE)).encode()
+
+
+def _write_sse(d: Path) -> None:
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "model": "Qwen/Qwen3-8B",
+             "choices": [{"index": 0, "delta": {"content": f"echo {PHRASE}"}, "finish_reason": "stop"}]}
+    text = (
+        f": request {json.dumps(_request())}\n"
+        f": authorization: Bearer {AUTH}\n"
+        f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+        f'data: {{"choices": [{{"delta": {{"content": "{SK_BAD_LINE}"}}, "api_key": "{BODY_KEY}"\n\ndata: [DONE]\n\n'
+    )
+    (d / "stream.sse").write_text(text, encoding="utf-8")
+
+
+def _write_body(d: Path) -> None:
+    (d / "answer.json").write_text(json.dumps(_chat_response(f"ok {PHRASE}"), indent=2), encoding="utf-8")
+    (d / "answer.request.json").write_text(json.dumps(_request()), encoding="utf-8")
+
+
+def _write_batch(d: Path) -> None:
+    inp = [{"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": _request("gpt-4.1-mini")}]
+    out = [{"id": "b1", "custom_id": "r1", "response": {"status_code": 200, "request_id": "x",
+            "body": _chat_response(f"ok {PHRASE}")}, "error": None}]
+    (d / "batch-input.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in inp) + _BAD + b"\n")
+    (d / "batch-output.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in out))
+
+
+def _write_har(d: Path) -> None:
+    headers = [{"name": "Authorization", "value": f"Bearer {AUTH}"}, {"name": "x-api-key", "value": XKEY},
+               {"name": "Cookie", "value": f"sid={COOKIE}"}, {"name": "Content-Type", "value": "application/json"}]
+    entry = {
+        "startedDateTime": "2026-11-30T10:00:00.000Z", "time": 1,
+        "request": {"method": "POST", "url": f"https://gw.example.test/v1/chat/completions?api_key={BODY_KEY}",
+                    "httpVersion": "HTTP/1.1", "headers": headers, "queryString": [{"name": "api_key", "value": BODY_KEY}],
+                    "cookies": [{"name": "sid", "value": COOKIE}], "headersSize": -1, "bodySize": -1,
+                    "postData": {"mimeType": "application/json", "text": json.dumps(_request())}},
+        "response": {"status": 200, "statusText": "OK", "httpVersion": "HTTP/1.1",
+                     "headers": [{"name": "Set-Cookie", "value": f"sid={COOKIE}"}], "cookies": [],
+                     "content": {"size": 1, "mimeType": "application/json", "text": json.dumps(_chat_response(f"ok {PHRASE}"))},
+                     "redirectURL": "", "headersSize": -1, "bodySize": -1},
+        "cache": {}, "timings": {"send": 1, "wait": 1, "receive": 1},
+    }
+    bad = json.loads(json.dumps(entry))
+    bad["request"]["postData"]["text"] = '{"api_key": "%s", "key": "%s", "messages": [' % (BODY_KEY, SK_BAD_LINE)
+    har = {"log": {"version": "1.2", "creator": {"name": "t", "version": "1"}, "entries": [entry, bad]}}
+    (d / "gateway.har").write_text(json.dumps(har, indent=1), encoding="utf-8")
+
+
+def _write_serverlog(d: Path) -> None:
+    rec = {"request_id": "srv-1", "model": "Qwen/Qwen3-8B", "request": _request(),
+           "headers": {"Authorization": f"Bearer {AUTH}"}, "prompt": f"<|im_start|>system key {SK_PROMPT}",
+           "output_text": f"using {SK_PROMPT} now", "steps": ["using ", SK_PROMPT, " now"]}
+    (d / "server-log.jsonl").write_bytes(orjson.dumps(rec) + b"\n" + _BAD + b"\n")
+
+
+def _write_litellm(d: Path) -> None:
+    req = _request("gpt-4.1-mini")
+    rec = {"request_id": "ll-1", "call_type": "acompletion", "model": "gpt-4.1-mini", "startTime": "2026-11-30T10:00:00Z",
+           "spend": 0.1, "api_key": BODY_KEY, "metadata": {"user_api_key": XKEY, "headers": {"authorization": f"Bearer {AUTH}"}},
+           "messages": json.dumps(req["messages"]), "proxy_server_request": json.dumps(req),
+           "response": json.dumps(_chat_response(f"ok {PHRASE}"))}
+    (d / "litellm-spend.jsonl").write_bytes(orjson.dumps(rec) + b"\n" + _BAD + b"\n")
+
+
+def _write_otel(d: Path) -> None:
+    def attr(k: str, v: str) -> dict:
+        return {"key": k, "value": {"stringValue": v}}
+
+    req = _request("gpt-4.1")
+    span = {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331", "name": "chat gpt-4.1", "kind": 3,
+            "startTimeUnixNano": "1764500000000000000", "endTimeUnixNano": "1764500001000000000", "attributes": [
+                attr("gen_ai.operation.name", "chat"), attr("gen_ai.provider.name", "openai"), attr("gen_ai.request.model", "gpt-4.1"),
+                attr("gen_ai.input.messages", json.dumps([{"role": "user", "parts": [{"type": "text", "content": f"pass phrase {PHRASE}"}]}])),
+                attr("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": f"ok {PHRASE}"}], "finish_reason": "stop"}])),
+                attr("gen_ai.tool.definitions", json.dumps(req["tools"])),
+                attr("http.request.header.authorization", f"Bearer {AUTH}"), attr("user.api_key", BODY_KEY), attr("x-api-key", XKEY)]}
+    export = {"resourceSpans": [{"resource": {"attributes": [attr("service.name", "t")]}, "scopeSpans": [{"scope": {"name": "t"}, "spans": [span]}]}]}
+    (d / "otel-spans.jsonl").write_bytes(orjson.dumps(export) + b"\n" + _BAD + b"\n")
+
+
 #: capture format -> builder writing files with the planted secrets into a folder
 FORMATS: dict[str, Callable[[Path], None]] = {
     "v1": _write_v1_plain,
     "v1-zst": _write_v1_zst,
     "v1-gz": _write_v1_gz,
+    "sse": _write_sse,
+    "body": _write_body,
+    "openai-batch": _write_batch,
+    "har": _write_har,
+    "serverlog": _write_serverlog,
+    "litellm": _write_litellm,
+    "otel": _write_otel,
 }
 
 
@@ -160,7 +274,7 @@ def test_audit_keeps_no_secret(captures: Path, tmp_path: Path) -> None:
     assert _found(reports, [PHRASE, SK_MESSAGE]) == []
     meta = json.loads((run / "run.json").read_text())
     assert meta["ingest"]["redactions"]["name"] >= 5 * len(FORMATS)
-    assert meta["ingest"]["errors"] >= 2 * len(FORMATS)
+    assert meta["ingest"]["errors"] >= len(FORMATS)  # the bad records (their excerpts were searched too)
 
 
 def test_audit_redact_keeps_no_message_text(captures: Path, tmp_path: Path) -> None:
