@@ -2,7 +2,9 @@
 
 Each :class:`Case` has a ``name``, a ``build(folder)`` that writes its file(s) there, and what
 ingest must make of it: ``reasons`` (the ``ingest_errors`` rows by reason), ``exchanges``,
-``lines`` (records read, blank ones included) and ``blank``. Every count is derived from how the
+``lines`` (records read, blank ones included: a line of the line-based formats, a stream of an SSE
+transcript, an entry of a HAR), ``blank`` and ``skipped``. The first cases are capture v1 and
+file-level faults; :data:`FORMAT_CASES` are the other capture formats' own faults. Every count is derived from how the
 builder writes the input (see each builder's comment), never read back from ingest. Used by
 ``tests/test_bad_inputs.py``; ``python tests/bad_inputs.py OUT`` writes the whole corpus into OUT
 (one folder per case) to try it by hand: ``replay audit OUT --out runs/bad``.
@@ -77,7 +79,8 @@ class Case:
 
     ``lines``: None when the number of records is not a line count (a fault stops reading).
     ``skip``: a reason to skip the case on this machine (None: run it). ``duplicate_ids``: exchanges
-    whose id was seen before.
+    whose id was seen before. ``skipped``: records that are not exchanges (an OTel span without
+    ``gen_ai.*``): neither exchange nor error.
     """
 
     name: str
@@ -87,6 +90,7 @@ class Case:
     lines: int | None = None
     blank: int = 0
     duplicate_ids: int = 0
+    skipped: int = 0
     skip: str | None = None
 
 
@@ -290,6 +294,116 @@ CASES: list[Case] = [
     Case("response-wrong-type", _write("resp.jsonl", jl(good(1, response="OK"), good(2, response={"choices": "none"}))), {"bad-field": 1}, exchanges=1, lines=2),
     Case("ts-wrong-type", _write("ts.jsonl", jl(good(1, ts={"sec": 1}), good(2, ts=1.5e9))), {"bad-field": 1}, exchanges=1, lines=2),
 ]
+
+
+# ---------------------------------------------------------------- other capture formats (replay/capture/*)
+
+
+def sse_chunk(content: str | None = None, finish: str | None = None, cid: str = "chatcmpl-1") -> dict:
+    delta = {} if content is None else {"content": content}
+    return {"id": cid, "object": "chat.completion.chunk", "model": "Qwen/Qwen3-8B",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def sse(*payloads: dict | str, eol: str = "\n") -> bytes:
+    """An SSE transcript: one ``data:`` event per payload."""
+    return "".join(f"data: {p if isinstance(p, str) else json.dumps(p)}{eol}{eol}" for p in payloads).encode()
+
+
+def _request_json() -> bytes:
+    return orjson.dumps(good(1)["request"])
+
+
+def _files(**files: bytes) -> Callable[[Path], None]:
+    def build(d: Path) -> None:
+        for name, data in files.items():
+            (d / name.replace("__", ".")).write_bytes(data)
+
+    return build
+
+
+def har(entries: list) -> bytes:
+    return orjson.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"}, "entries": entries}})
+
+
+def har_entry(text: str, *, encoding: str | None = None, mime: str = "application/json", post: bytes | None = None) -> dict:
+    content = {"size": len(text), "mimeType": mime, "text": text}
+    if encoding:
+        content["encoding"] = encoding
+    return {
+        "startedDateTime": "2026-11-30T10:00:00.000Z", "time": 1,
+        "request": {"method": "POST", "url": "https://gw.example.test/v1/chat/completions", "httpVersion": "HTTP/1.1",
+                    "headers": [], "queryString": [], "cookies": [], "headersSize": -1, "bodySize": -1,
+                    "postData": {"mimeType": "application/json", "text": (post or _request_json()).decode()}},
+        "response": {"status": 200, "statusText": "OK", "httpVersion": "HTTP/1.1", "headers": [], "cookies": [],
+                     "content": content, "redirectURL": "", "headersSize": -1, "bodySize": -1},
+        "cache": {}, "timings": {"send": 1, "wait": 1, "receive": 1},
+    }
+
+
+_BODY = orjson.dumps(good(1)["response"]).decode()
+
+
+def _batch_in(cid: str) -> bytes:
+    return orjson.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": good(1)["request"]})
+
+
+def _anthropic_events(*events: dict) -> bytes:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+_SPAN_ATTRS = [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+               {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4.1"}},
+               {"key": "gen_ai.input.messages", "value": {"stringValue": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])}}]
+
+
+def _otel(*spans: dict | str) -> bytes:
+    return orjson.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": list(spans)}]}]})
+
+
+FORMAT_CASES: list[Case] = [
+    # SSE transcripts: one record per stream
+    Case("sse-without-done", _files(s__sse=sse(sse_chunk("hi"), sse_chunk(" there", "stop"))), exchanges=1, lines=1),
+    Case("sse-out-of-order-events", _files(s__sse=_anthropic_events(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}},
+        {"type": "message_start", "message": {"id": "msg_1", "model": "claude", "stop_reason": None}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "message_stop"})), exchanges=1, lines=1),
+    Case("sse-data-not-json", _files(s__sse=b"data: {bad\n\ndata: [DONE]\n\n" + sse(sse_chunk("ok", "stop"), "[DONE]")),
+         {"bad-event": 1}, exchanges=1, lines=2),
+    Case("sse-comments-only", _files(s__sse=b": keepalive\n: keepalive\n"), {"empty-transcript": 1}, lines=1),
+    Case("sse-done-only", _files(s__sse=b"data: [DONE]\n\n"), {"empty-transcript": 1}, lines=1),
+    Case("sse-crlf", _files(s__sse=sse(sse_chunk("hi", "stop"), "[DONE]", eol="\r\n")), exchanges=1, lines=1),
+    Case("sse-choices-empty", _files(s__sse=sse({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": []},
+                                                sse_chunk("hi", "stop"), "[DONE]")), exchanges=1, lines=1),
+    # an nginx error page where the stream should be: not SSE, so read (and refused) line by line
+    Case("sse-html-error-page", _files(s__sse=_HTML, s__request__json=_request_json()), {"bad-json": 7}, lines=7),
+    Case("body-html-error-page", _files(a__json=_HTML, a__request__json=_request_json()), {"bad-json": 7}, lines=7),
+    Case("sse-truncated-zst", _files(s__sse__zst=zstandard.ZstdCompressor().compress(sse(sse_chunk("hi"), sse_chunk("x", "stop"), "[DONE]"))[:-10]),
+         {"truncated-stream": 1}, lines=1),
+    # HAR: one record per entry
+    Case("har-base64-body", _files(g__har=har([har_entry(__import__("base64").b64encode(_BODY.encode()).decode(), encoding="base64")])),
+         exchanges=1, lines=1),
+    Case("har-bad-base64", _files(g__har=har([har_entry("@@ not base64 @@", encoding="base64")])), {"bad-field": 1}, lines=1),
+    Case("har-truncated", _files(g__har=har([har_entry(_BODY), har_entry(_BODY)])[:-300]), {"bad-json": 1}, exchanges=1, lines=2),
+    Case("har-entries-not-objects", _files(g__har=har([3, "x", har_entry(_BODY)])), {"not-object": 2}, exchanges=1, lines=3),
+    Case("har-html-response", _files(g__har=har([har_entry("<html>502 Bad Gateway</html>", mime="text/html")])), {"bad-json": 1}, lines=1),
+    Case("har-post-not-json", _files(g__har=har([har_entry(_BODY, post=b"model=x&messages=y")])), {"bad-json": 1}, lines=1),
+    Case("har-no-entries", _files(g__har=har([])), lines=0),
+    # Batch API
+    Case("batch-duplicated-custom-ids", _files(bi__jsonl=_batch_in("r1") + b"\n" + _batch_in("r1") + b"\n"), exchanges=2, lines=2, duplicate_ids=1),
+    Case("batch-output-without-input", _files(bo__jsonl=orjson.dumps({"id": "b", "custom_id": "r1", "response": {"status_code": 200, "body": good(1)["response"]}, "error": None}) + b"\n"),
+         exchanges=1, lines=1),
+    # OpenTelemetry, LiteLLM, server logs
+    Case("otel-span-without-gen-ai", _files(o__jsonl=_otel({"traceId": "a", "spanId": "b", "name": "GET /", "attributes": []}) + b"\n"), lines=1, skipped=1),
+    Case("otel-spans-not-a-list", _files(o__jsonl=orjson.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": "x"}]}]}) + b"\n"), lines=1, skipped=1),
+    Case("litellm-messages-not-list", _files(l__jsonl=orjson.dumps({"request_id": "x", "call_type": "acompletion", "model": "m", "messages": '{"a": 1}', "response": "{}"}) + b"\n"),
+         {"bad-field": 1}, lines=1),
+    Case("serverlog-token-id-over-int32", _files(l__jsonl=orjson.dumps({"request_id": "x", "model": "m", "prompt_token_ids": [1, 2**40], "output_text": "hi"}) + b"\n"),
+         {"bad-field": 1}, lines=1),
+]
+
+CASES += FORMAT_CASES
 
 
 def write_corpus(root: Path, cases: list[Case] = CASES) -> dict[str, Path]:

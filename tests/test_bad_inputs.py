@@ -1,5 +1,6 @@
 """Every kind of bad input of tests/bad_inputs.py: no crash, a clear ingest_errors row naming the
-file and line (or byte offset), and accounting that adds up (records - blank = exchanges + errors).
+file and line (or byte offset), and accounting that adds up
+(records - blank - skipped = exchanges + errors).
 
 Each case is ingested on its own through the library (exact counts per case), and the whole corpus
 once through the real CLI in a child process (``python -m replay audit``: exit 0, no traceback,
@@ -53,8 +54,8 @@ def test_case(case: Case, tmp_path: Path) -> None:
     assert dict(Counter(e["reason"] for e in errors)) == case.reasons
     assert stats.errors_by_reason == dict(sorted(case.reasons.items()))
     assert (stats.exchanges, len(exchanges)) == (case.exchanges, case.exchanges)
-    assert stats.lines - stats.blank_lines == stats.exchanges + stats.errors
-    assert stats.blank_lines == case.blank
+    assert stats.lines - stats.blank_lines - stats.skipped == stats.exchanges + stats.errors
+    assert (stats.blank_lines, stats.skipped) == (case.blank, case.skipped)
     if case.lines is not None:
         assert stats.lines == case.lines
     assert stats.duplicate_ids == case.duplicate_ids
@@ -103,8 +104,9 @@ def test_cli_on_the_whole_corpus(tmp_path: Path) -> None:
     exchanges = pq.read_table(run / "exchanges.parquet").to_pylist()
     meta = json.loads((run / "run.json").read_text())
     ing = meta["ingest"]
-    assert ing["lines"] - ing["blank_lines"] == ing["exchanges"] + ing["errors"]
     cases = {c.name: c for c in CASES}
+    assert ing["lines"] - ing["blank_lines"] - ing["skipped"] == ing["exchanges"] + ing["errors"]
+    assert ing["skipped"] == sum(c.skipped for n, c in cases.items() if n in folders)
     for name, folder in folders.items():
         case = cases[name]
         mine_err = [e for e in errors if Path(e["source_file"]).is_relative_to(folder)]
