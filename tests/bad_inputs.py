@@ -364,6 +364,8 @@ def _otel(*spans: dict | str) -> bytes:
 FORMAT_CASES: list[Case] = [
     # SSE transcripts: one record per stream
     Case("sse-without-done", _files(s__sse=sse(sse_chunk("hi"), sse_chunk(" there", "stop"))), exchanges=1, lines=1),
+    Case("sse-interleaved-streams", _files(s__sse=sse(sse_chunk("a1", cid="a"), sse_chunk("b1", cid="b"), sse_chunk("a2", "stop", cid="a"),
+                                                      sse_chunk("b2", "stop", cid="b"), "[DONE]")), {"interleaved-streams": 1}, lines=1),
     Case("sse-out-of-order-events", _files(s__sse=_anthropic_events(
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}},
         {"type": "message_start", "message": {"id": "msg_1", "model": "claude", "stop_reason": None}},

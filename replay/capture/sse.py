@@ -10,7 +10,10 @@ payloads: ``chat.completion.chunk`` / ``choices`` -> ``chat.completions``; ``mes
 One file may hold several streams one after the other: an exchange ends at ``data: [DONE]``
 (Chat Completions), ``message_stop`` (Messages), or ``response.completed`` / ``.incomplete`` /
 ``.failed`` (Responses); a ``[DONE]`` after one of the latter two belongs to the exchange before.
-A stream cut short at the end of the file is still an exchange with what it holds.
+A stream cut short at the end of the file is still an exchange with what it holds. An event
+whose stream id (the chunk ``id``, the Messages or Responses id) differs from the stream's first
+makes the exchange an ``interleaved-streams`` error naming its line: two streams written into one
+file at once cannot be told apart by order alone.
 
 **Pairing a request with a transcript.** Two ways, documented in the README:
 
@@ -161,6 +164,7 @@ class _Pending:
     route: str | None = None
     error: tuple[int, int, str, str] | None = None  # line, offset, reason, detail
     done: bool = False
+    stream_id: str | None = None  # the chunk `id` (Chat Completions) / message or response id
 
 
 def _record(p: _Pending, fallback_request: Any) -> dict | tuple[str, str]:
@@ -181,6 +185,18 @@ def _record(p: _Pending, fallback_request: Any) -> dict | tuple[str, str]:
     if rid is not None:
         rec["id"] = rid
     return rec
+
+
+def _stream_id(payload: dict) -> str | None:
+    """The id naming the stream a payload belongs to: a Chat Completions chunk's ``id``, the
+    message id of an Anthropic ``message_start``, the response id of a Responses event; else None."""
+    if payload.get("object") == "chat.completion.chunk" and isinstance(payload.get("id"), str):
+        return payload["id"] or None  # Azure's first chunk (prompt filter results) has id ""
+    for key in ("message", "response"):
+        inner = payload.get(key)
+        if isinstance(inner, dict) and isinstance(inner.get("id"), str):
+            return inner["id"] or None
+    return None
 
 
 def records_from_events(
@@ -247,6 +263,14 @@ def records_from_events(
         api = api_of(payload)
         if cur.route is None and api is not None and payload.get("type") != "error":
             cur.route = api
+        sid = _stream_id(payload)
+        if sid is not None:
+            if cur.stream_id is None:
+                cur.stream_id = sid
+            elif sid != cur.stream_id and cur.error is None:
+                cur.error = (ev.line, ev.offset, "interleaved-streams",
+                             f"line {ev.line}: an event of stream {sid!r} inside stream {cur.stream_id!r} "
+                             f"(two streams interleaved, or one without its end)")
         cur.payloads.append(payload)
         if cur.route in _TERMINAL and payload.get("type") in _TERMINAL[cur.route]:
             yield finish(cur)
