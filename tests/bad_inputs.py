@@ -357,6 +357,17 @@ _SPAN_ATTRS = [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}
                {"key": "gen_ai.input.messages", "value": {"stringValue": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])}}]
 
 
+def _sse_long_line(d: Path) -> None:
+    # a stream, a stream whose one data line is 40 MiB (over the default 32 MiB limit), a stream
+    with (d / "long.sse").open("wb") as f:
+        f.write(sse(sse_chunk("a", "stop", cid="a"), "[DONE]"))
+        f.write(b'data: {"id": "b", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "')
+        for _ in range(40):
+            f.write(b"y" * (1 << 20))
+        f.write(b'"}}]}\n\ndata: [DONE]\n\n')
+        f.write(sse(sse_chunk("c", "stop", cid="c"), "[DONE]"))
+
+
 def _otel(*spans: dict | str) -> bytes:
     return orjson.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": list(spans)}]}]})
 
@@ -373,6 +384,7 @@ FORMAT_CASES: list[Case] = [
         {"type": "message_stop"})), exchanges=1, lines=1),
     Case("sse-data-not-json", _files(s__sse=b"data: {bad\n\ndata: [DONE]\n\n" + sse(sse_chunk("ok", "stop"), "[DONE]")),
          {"bad-event": 1}, exchanges=1, lines=2),
+    Case("sse-line-over-limit", _sse_long_line, {"line-too-long": 1}, exchanges=2, lines=3),
     Case("sse-comments-only", _files(s__sse=b": keepalive\n: keepalive\n"), {"empty-transcript": 1}, lines=1),
     Case("sse-done-only", _files(s__sse=b"data: [DONE]\n\n"), {"empty-transcript": 1}, lines=1),
     Case("sse-crlf", _files(s__sse=sse(sse_chunk("hi", "stop"), "[DONE]", eol="\r\n")), exchanges=1, lines=1),

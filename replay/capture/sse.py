@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from replay.capture.detect import open_binary, sidecar_request_path
-from replay.capture.files import open_lines
+from replay.capture.files import LongLine, open_lines
 from replay.capture.records import Unit, exchange, failed
 
 __all__ = [
@@ -73,13 +73,16 @@ _TERMINAL = {
 class SseEvent:
     """One dispatched SSE event: ``line`` / ``offset`` of its first field line, ``event`` (the
     ``event:`` field or None), ``data`` (the ``data:`` lines joined with ``\\n``), or ``comment``
-    (the text after ``:`` of a comment line; then ``data`` is None)."""
+    (the text after ``:`` of a comment line; then ``data`` is None). ``too_long``: the length in
+    bytes of a line over ``--max-line-bytes`` (:class:`replay.capture.files.LongLine`) this event
+    held, not read."""
 
     line: int
     offset: int
     event: str | None = None
     data: str | None = None
     comment: str | None = None
+    too_long: int | None = None
 
 
 def events_from_lines(lines: Iterable[tuple[int, int, bytes]]) -> Iterator[SseEvent]:
@@ -89,6 +92,12 @@ def events_from_lines(lines: Iterable[tuple[int, int, bytes]]) -> Iterator[SseEv
     cur: SseEvent | None = None
     data: list[str] = []
     for line_no, offset, raw in lines:
+        if isinstance(raw, LongLine):  # a line over the limit: its event is an error, not parsed
+            if cur is None:
+                cur = SseEvent(line_no, offset)
+            cur.too_long = cur.too_long or raw.length
+            data.append("")
+            continue
         text = raw.decode("utf-8", "replace").rstrip("\r")
         if text.startswith("\ufeff"):
             text = text[1:]
@@ -238,6 +247,13 @@ def records_from_events(
                     cur = _Pending(ev.line, ev.offset, error=(ev.line, ev.offset, "request-not-object", "': request' comment is not a JSON object"))
                     continue
                 cur = _Pending(ev.line, ev.offset, request=req, request_line=ev.line)
+            continue
+        if ev.too_long is not None:
+            if cur is None:
+                cur = _Pending(ev.line, ev.offset)
+            if cur.error is None:
+                cur.error = (ev.line, ev.offset, "line-too-long",
+                             f"line {ev.line}: an event line of {ev.too_long} bytes is longer than --max-line-bytes; read past, not parsed")
             continue
         if ev.data is None:
             continue
