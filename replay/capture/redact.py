@@ -59,7 +59,8 @@ string stays empty. A bad line's excerpt is replaced by a marker of the excerpt.
 What the checks still do under ``--redact``: null leaks and render failures (tools are kept
 whole); old-vs-new prompt divergence (both sides render the same hashed messages; token counts are
 those of the markers, not of the original text); the served-stream checks (calls received, their
-names, non-JSON joins, ``finish_reason``). What they cannot do: re-streaming (dropped calls,
+names, non-JSON joins, ``finish_reason``, and the ``served_*`` columns of
+:mod:`replay.capture.served`, computed from the captured text before this module runs). What they cannot do: re-streaming (dropped calls,
 argument mismatches, replay fidelity) and the served-vs-reference prompt comparison need the raw
 completion and the logged prompt; capture without ``--redact`` in a place allowed to hold them.
 """
