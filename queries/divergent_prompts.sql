@@ -5,8 +5,8 @@
 --   extra_chars_total  sum of (first side's length - second side's), chars
 --   extra_tokens_*     per request, (first side's tokens - second side's): mean, p50, p99, total
 --                      (null without --tokenizer or a reference encoder's tokenizer)
---   tokens_differing_total  vs reference only: sum of the first side's tokens between the first and last
---                      token id that differ from the reference's (null when ids are not compared)
+--   tokens_differing_total  vs reference only: sum over prompts of the tokens in the span where the
+--                      first side's token ids differ from the reference's (null when ids are not compared)
 -- Two prompts whose token ids were both recorded (prompt_ids_sha256: a reference encoder with
 -- token ids, other sides tokenized with its tokenizer) are compared by their ids, else by their text.
 -- `served` is the prompt the server logged; it is compared only when the run's renderer is a chat template.

@@ -338,10 +338,10 @@ def _ids_sha(ids: list[int] | None) -> str | None:
 
 
 def tokens_differing(ids: list[int], ref: list[int]) -> int:
-    """How many of ``ids`` lie between the first and the last position where they differ from
-    ``ref``: ``len(ids)`` minus the common prefix and the common suffix (which do not overlap).
-    0 when equal. A localized change (one tool's ``"strict": null``) counts only its own tokens,
-    O(n)."""
+    """Size of the token span where ``ids`` differ from ``ref``: with the common prefix and the
+    common suffix (not overlapping) taken off both, the longer of the two middles (tokens).
+    0 exactly when equal; a pure insertion or deletion counts its own tokens. A localized change
+    (one tool's ``"strict": null``) counts only the tokens around it. O(n)."""
     n, m = len(ids), len(ref)
     p = 0
     while p < n and p < m and ids[p] == ref[p]:
@@ -351,7 +351,7 @@ def tokens_differing(ids: list[int], ref: list[int]) -> int:
     q = 0
     while q < n - p and q < m - p and ids[n - 1 - q] == ref[m - 1 - q]:
         q += 1
-    return n - p - q
+    return max(n - p - q, m - p - q)
 
 
 # ---------------------------------------------------------------------------------------------

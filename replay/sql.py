@@ -50,7 +50,11 @@ def _parse(name: str, text: str) -> Query:
 def list_queries() -> dict[str, Query]:
     """Every query shipped with the package, by name (the ``.sql`` file stem), sorted."""
     out = {}
-    for entry in sorted(resources.files("replay.queries").iterdir(), key=lambda p: p.name):
+    # a checkout run as `python -m replay` reads its own queries/ (beside replay/), not those of
+    # another checkout installed in editable mode
+    local = Path(__file__).resolve().parent.parent / "queries"
+    folder = local if (local / "summary.sql").is_file() else resources.files("replay.queries")
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".sql"):
             name = entry.name[: -len(".sql")]
             out[name] = _parse(name, entry.read_text(encoding="utf-8"))

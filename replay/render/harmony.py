@@ -182,8 +182,8 @@ class HarmonyRenderer:
         try:
             return ToolDescription.new(fn.get("name"), fn.get("description"), parameters=fn.get("parameters"))
         except Exception as exc:  # pydantic ValidationError: description None, name not a string
-            first = str(exc).splitlines()
-            raise RenderError(f"harmony: tools[{i}] ({fn.get('name')!r}): {type(exc).__name__}: {' '.join(first[:3])}") from exc
+            first = " ".join(line.strip() for line in str(exc).splitlines()[:3])
+            raise RenderError(f"harmony: tools[{i}] ({fn.get('name')!r}): {type(exc).__name__}: {first}") from exc
 
     def _conversation(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
         from openai_harmony import Author, Conversation, DeveloperContent, Message, Role, SystemContent
