@@ -369,6 +369,7 @@ def test_cli_audit_mistral_with_reference_encoder(tmp_path: Path) -> None:
     m2 `edit` (no description): old leaks description/strict null; new leaves description out,
     the encoder writes "": both diverge. m3 no tools: all equal. m4 `write` (strict: true):
     the template writes strict, the encoder never does: both diverge.
+    The server logged m1's and m3's prompts (see below).
     """
     tmpl = tmp_path / "mistral_v7.jinja"
     tmpl.write_text(_mistral_template("v7"), encoding="utf-8")
@@ -378,12 +379,22 @@ def test_cli_audit_mistral_with_reference_encoder(tmp_path: Path) -> None:
         ("m3", [{"role": "user", "content": "Hello"}], None),
         ("m4", [{"role": "user", "content": "Write b.py"}], [WRITE_STRICT]),
     ]
+    enc = renderer_from_spec("mistral-common:v7")
     lines = []
     for xid, msgs, tools in reqs:
         req = {"model": MISTRAL, "messages": msgs}
         if tools:
             req["tools"] = tools
         lines.append({"id": xid, "route": "chat.completions", "request": req})
+    # the server's logged prompts: m1 exactly the encoder's ids; m3 the same text, but with
+    # "[INST]" tokenized as plain text (a special token not recognised): equal text, other ids
+    text1, ids1 = enc.render_ids(MESSAGES, [READ])
+    lines[0]["server"] = {"prompt": text1, "prompt_token_ids": ids1}
+    text3, ids3 = enc.render_ids([{"role": "user", "content": "Hello"}], None)
+    inst = enc.tokenizer.specials["[INST]"]
+    split = [t for i in ids3 for t in (enc.tokenizer.raw.encode("[INST]", bos=False, eos=False) if i == inst else [i])]
+    assert split != ids3
+    lines[2]["server"] = {"prompt": text3, "prompt_token_ids": split}
     cap = _write_captures(tmp_path, lines)
     run = tmp_path / "run"
     res = runner.invoke(
@@ -395,12 +406,16 @@ def test_cli_audit_mistral_with_reference_encoder(tmp_path: Path) -> None:
     assert by["old"]["prompts_diverged_from_reference"] == 3
     assert by["new"]["prompts_diverged_from_reference"] == 2
     assert (by["old"]["render_failures"], by["new"]["render_failures"], by["reference"]["render_failures"]) == (0, 0, 0)
+    # served: compared by token ids, so m3's equal text with other ids diverges and m1 does not
+    assert by["served"]["prompts_diverged_from_reference"] == 1
     div = {r["comparison"]: r for r in _query(run, "divergent_prompts")}
+    assert (div["served vs reference"]["prompts_compared"], div["served vs reference"]["prompts_diverged"]) == (2, 1)
     assert (div["new vs reference"]["prompts_compared"], div["new vs reference"]["prompts_diverged"]) == (4, 2)
     rows = {(r["exchange_id"], r["side"]): r for r in _renders(run)}
     assert rows[("m1", "new")]["tokens_differing"] == 0 and rows[("m3", "old")]["tokens_differing"] == 0
+    assert rows[("m3", "served")]["prompt_sha256"] == rows[("m3", "reference")]["prompt_sha256"]
+    assert rows[("m3", "served")]["tokens_differing"] == len(split) - len(ids3) + 1
     assert div["new vs reference"]["tokens_differing_total"] == rows[("m2", "new")]["tokens_differing"] + rows[("m4", "new")]["tokens_differing"] > 0
-    enc = renderer_from_spec("mistral-common:v7")
     assert rows[("m1", "reference")]["prompt_tokens"] == len(enc.render_ids(MESSAGES, [READ])[1])
     meta = json.loads((run / "run.json").read_text())
     assert meta["options"]["reference_encoder"] == "mistral-common:v7"
