@@ -177,8 +177,10 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
         out.append(sentence + ".")
         ref_o, ref_n = div.get("old vs reference"), div.get("new vs reference")
         if ref_o and ref_n:
+            enc = meta.get("options", {}).get("reference_encoder")
+            against = f"the reference encoder `{enc}` (tools by `{ser['reference']}`)" if enc else f"the client's own tool dicts (`{ser['reference']}`)"
             out.append(
-                f"Against the client's own tool dicts (`{ser['reference']}`): {ref_o['prompts_diverged']:,} of "
+                f"Against {against}: {ref_o['prompts_diverged']:,} of "
                 f"{ref_o['prompts_compared']:,} prompts differ with `{ser['old']}`, {ref_n['prompts_diverged']:,} of "
                 f"{ref_n['prompts_compared']:,} with `{ser['new']}`."
             )
@@ -249,12 +251,13 @@ def markdown_report(
     opts = meta.get("options", {})
     parts = ["# replay audit", ""]
     parts.append(
-        "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`; "
+        "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`{enc}; "
         "parsers old = `{op}`, new = `{np}` (reference: the built-in whole-text parse).".format(
             old=opts.get("old_serializer"),
             new=opts.get("new_serializer"),
             ref=opts.get("reference_serializer"),
             renderer=opts.get("renderer"),
+            enc=f", reference encoder `{opts['reference_encoder']}`" if opts.get("reference_encoder") else "",
             op=opts.get("old_parser") or "family default",
             np=opts.get("new_parser") or "family default",
         )
