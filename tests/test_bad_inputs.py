@@ -79,6 +79,16 @@ def test_line_too_long_row_names_line_and_offset(tmp_path: Path) -> None:
     assert [x["source_line"] for x in pq.read_table(out / "exchanges.parquet").to_pylist()] == [1, 3]
 
 
+def test_html_error_page_is_named(tmp_path: Path) -> None:
+    """Each line of an HTML error page says it looks like HTML, not only where JSON parsing failed."""
+    (case,) = [c for c in CASES if c.name == "html-error-page"]
+    case.build(tmp_path)
+    ingest(tmp_path, tmp_path / "out")
+    errors = pq.read_table(tmp_path / "out" / "ingest_errors.parquet").to_pylist()
+    assert len(errors) == 7
+    assert all(e["detail"].startswith("not JSON, looks like HTML (an error page") for e in errors), errors
+
+
 def test_max_line_bytes_option(tmp_path: Path) -> None:
     """A lower limit turns a normal line into line-too-long; the next line still reads."""
     (case,) = [c for c in CASES if c.name == "crlf-lines"]

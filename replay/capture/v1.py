@@ -422,10 +422,27 @@ def decode_line(raw: bytes) -> dict:
     try:
         rec = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        raise CaptureError("bad-json", str(exc)) from None
+        raise CaptureError("bad-json", _what_it_looks_like(text) + str(exc)) from None
     if not isinstance(rec, dict):
         raise CaptureError("not-object", f"line is a JSON {type(rec).__name__}, not an object")
     return rec
+
+
+_LOOKS_LIKE = (
+    (("<!doctype html", "<html", "<head", "<body", "<title", "<center>", "</", "<hr"), "looks like HTML (an error page from a proxy or load balancer?)"),
+    (("<?xml",), "looks like XML"),
+    (("data:", "event:"), "looks like a server-sent event (an SSE transcript: see --capture-format sse)"),
+    (("http/1", "http/2"), "looks like an HTTP status line"),
+)
+
+
+def _what_it_looks_like(text: str) -> str:
+    """A hint prefixed to a ``bad-json`` detail when the line is plainly something else; else ""."""
+    head = text.lstrip()[:32].lower()
+    for starts, hint in _LOOKS_LIKE:
+        if head.startswith(starts):
+            return f"not JSON, {hint}: "
+    return ""
 
 
 def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[dict]]:
