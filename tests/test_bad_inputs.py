@@ -89,6 +89,17 @@ def test_html_error_page_is_named(tmp_path: Path) -> None:
     assert all(e["detail"].startswith("not JSON, looks like HTML (an error page") for e in errors), errors
 
 
+def test_over_long_first_line_of_a_json_lines_format(tmp_path: Path) -> None:
+    """A server log whose first line is over the limit: that line is line-too-long and the next
+    one is read (the file was taken for one pretty-printed document and lost whole)."""
+    import orjson
+
+    rec = {"request_id": "x", "model": "m", "request": {"messages": [{"role": "user", "content": "hi"}]}, "prompt": "p", "output_text": "o"}
+    (tmp_path / "log.jsonl").write_bytes(b'{"request_id": "long", "prompt": "' + b"x" * 3000 + b'"}\n' + orjson.dumps(rec) + b"\n")
+    stats = ingest(tmp_path, tmp_path / "out", capture_format="serverlog", max_line_bytes=1000)
+    assert (stats.lines, stats.exchanges, stats.errors_by_reason) == (2, 1, {"line-too-long": 1})
+
+
 def test_max_line_bytes_option(tmp_path: Path) -> None:
     """A lower limit turns a normal line into line-too-long; the next line still reads."""
     (case,) = [c for c in CASES if c.name == "crlf-lines"]

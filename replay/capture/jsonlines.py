@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 import orjson
 
 from replay.capture.detect import open_binary
-from replay.capture.files import open_lines
+from replay.capture.files import LongLine, open_lines
 from replay.capture.records import Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
@@ -51,6 +51,8 @@ def _first_line_is_whole(path: Path) -> bool:
     """True when the first non-blank line of the file is not a JSON value by itself but starts a
     document (``{`` or ``[``): the file is pretty-printed."""
     for _line, _off, raw in open_lines(path):
+        if isinstance(raw, LongLine):  # over --max-line-bytes: a line to skip, not a document to read whole
+            return False
         s = raw.strip()
         if not s:
             continue
