@@ -70,7 +70,8 @@ LONG_LINE_HEAD = 4096
 
 
 class LongLine(bytes):
-    """A line longer than the limit of :func:`open_lines`: its first :data:`LONG_LINE_HEAD` bytes,
+    """A line longer than the limit of :func:`open_lines`: its first :data:`LONG_LINE_HEAD` bytes
+    (at most the limit, so never the whole line),
     with ``length``, the line's full length in bytes (without its newline). Being ``bytes``, code
     that does not know it sees a cut line (which will not parse)."""
 
@@ -336,6 +337,7 @@ def open_lines(
         pending: list[bytes] = []  # pieces of the current line so far (empty once it is too long)
         pending_len = 0  # bytes of the current line so far
         head = b""  # first bytes of the current line once it is too long
+        head_cap = min(LONG_LINE_HEAD, max_line_bytes)  # never the whole line: it would parse
         too_long = False
 
         def take(piece: bytes) -> None:
@@ -344,9 +346,9 @@ def open_lines(
             if not too_long and pending_len + len(piece) > max_line_bytes:
                 parts, got = [], 0  # the head only: joining the held pieces would copy them all
                 for p in (*pending, piece):
-                    parts.append(p[: LONG_LINE_HEAD - got])
+                    parts.append(p[: head_cap - got])
                     got += len(parts[-1])
-                    if got >= LONG_LINE_HEAD:
+                    if got >= head_cap:
                         break
                 head = b"".join(parts)
                 pending = []

@@ -255,7 +255,7 @@ def _ingest_planned(
                     if line_no is not None and src == source:
                         last_line, last_end = line_no, (offset or 0) + size + 1
                     stats.lines += 1
-                    if isinstance(raw, LongLine) and (unit.v1_raw or unit.error is not None):
+                    if isinstance(raw, LongLine) and not (unit.blank or unit.skipped):
                         writer.add_error(src, line_no, offset, "line-too-long",
                                          f"line of {raw.length} bytes is longer than the limit of {max_line_bytes} bytes "
                                          f"(--max-line-bytes); read past, not parsed", raw)
