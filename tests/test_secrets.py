@@ -291,3 +291,17 @@ def test_ingest_command_keeps_no_secret(captures: Path, tmp_path: Path) -> None:
     assert "ingest errors" in proc.stdout
     assert _found(_haystacks(run, proc), ALWAYS) == []
     _control(run, captures)
+
+
+def test_planted_bug_no_redaction_leaks_in_every_format(captures: Path, tmp_path: Path, monkeypatch) -> None:
+    """The search can fail: with the redaction disabled (the planted bug), every format's rows hold
+    planted secrets, so the tests above would catch a reader whose rows skipped redaction."""
+    from replay.capture import ingest, redact
+
+    monkeypatch.setattr(redact, "redact_exchange", lambda *a, **k: None)
+    out = tmp_path / "out"
+    ingest(captures, out)
+    rows = pq.read_table(out / "exchanges.parquet").to_pylist()
+    for name in FORMATS:
+        text = json.dumps([r for r in rows if Path(r["source_file"]).is_relative_to(captures / name)], ensure_ascii=False)
+        assert [s for s in ALWAYS if s in text], f"{name}: nothing planted reaches the tables"
