@@ -135,6 +135,15 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
             + (f"; {_n(dup, 'repeated id')} kept apart as `<id>@<file>:<line>`" if dup else "")
             + ("; first: " + _first_error(con) + "." if ingest.get("errors") else ".")
         )
+        red = ingest.get("redactions") or {}
+        if red.get("name") or any(k.startswith("value:") for k in red):
+            shapes = sum(v for k, v in red.items() if k.startswith("value:"))
+            out.append(f"Secrets dropped at ingest: {_n(red.get('name', 0), 'field')} named like one, {_n(shapes, 'value')} shaped like one.")
+        if opts.get("redact"):
+            out.append(
+                f"`--redact`: {_n(red.get('hashed', 0), 'message string')} hashed; the logged prompts and raw completions "
+                f"were dropped, so nothing was re-streamed (the dropped-call and argument counts do not apply)."
+            )
 
     old, new = summary.get("old", {}), summary.get("new", {})
     # denominators: the schemas each side serialized and rendered (a failed render counts nowhere)

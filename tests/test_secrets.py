@@ -272,6 +272,7 @@ def test_audit_keeps_no_secret(captures: Path, tmp_path: Path) -> None:
     # reports redact message text by default: only the tables hold it without --redact
     reports = {k: v for k, v in hay.items() if k in ("stdout", "stderr") or not k.endswith(".parquet") and ".parquet " not in k}
     assert _found(reports, [PHRASE, SK_MESSAGE]) == []
+    assert "Secrets dropped at ingest:" in proc.stdout and "Secrets dropped at ingest:" in (run / "report.md").read_text()
     meta = json.loads((run / "run.json").read_text())
     assert meta["ingest"]["redactions"]["name"] >= 5 * len(FORMATS)
     assert meta["ingest"]["errors"] >= len(FORMATS)  # the bad records (their excerpts were searched too)
@@ -283,6 +284,7 @@ def test_audit_redact_keeps_no_message_text(captures: Path, tmp_path: Path) -> N
     assert _found(_haystacks(run, proc), ALWAYS + MESSAGE_ONLY + [SK_MESSAGE]) == []
     meta = json.loads((run / "run.json").read_text())
     assert meta["ingest"]["redactions"]["hashed"] >= 5 * len(FORMATS) and meta["options"]["redact"] is True
+    assert "`--redact`:" in (run / "report.md").read_text()
 
 
 def test_ingest_command_keeps_no_secret(captures: Path, tmp_path: Path) -> None:
