@@ -268,3 +268,9 @@ def test_row_without_key_shapes_still_loses_secret_names() -> None:
     counts: Counter = Counter()
     redact_exchange(row, tools, counts=counts)
     assert "plain-secret-1" not in row["request_json"] and counts == Counter({"name": 3})
+
+
+def test_error_detail_under_redact_hashes_quoted_prose_only() -> None:
+    assert redact_error("KeyError('my pass phrase is here')", hash_text_too=True) == f"KeyError('{hash_text('my pass phrase is here')}')"
+    for kept in ("no 'request' object", "': request' comment is not JSON", "route must be one of a, b; got 'completions'"):
+        assert redact_error(kept, hash_text_too=True) == kept

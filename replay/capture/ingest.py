@@ -119,7 +119,7 @@ class _Writer:
                 "source_line": line,
                 "byte_offset": offset,
                 "reason": reason,
-                "detail": _redact.redact_error(detail, self.redactions),
+                "detail": _redact.redact_error(detail, self.redactions, hash_text_too=self.hash_text),
                 "excerpt": _redact.scrub_excerpt(raw, EXCERPT_CHARS, hash_text_too=self.hash_text, counts=self.redactions),
             }
         )

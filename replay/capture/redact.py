@@ -598,8 +598,25 @@ def scrub_excerpt(raw: bytes, chars: int, *, hash_text_too: bool = False, counts
     return text
 
 
-def redact_error(detail: str | None, counts: Counter | None = None) -> str | None:
-    """An ``ingest_errors.detail`` (an exception's text, which may quote a value) with secrets removed."""
+def redact_error(detail: str | None, counts: Counter | None = None, *, hash_text_too: bool = False) -> str | None:
+    """An ``ingest_errors.detail`` (an exception's text, which may quote a value) with secrets removed.
+
+    With ``hash_text_too`` (``--redact``), quoted text that reads like prose (12+ characters with a
+    space, or 32+ characters: an exception's repr of a value, which may be message text) is hashed
+    too; the readers' own details quote field names, types and short values, which are kept."""
     if detail is None:
         return None
-    return _pairs(scrub_text(detail, counts), counts)
+    detail = _pairs(scrub_text(detail, counts), counts)
+    if hash_text_too:
+
+        def one(m: re.Match) -> str:
+            text = m.group(2)
+            if len(text) < 32 and not (len(text) >= 12 and any(c.isspace() for c in text)):
+                return m.group(0)  # a field name or a short value
+            return m.group(1) + _hc(text, counts) + m.group(1)
+
+        detail = _QUOTED_RE.sub(one, detail)
+    return detail
+
+
+_QUOTED_RE = re.compile(r"""(['"])((?:(?!\1).){4,})\1""")
