@@ -54,7 +54,8 @@ JSON (the whole text is hashed). ``served_content`` is hashed and ``served_tool_
 treated as tool-call arguments. ``server_prompt``, ``server_output_text``, ``server_steps`` and the
 token ids of both are dropped (null): a marker in their place would be read as text by the render
 and re-stream stages and yield wrong counts, and token ids decode back to the text. An empty
-string stays empty. A bad line's excerpt is replaced by a marker of the excerpt.
+string stays empty. A bad line's excerpt is replaced by a marker of the excerpt, and prose quoted
+in its detail is hashed (:func:`redact_error`).
 
 What the checks still do under ``--redact``: null leaks and render failures (tools are kept
 whole); old-vs-new prompt divergence (both sides render the same hashed messages; token counts are
