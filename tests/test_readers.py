@@ -82,6 +82,8 @@ def test_sniff_rules() -> None:
     assert sniff(b'{"request": {}, "route": "messages"}\n') == "v1"
     assert sniff(b'{"prompt_token_ids": [1]}\n') == "serverlog"
     assert sniff(b"garbage") == "v1"
+    # a pretty-printed HAR whose lines include bare values ("1", "[]") is still a HAR
+    assert sniff(b'{\n "log": {\n  "entries": [\n   {"x": [\n    1\n   ]}\n  ]\n }\n}') == "har"
 
 
 def test_every_format_ingests_to_its_rows(samples_run) -> None:
@@ -392,3 +394,18 @@ def test_events_from_lines_joins_multiline_data() -> None:
     assert [(e.line, e.event, e.data) for e in evs] == [(1, "x", '{"a":\n1}'), (5, None, "[DONE]")]
     recs = list(records_from_events(iter(evs)))
     assert len(recs) == 1 and recs[0][2]["stream"] == [{"a": 1}, "[DONE]"]
+
+
+def test_audit_with_capture_format(tmp_path: Path) -> None:
+    src = tmp_path / "stream.txt"
+    src.write_bytes((FORMATS_DIR / "chat-stream.sse").read_bytes())
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["audit", str(src), "--out", str(out), "--capture-format", "sse", "-q"])
+    assert r.exit_code == 0, r.output
+    # no sidecar beside the copy: the first stream has no request, the second has its `: request`
+    report = (out / "report.md").read_text()
+    assert "2 exchanges from sse: 1 with no request (nothing to render); no raw completion, not re-streamed." in report
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["options"]["capture_format"] == "sse" and meta["ingest"]["formats"] == {"sse": 1}
+    bad = CliRunner().invoke(app, ["audit", str(src), "--out", str(tmp_path / "x"), "--capture-format", "har2", "-q"])
+    assert bad.exit_code == 1 and "unknown format" in bad.output and not (tmp_path / "x").exists()
