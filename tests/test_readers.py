@@ -302,6 +302,11 @@ def test_decode_steps_never_splits_a_character() -> None:
     assert "".join(steps) == text
     assert all("\ufffd" not in s for s in steps)
     assert steps == ["a", "", "ñ", "", "", "", "🦜", "b"]
+    # per-step ids may come under `steps` too; decoded with the tokenizer
+    from replay.capture.serverlog import record_from_log
+
+    rec = record_from_log({"request_id": "x", "steps": [[0x61], [0xC3], [0xB1]]}, ByteTok())[0]
+    assert (rec["server"]["steps"], rec["server"]["output_text"], rec["server"]["output_token_ids"]) == (["a", "", "ñ"], "añ", [0x61, 0xC3, 0xB1])
     # a character still cut at the very end goes out with the last step
     assert decode_steps(ByteTok(), [[0x61], [0xF0, 0x9F]]) == ["a", "\ufffd"]
 
