@@ -414,3 +414,16 @@ def test_audit_with_capture_format(tmp_path: Path) -> None:
     assert meta["options"]["capture_format"] == "sse" and meta["ingest"]["formats"] == {"sse": 1}
     bad = CliRunner().invoke(app, ["audit", str(src), "--out", str(tmp_path / "x"), "--capture-format", "har2", "-q"])
     assert bad.exit_code == 1 and "unknown format" in bad.output and not (tmp_path / "x").exists()
+
+
+def test_pretty_printed_otel_export_is_read_whole(tmp_path: Path) -> None:
+    lines = (FORMATS_DIR / "otel-spans.jsonl").read_text().splitlines()
+    src = tmp_path / "export.json"
+    src.write_text(json.dumps(json.loads(lines[0]), indent=2))
+    assert detect_file(src) == "otel"
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    assert (stats.lines, stats.exchanges, stats.skipped, stats.errors) == (2, 1, 1, 0)
+    row = read(out, "exchanges")[0]
+    assert (row["exchange_id"], row["source_line"], calls_of(row)) == ("chatcmpl-o1", 1, LISBON)
+    check_accounting(stats, out)
