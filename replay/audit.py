@@ -27,6 +27,7 @@ from replay.capture import discover, ingest
 from replay.pipeline import AuditConfig, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
+from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries
 from replay.sql import connect
 
@@ -103,8 +104,19 @@ def audit(paths: list[str | Path], out: str | Path, cfg: AuditConfig, stage: Sta
     run_dir = Path(out)
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"--out {run_dir}: exists and is not a folder")
-    validate_specs(cfg)
-    files = discover(paths)
+    try:
+        validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
+        files = discover(paths)
+    except BaseException:
+        close_sides(cfg)
+        raise
+    try:
+        return _run(files, run_dir, cfg, stage)
+    finally:
+        close_sides(cfg)
+
+
+def _run(files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
     meta: dict[str, Any] = {
@@ -129,6 +141,7 @@ def audit(paths: list[str | Path], out: str | Path, cfg: AuditConfig, stage: Sta
     with stage("re-stream", n) as advance:
         run_stream(run_dir, cfg, progress=advance)
     seconds["stream"] = time.perf_counter() - t0
+    meta["sides"] = close_sides(cfg)  # interpreter and Python version of each side, worker restarts
 
     t0 = time.perf_counter()
     meta["seconds"] = seconds
