@@ -258,8 +258,9 @@ def serve(inp: BinaryIO, out: BinaryIO) -> int:
 
 def main() -> int:
     """Entry point: protect the protocol stream from user prints, then :func:`serve` stdin."""
-    cwd = os.getcwd()
-    if sys.path and sys.path[0] in ("", ".", cwd):  # ``python -m`` put the current directory first
+    # ``python -m`` puts the current directory first (unless PYTHONSAFEPATH took effect, 3.11+):
+    # drop it so the user's package comes from their paths, not from wherever the audit runs
+    if not getattr(sys.flags, "safe_path", False) and sys.path and sys.path[0] in ("", ".", os.getcwd()):
         del sys.path[0]
     proto_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
