@@ -180,3 +180,34 @@ def test_planted_faulty_parser_in_and_out_of_process_give_identical_tables(tmp_p
     assert summary(outproc)["old"]["calls_dropped"] == 7  # the fault is there, not an empty comparison
     meta = json.loads((outproc / "run.json").read_text())
     assert meta["sides"]["old"]["in_process"] is False and meta["sides"]["reference"]["in_process"] is True
+
+
+def test_reference_parser_is_what_every_side_is_judged_against(tmp_path: Path) -> None:
+    """``--reference-parser`` with a whole-text parse that keeps only the first call: the second
+    call of x1 is no longer in the reference, so both built-in sides stream one call more than
+    the reference (``calls_whole`` 3, not 4) and that call matches nothing."""
+    plugin = tmp_path / "first_only.py"
+    plugin.write_text(
+        "from replay.parsers.hermes import HermesParser\n"
+        "from replay.parsers.base import ParseResult\n"
+        "class FirstOnly(HermesParser):\n"
+        "    def parse(self, text):\n"
+        "        r = super().parse(text)\n"
+        "        return ParseResult(r.content, r.calls[:1], r.reasoning)\n"
+    )
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    out = tmp_path / "run"
+    result = invoke("audit", capture, "--out", out, "-q", "--chunkings", "whole", "--reference-parser", f"{plugin}:FirstOnly")
+    assert result.exit_code == 0, result.output
+    assert summary(out)["old"]["calls_whole"] == 3
+    rows = query_json(out, "SELECT side, chunking, calls_streamed, calls_whole FROM streams WHERE exchange_id = 'x1' ORDER BY side, chunking")
+    assert rows == [
+        {"side": "new", "chunking": "parse", "calls_streamed": 2, "calls_whole": 1},
+        {"side": "new", "chunking": "whole", "calls_streamed": 2, "calls_whole": 1},
+        {"side": "old", "chunking": "parse", "calls_streamed": 2, "calls_whole": 1},
+        {"side": "old", "chunking": "whole", "calls_streamed": 2, "calls_whole": 1},
+        {"side": "reference", "chunking": "parse", "calls_streamed": 1, "calls_whole": 1},
+    ]
+    unmatched = query_json(out, "SELECT side, name FROM calls WHERE NOT matches_whole ORDER BY side")
+    assert unmatched == [{"side": "new", "name": "write"}, {"side": "new", "name": "write"}, {"side": "old", "name": "write"}, {"side": "old", "name": "write"}]
+    assert json.loads((out / "run.json").read_text())["options"]["reference_parser"] == f"{plugin}:FirstOnly"

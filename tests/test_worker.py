@@ -104,6 +104,32 @@ def test_a_hang_the_worker_can_interrupt_is_recorded_as_in_process(tmp_path: Pat
     assert _old_rows(inproc) == by
 
 
+def test_a_worker_that_cannot_restart_marks_the_rest_of_its_side(tmp_path: Path) -> None:
+    """The crash on x1 leaves a file that makes the plugin's import fail: the restart fails, so
+    x2 and x3 carry that error (no more attempts), the new side and the audit go on."""
+    flag = tmp_path / "broken"
+    path = tmp_path / "once.py"
+    path.write_text(
+        "import os\n"
+        f"if os.path.exists({str(flag)!r}): raise ImportError('installation broke')\n"
+        "from replay.parsers.hermes import HermesParser\n"
+        "class Once(HermesParser):\n"
+        "    def parse(self, text):\n"
+        f"        if 'boom' in text: open({str(flag)!r}, 'w').close(); os._exit(3)\n"
+        "        return super().parse(text)\n"
+    )
+    out = _audit(tmp_path, "--old-python", PY, "--old-parser", f"{path}:Once")
+    by = _old_rows(out)
+    assert all(r["error"] is None for r in by["x0"])
+    assert all(r["error"].startswith("WorkerError: the worker exited (exit code 3)") for r in by["x1"])
+    for xid in ("x2", "x3"):
+        assert all("installation broke" in r["error"] and r["error"].startswith("WorkerError: --old-python") for r in by[xid]), by[xid]
+    meta = json.loads((out / "run.json").read_text())["sides"]["old"]
+    assert meta["restarts"] == 0 and "installation broke" in meta["dead"]
+    assert summary(out)["new"]["calls_whole"] == 5
+    assert "it could not be restarted" in (out / "report.md").read_text()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
