@@ -25,7 +25,6 @@ Parsers raise; this module catches per exchange and records the error on the row
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +40,7 @@ from replay.parsers import family_for_model, get_parser
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 from replay.render.base import RenderError, Renderer, count_tokens
 from replay.render.chat_template import request_messages
-from replay.sides import BATCH, RemoteParser, SideError, WorkerError, open_sides, side_specs
+from replay.sides import BATCH, BATCH_CHARS, RemoteParser, SideError, WorkerError, open_sides, side_specs
 from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, new_parser, replay_stream, same_call, split
 from replay.tools import get_serializer, leaked_nulls
 
@@ -644,9 +643,18 @@ def stream_exchange(
 # stage drivers
 
 
-def _batches(it: Any, n: int) -> Any:
-    it = iter(it)
-    while chunk := list(itertools.islice(it, n)):
+def _batches(rows: Any, n: int, chars: int = BATCH_CHARS) -> Any:
+    """Lists of at most ``n`` exchanges whose raw completions hold at most about ``chars`` chars
+    (a list holds one exchange at least), so a batch of huge completions stays bounded."""
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for ex in rows:
+        chunk.append(ex)
+        size += len(ex.get("server_output_text") or "")
+        if len(chunk) >= n or size >= chars:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
         yield chunk
 
 
@@ -664,7 +672,7 @@ def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
     out = _BatchWriter(Path(run_dir) / "renders.parquet", tables.RENDERS, cfg.batch_rows * 4)
     cols = ["exchange_id", "route", "request_json", "server_prompt"]
     n = 0
-    for chunk in _batches(iter_exchanges(run_dir, cols, cfg.batch_rows), BATCH if remote else cfg.batch_rows):
+    for chunk in _batches(iter_exchanges(run_dir, cols, cfg.batch_rows), BATCH if remote else 1):
         pre: list[dict[str, Any]] = [{} for _ in chunk]
         if remote:
             items, where = [], []
@@ -714,7 +722,7 @@ def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
     c_out = _BatchWriter(Path(run_dir) / "calls.parquet", tables.CALLS, cfg.batch_rows * 4)
     cols = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps"]
     n = 0
-    for chunk in _batches(iter_exchanges(run_dir, cols, cfg.batch_rows), BATCH if remote else cfg.batch_rows):
+    for chunk in _batches(iter_exchanges(run_dir, cols, cfg.batch_rows), BATCH if remote else 1):  # in process: one exchange in memory at a time
         plans = [plan_stream(ex, cfg, resolver) for ex in chunk]
         answers: list[dict[str, SideReplay]] = [{} for _ in plans]
         if remote:

@@ -42,8 +42,10 @@ from replay.worker import PROTOCOL, dumps, loads
 START_TIMEOUT = 120.0
 #: Seconds added to each exchange's limit in the parent (IPC, JSON, the worker's own bookkeeping).
 GRACE = 2.0
-#: Exchanges per request line sent to a worker.
+#: Exchanges per request line sent to a worker, and at most about this many chars of raw
+#: completions (their chunkings are cut in the parent and held until the answers come back).
 BATCH = 64
+BATCH_CHARS = 2_000_000
 #: Incidents (crashes, hangs) kept per side for ``run.json``.
 MAX_INCIDENTS = 20
 
