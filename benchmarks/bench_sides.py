@@ -8,7 +8,9 @@ three ways: both sides in process, the old side in a worker, both sides in worke
 default this interpreter). The old side's parser is a plugin subclass of the built-in Hermes
 parser that changes nothing, so that old and new are replayed separately in every mode (two
 equal built-in parsers are replayed once). Workers are started before the clock starts, as an
-audit starts them once. Prints one line per mode: seconds and exchanges/s per stage.
+audit starts them once. Prints one line per mode: wall seconds and exchanges/s per stage, and
+the CPU seconds of the re-stream stage in this process and in the workers (on a busy machine the
+CPU seconds are the fairer measure of what the worker protocol costs).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -76,7 +79,7 @@ def main() -> None:
             "old and new in workers": {"old_python": args.python, "new_python": args.python},
         }
         print(f"{args.exchanges} exchanges, chunkings {args.chunkings}, worker python {args.python}")
-        print(f"{'mode':<24} {'render s':>8} {'render ex/s':>11} {'stream s':>8} {'stream ex/s':>11}")
+        print(f"{'mode':<24} {'render s':>8} {'render ex/s':>11} {'stream s':>8} {'stream ex/s':>11} {'stream CPU s: here':>18} {'workers':>7}")
         for label, extra in modes.items():
             cfg = AuditConfig(renderer=JsonToolsRenderer(), chunkings=chunkings, old_parser=f"{plugin}:Same", **extra)
             validate_specs(cfg)  # starts the workers, as an audit does before its stages
@@ -84,13 +87,20 @@ def main() -> None:
                 t0 = time.perf_counter()
                 run_render(run, cfg)
                 t1 = time.perf_counter()
+                c1, w1 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
                 run_stream(run, cfg)
                 t2 = time.perf_counter()
+                c2 = time.process_time()
             finally:
-                meta = close_sides(cfg)
+                meta = close_sides(cfg)  # a worker's CPU time is counted once it has exited
+            w2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            workers_cpu = (w2.ru_utime + w2.ru_stime) - (w1.ru_utime + w1.ru_stime)
             assert not any((m or {}).get("restarts") for m in (meta or {}).values())
             n = args.exchanges
-            print(f"{label:<24} {t1 - t0:>8.2f} {n / (t1 - t0):>11.0f} {t2 - t1:>8.2f} {n / (t2 - t1):>11.0f}")
+            print(
+                f"{label:<24} {t1 - t0:>8.2f} {n / (t1 - t0):>11.0f} {t2 - t1:>8.2f} {n / (t2 - t1):>11.0f} "
+                f"{c2 - c1:>18.2f} {workers_cpu:>7.2f}"
+            )
 
 
 if __name__ == "__main__":
