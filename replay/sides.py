@@ -203,7 +203,10 @@ class WorkerSide:
             answer = self._answer(time.monotonic() + START_TIMEOUT)
         except WorkerError as exc:
             self.close()
-            raise SideError(f"{self.option}: the worker did not start: {exc}") from None
+            hint = ""
+            if "No module named replay.worker" in str(exc) or "No module named 'replay.worker'" in str(exc):
+                hint = f" (a `replay` package without worker.py comes before {_replay_home()} on its path)"
+            raise SideError(f"{self.option}: the worker did not start: {exc}{hint}") from None
         if not isinstance(answer, dict) or not answer.get("ok"):
             self.close()
             why = answer.get("error") if isinstance(answer, dict) else answer
@@ -214,15 +217,21 @@ class WorkerSide:
     @staticmethod
     def _read_out(proc: subprocess.Popen[bytes], lines: queue.Queue[tuple[float, bytes | None]]) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put((time.monotonic(), line))
+        try:
+            for line in proc.stdout:
+                lines.put((time.monotonic(), line))
+        except (OSError, ValueError):  # the pipe was closed under us (the worker was replaced)
+            pass
         lines.put((time.monotonic(), None))
 
     @staticmethod
     def _read_err(proc: subprocess.Popen[bytes], tail: deque[str]) -> None:
         assert proc.stderr is not None
-        for line in proc.stderr:
-            tail.append(line.decode("utf-8", "replace").rstrip())
+        try:
+            for line in proc.stderr:
+                tail.append(line.decode("utf-8", "replace").rstrip())
+        except (OSError, ValueError):
+            pass
 
     def _write(self, msg: dict[str, Any]) -> None:
         assert self.proc is not None and self.proc.stdin is not None

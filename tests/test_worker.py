@@ -138,12 +138,16 @@ def test_a_worker_that_cannot_restart_marks_the_rest_of_its_side(tmp_path: Path)
         (["--new-python", PY, "--new-serializer", "nope"], "unknown serializer 'nope'"),
         (["--old-pythonpath", "/tmp"], "--old-pythonpath needs --old-python"),
         (["--old-python", "/bin/false"], "--old-python /bin/false: the worker did not start: the worker exited (exit code 1)"),
+        (["--old-python", PY, "--old-pythonpath", "{tmp}/shadow"], "No module named replay.worker (a `replay` package without worker.py comes before"),
     ],
-    ids=["no-interpreter", "plugin-not-importable-there", "bad-serializer", "path-without-python", "not-a-python"],
+    ids=["no-interpreter", "plugin-not-importable-there", "bad-serializer", "path-without-python", "not-a-python", "shadowed-replay"],
 )
 def test_a_side_that_cannot_start_fails_before_any_work(tmp_path: Path, args: list[str], message: str) -> None:
     if args[1] == "/bin/false" and not Path(args[1]).exists():
         pytest.skip("no /bin/false")
+    (tmp_path / "shadow" / "replay").mkdir(parents=True)
+    (tmp_path / "shadow" / "replay" / "__init__.py").write_text("")  # an old replay without the worker
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
     out = tmp_path / "run"
     result = invoke("audit", capture, "--out", out, "-q", *args)
