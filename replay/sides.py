@@ -384,11 +384,12 @@ class WorkerSide:
             self.incidents.append({"exchange_id": item.get("k"), "error": msg})
 
     def parser_for(self, family: str) -> RemoteParser:
-        """The worker's parser for ``family`` (a canonical family name); raises
-        :class:`WorkerError` when the worker's replay has no such family."""
+        """The worker's parser for ``family`` (a canonical family name). When the worker's replay
+        has no such family, the parser is named after the family, has no markers, and the
+        worker answers each of its items with that error (the side's rows carry it)."""
         got = self.parsers.get(family)
         if got is None:
-            raise WorkerError(f"WorkerError: no tool parser family {family!r} in {self.option}")
+            return RemoteParser(name=family, markers=(), family=family, side=self.spec.side)
         return RemoteParser(name=got["name"], markers=tuple(got["markers"]), family=family, side=self.spec.side)
 
     def meta(self) -> dict[str, Any]:

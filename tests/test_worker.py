@@ -236,3 +236,15 @@ def test_worker_imports_nothing_heavy() -> None:
     )
     got = subprocess.run([PY, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert got.stdout.strip() == "[]", got.stderr
+
+
+def test_a_family_the_worker_does_not_know_is_an_error_on_that_sides_rows(tmp_path: Path) -> None:
+    """``--parser file.py:Acme`` names a family (``acme``) only this process knows: the reference
+    parses, the out-of-process old side answers each exchange with the error, the new side
+    (in process) replays."""
+    path = tmp_path / "acme.py"
+    path.write_text("from replay.parsers.hermes import HermesParser\nclass Acme(HermesParser):\n    name = 'acme'\n")
+    out = _audit(tmp_path, "--old-python", PY, "--parser", f"{path}:Acme")
+    errors = query_json(out, "SELECT side, count(*) AS n, any_value(error) AS e FROM streams WHERE error IS NOT NULL GROUP BY side")
+    assert errors == [{"side": "old", "n": 12, "e": "WorkerError: no tool parser family 'acme' in this worker's replay"}]
+    assert summary(out)["new"]["calls_whole"] == 5
