@@ -248,3 +248,22 @@ def test_a_family_the_worker_does_not_know_is_an_error_on_that_sides_rows(tmp_pa
     errors = query_json(out, "SELECT side, count(*) AS n, any_value(error) AS e FROM streams WHERE error IS NOT NULL GROUP BY side")
     assert errors == [{"side": "old", "n": 12, "e": "WorkerError: no tool parser family 'acme' in this worker's replay"}]
     assert summary(out)["new"]["calls_whole"] == 5
+
+
+def test_an_answer_that_is_not_json_is_that_exchanges_error(tmp_path: Path) -> None:
+    """A serializer returning a set (not JSON) on one request: that row gets the error, the
+    worker stays up for the next one."""
+    path = tmp_path / "sets.py"
+    path.write_text("def serialize(tool):\n    return {'tags': {1, 2}} if tool['function']['name'] == 'odd' else tool\n")
+    w = WorkerSide(SideSpec("new", f"{path}:serialize", None, PY), 5.0)
+    w.start()
+    try:
+        tool = {"type": "function", "function": {"name": "f"}}
+        odd = {"type": "function", "function": {"name": "odd"}}
+        w.submit("serialize", [{"k": "a", "tools": [odd]}, {"k": "b", "tools": [tool]}], [1, 1])
+        a, b = w.collect()
+        assert a["k"] == "a" and a["error"].startswith("WorkerError: answer is not JSON: ")
+        assert b == {"k": "b", "tools": [tool]}
+        assert w.restarts == 0
+    finally:
+        w.close()
