@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -164,15 +165,38 @@ def _table(run: Path, name: str) -> list[dict]:
     return pq.read_table(run / f"{name}.parquet").to_pylist()
 
 
-def test_planted_faulty_parser_in_and_out_of_process_give_identical_tables(tmp_path: Path) -> None:
+def _other_python() -> str | None:
+    """Another CPython 3.10+ on this machine than the one running the tests, if any."""
+    found = [shutil.which(n) for n in ("python3.10", "python3.12", "python3.13", "python3.11")]
+    found += [str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.1*/bin/python"))]  # pyenv installs
+    for path in found:
+        if path:
+            got = subprocess.run([path, "-c", "import sys; print(sys.version_info[:2] >= (3, 10), sys.version_info[:2] != tuple(%r))" % (list(sys.version_info[:2]),)],
+                                 capture_output=True, text=True)
+            if got.returncode == 0 and got.stdout.split() == ["True", "True"]:
+                return path
+    return None
+
+
+OTHER_PYTHON = _other_python()
+
+
+@pytest.mark.parametrize(
+    "python",
+    [sys.executable, pytest.param(OTHER_PYTHON, marks=pytest.mark.skipif(OTHER_PYTHON is None, reason="no other Python 3.10+ on PATH"))],
+    ids=["this-python", "other-python"],
+)
+def test_planted_faulty_parser_in_and_out_of_process_give_identical_tables(tmp_path: Path, python: str) -> None:
     """The bundled samples (10 families, reasoning, recorded steps) with LateFlush as the old
-    parser: once in process, once with both sides in worker processes."""
+    parser: once in process, once with both sides in worker processes (this interpreter, and
+    another Python version when one is installed: the worker then runs replay from this checkout
+    without orjson)."""
     plugin = tmp_path / "late_flush.py"
     plugin.write_text(LATE_FLUSH)
     args = ["--old-parser", f"{plugin}:LateFlush", "-q"]
     inproc, outproc = tmp_path / "in", tmp_path / "out"
     assert invoke("audit", SAMPLES, "--out", inproc, *args).exit_code == 0
-    result = invoke("audit", SAMPLES, "--out", outproc, *args, "--old-python", sys.executable, "--new-python", sys.executable)
+    result = invoke("audit", SAMPLES, "--out", outproc, *args, "--old-python", python, "--new-python", python)
     assert result.exit_code == 0, result.output
     for name in ("renders", "streams", "calls"):
         a, b = _table(inproc, name), _table(outproc, name)
