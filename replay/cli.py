@@ -249,7 +249,7 @@ def _default_out() -> Path:
 
 @app.command()
 def audit(
-    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl, .jsonl.zst, .jsonl.gz.")],
+    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har, plain, .zst or .gz.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (default runs/audit-<time>).")] = None,
     old_serializer: OldSer = "model-dump",
     new_serializer: NewSer = "client-fields",
