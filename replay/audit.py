@@ -127,12 +127,15 @@ def audit(
         close_sides(cfg)
         raise
     try:
-        return _run(files, run_dir, cfg, stage, capture_format)
+        return _run(files, run_dir, cfg, stage, capture_format, redact, max_line_bytes)
     finally:
         close_sides(cfg)
 
 
-def _run(files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None) -> AuditResult:
+def _run(
+    files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None,
+    redact: bool = False, max_line_bytes: int = 32 << 20,
+) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
     meta: dict[str, Any] = {
