@@ -38,6 +38,7 @@ from replay.render.base import RenderError, Renderer, count_tokens
 from replay.render.chat_template import request_messages
 from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, check_chunking, new_parser, replay_stream, same_call, split
 from replay.tools import get_serializer, leaked_nulls
+from replay.verdicts import markup_leak
 
 SIDES = ("old", "new", "reference")
 
@@ -388,6 +389,7 @@ def stream_exchange(
 
     ro = prompt_opens_reasoning(ex.get("server_prompt"))
     limit = cfg.replay_timeout
+    leak_markers = tuple(sides.reference.markers)
     try:
         with deadline(limit):
             whole = new_parser(sides.reference, tools, reasoning_open=ro).parse(text)
@@ -411,6 +413,7 @@ def stream_exchange(
             "reasoning": whole.reasoning,
             "reasoning_open": ro,
             "finish_reason": "tool_calls" if ref_calls else "stop",
+            "content_leak": markup_leak(whole.content, None, sides.reference.markers),
         }
     )
     for i, c in enumerate(ref_calls):
@@ -443,6 +446,7 @@ def stream_exchange(
                 "reasoning": reasoning,
                 "reasoning_open": ro,
                 "finish_reason": "tool_calls" if got else "stop",
+                "content_leak": markup_leak(content, whole.content, leak_markers),
             }
         )
         for index, name, args in got:
