@@ -2,7 +2,8 @@
 
 Every command is a thin layer over the library (:mod:`replay.audit`, :mod:`replay.capture`,
 :mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query or
-spec error, 2 bad usage (typer's).
+spec error, 2 bad usage (typer's, and a bad ``--fail-on`` expression), 3 a ``--fail-on`` condition
+held (:data:`replay.verdicts.FAIL_ON_EXIT`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser 
 OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
 NewParser = Annotated[Optional[str], typer.Option(help="Tool parser of the new side (default: the family's).")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
+FailOnOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--fail-on",
+        help="Exit with code 3 when the verdict table shows this: VERDICT (any check), CHECK:VERDICT or CHECK:VERDICT>N "
+        "(e.g. broken, dropped-call:broken>0, null-leak:still-wrong>10). Repeatable.",
+    ),
+]
+NoRedactOpt = Annotated[bool, typer.Option("--no-redact", help="Write message text in the exemplars as captured (default: masked).")]
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
@@ -62,6 +72,28 @@ ChunkingsOpt = Annotated[
 def _fail(msg: str, code: int = 1) -> None:
     err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _gates(fail_on: Optional[list[str]]) -> list[Any]:
+    """Parse every ``--fail-on`` before any work; a bad one is a usage error (exit 2)."""
+    from replay.verdicts import FailOnError, parse_fail_on
+
+    try:
+        return [parse_fail_on(e) for e in fail_on or []]
+    except FailOnError as exc:
+        _fail(str(exc), 2)
+    return []
+
+
+def _gate(gates: list[Any], verdicts: Any) -> None:
+    """Print a line per ``--fail-on`` that holds (stderr) and exit with code 3 when any does."""
+    from replay.verdicts import FAIL_ON_EXIT, tripped
+
+    hits = tripped(gates, verdicts)
+    for line in hits:
+        err.print(f"[bold red]failed:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    if hits:
+        raise typer.Exit(FAIL_ON_EXIT)
 
 
 def _config(
@@ -190,29 +222,34 @@ def audit(
     new_parser: NewParser = None,
     chunkings: ChunkingsOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
+    fail_on: FailOnOpt = None,
+    no_redact: NoRedactOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
 
-    Example: replay audit samples/ --out runs/samples
+    Example: replay audit samples/ --out runs/samples --fail-on broken
     """
     from replay.audit import audit as run_audit
     from replay.report import rich_table, summary_by_side
 
+    gates = _gates(fail_on)
     cfg = _config(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout
     )
     run_dir = out or _default_out()
     try:
         with _progress(quiet) as stage:
-            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage)
+            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, redact=not no_redact)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
+    console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
     for line in result.report.headlines:
         console.print(f"• {line}", highlight=False, markup=False, soft_wrap=True)
     total = sum(result.seconds.values())
     console.print(f"\nWrote {result.report.path} and the tables in {run_dir}/ ({total:.2f} s).", highlight=False)
+    _gate(gates, result.report.results["verdicts"])
 
 
 @app.command()
@@ -365,18 +402,20 @@ def query(
 
 
 @app.command()
-def report(run: RunOpt) -> None:
-    """Rewrite RUN/report.md from the run's tables and print it.
+def report(run: RunOpt, fail_on: FailOnOpt = None, no_redact: NoRedactOpt = False) -> None:
+    """Rewrite RUN/report.md (and RUN/exemplars/) from the run's tables and print it.
 
-    Example: replay report --run runs/samples
+    Example: replay report --run runs/samples --fail-on dropped-call:broken>0
     """
     from replay.audit import read_meta, write_report
 
+    gates = _gates(fail_on)
     try:
-        path = write_report(run, read_meta(run)).path
+        written = write_report(run, read_meta(run), redact=not no_redact)
     except FileNotFoundError as exc:
         _fail(str(exc))
-    sys.stdout.write(path.read_text(encoding="utf-8"))
+    sys.stdout.write(written.path.read_text(encoding="utf-8"))
+    _gate(gates, written.results["verdicts"])
 
 
 @app.command()
