@@ -115,8 +115,8 @@ _NUMBER = re.compile(r"[0-9]+(?:[eE][0-9]*)?")
 
 
 def _mask(word: str) -> str:
-    if _NUMBER.fullmatch(word):
-        return re.sub(r"[0-9]", "0", word)
+    if _NUMBER.fullmatch(word):  # 1 then 0s: no leading zero, so a JSON number stays one
+        return re.sub(r"[0-9]+", lambda m: "1" + "0" * (len(m.group(0)) - 1), word)
     return "x" * len(word)
 
 
@@ -124,7 +124,7 @@ def redact_text(text: str | None, keep: Iterable[str] = (), markers: Iterable[st
     """``text`` with its message text masked, length and structure kept (chars).
 
     Every run of letters, digits, ``_`` and non-ASCII chars is replaced by as many ``x`` (a number
-    by as many ``0``, an exponent's ``e`` kept), except the words in ``keep`` (the request's tool
+    by ``1`` and ``0``s, an exponent's ``e`` kept), except the words in ``keep`` (the request's tool
     and parameter names) and :data:`STRUCTURAL_WORDS`; ``markers`` (the family's special tokens)
     are kept whole; a JSON escape ``\\n`` is kept and ``\\uXXXX`` becomes ``\\u0078``. Punctuation
     and whitespace are kept, so JSON stays JSON and a chunking's cut positions stay valid: the
