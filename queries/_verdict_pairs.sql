@@ -8,8 +8,9 @@
 --   stream checks (per chunking of `streams`, `parse` being the whole-text parse; judged where
 --   the reference parsed the raw completion and the chunking could be built):
 --     replay-error       the side's parser raised (or timed out)
---     dropped-call       a call of the reference parse is missing, or finish_reason is `stop`
---                        although the reference has calls (judged where neither side raised)
+--     dropped-call       a call index of the reference parse is missing (a replay's finish_reason is
+--                        `stop` exactly when it streamed no call, so `stop` where the reference has
+--                        calls is counted here too; judged where neither side raised)
 --     non-json-join      a call's joined arguments are not a JSON object
 --     argument-mismatch  a call's arguments parse but differ from the reference (name or JSON value),
 --                        or a call the reference does not have
@@ -70,7 +71,7 @@ stream_judged AS (
            k.check_name = 'replay-error' OR NOT r.raised AS applies,
            CASE k.check_name
                WHEN 'replay-error' THEN r.raised
-               WHEN 'dropped-call' THEN len(r.missing) > 0 OR (r.finish_reason = 'stop' AND r.calls_whole > 0)
+               WHEN 'dropped-call' THEN len(r.missing) > 0
                WHEN 'non-json-join' THEN len(coalesce(r.bad_json, [])) > 0
                WHEN 'argument-mismatch' THEN len(coalesce(r.mismatched, [])) > 0
                ELSE r.content_leak END AS wrong,

@@ -231,6 +231,16 @@ def test_still_wrong_and_changed_wrong(stream_capture, plugins, tmp_path):
     missing call when there are several (changed-wrong); DropLast on both sides: still-wrong."""
     got = audit(stream_capture, tmp_path / "a", "--old-parser", f"{plugins}:DropLast", "--new-parser", f"{plugins}:DropFirst")
     assert only(got["dropped-call"]) == {**ZERO, "still-wrong": ONE_CALL, "changed-wrong": MANY_CALLS, "same-ok": len(OUTPUTS) - AFFECTED}
+    # per chunking (view verdict_pairs): a streamed chunking of a many-call exchange is changed-wrong,
+    # of a one-call exchange still-wrong; the inherited whole-text parse is right on both sides
+    pairs = query_json(tmp_path / "a", "--sql", "SELECT exchange_id, chunking, verdict FROM verdict_pairs WHERE \"check\" = 'dropped-call'")
+    by = {(r["exchange_id"], r["chunking"]): r["verdict"] for r in pairs}
+    for i, text in enumerate(OUTPUTS):
+        n = calls_in(text)
+        for chunking in ("whole", "char", "fixed-3", "fixed-13") + (("recorded",) if i % 2 == 0 else ()):
+            assert by[(f"x{i}", chunking)] == ("same-ok" if n == 0 else "still-wrong" if n == 1 else "changed-wrong"), (i, chunking)
+        assert by[(f"x{i}", "parse")] == "same-ok"
+    assert len(by) == len(OUTPUTS) * 5 + (len(OUTPUTS) + 1) // 2
     got = audit(stream_capture, tmp_path / "b", "--old-parser", f"{plugins}:DropLast", "--new-parser", f"{plugins}:DropLast")
     assert only(got["dropped-call"]) == {**ZERO, "still-wrong": AFFECTED, "same-ok": len(OUTPUTS) - AFFECTED}
     # two faults at once: one check fixed, another broken, on the same exchanges
