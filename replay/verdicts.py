@@ -160,6 +160,27 @@ def redact_text(text: str | None, keep: Iterable[str] = (), markers: Iterable[st
     return "".join(out)
 
 
+#: Keys of a tool declaration whose values are free text or example data, masked by :func:`redact_tool`.
+TEXT_KEYS = frozenset({"description", "title", "examples", "example", "default", "enum", "const", "pattern"})
+
+
+def redact_tool(node: Any, keep: Iterable[str] = ()) -> Any:
+    """A tool declaration (any JSON value) with the strings under :data:`TEXT_KEYS` masked by
+    :func:`redact_text` (names, types, property names and the schema's shape kept)."""
+    kept = set(keep)
+
+    def walk(value: Any, masked: bool) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v, masked or k in TEXT_KEYS) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, masked) for v in value]
+        if isinstance(value, str) and masked:
+            return redact_text(value, kept)
+        return value
+
+    return walk(node, False)
+
+
 def _sha(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -268,7 +289,7 @@ def write_exemplars(con: Any, run_dir: Path, meta: dict[str, Any], smallest: pa.
     calls, finish_reason). Render checks: the tool declarations and each side's serializer, leaked
     null paths, prompt SHA-256 and error. With ``redact`` (the default) every text is masked by
     :func:`redact_text` (tool and parameter names, markers and JSON structure kept; the original's
-    SHA-256 given); a stale ``exemplars/`` folder's JSON files are removed first.
+    SHA-256 given) and the tool declarations' descriptions and examples by :func:`redact_tool`; a stale ``exemplars/`` folder's JSON files are removed first.
     """
     from replay.parsers import get_parser
 
@@ -300,8 +321,7 @@ def write_exemplars(con: Any, run_dir: Path, meta: dict[str, Any], smallest: pa.
             "tool_names": sorted(n for n in keep if isinstance(tools, list) and any(_tool_name(t) == n for t in tools)),
         }
         if chunking == "render":
-            red = (lambda t: redact_text(t, keep)) if redact else (lambda t: t)
-            doc["tools"] = json.loads(red(json.dumps(tools, ensure_ascii=False)) or "null")
+            doc["tools"] = redact_tool(tools, keep) if redact else tools
             for side in ("old", "new", "reference"):
                 r = _rows(
                     con,

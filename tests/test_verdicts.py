@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from replay.cli import app
 from replay.parsers.hermes import HermesParser
-from replay.verdicts import FAIL_ON_EXIT, FailOnError, markup_leak, parse_fail_on, redact_text
+from replay.verdicts import FAIL_ON_EXIT, FailOnError, markup_leak, parse_fail_on, redact_text, redact_tool
 
 runner = CliRunner()
 MODEL = "Qwen/Qwen3-8B"
@@ -401,6 +401,20 @@ def test_report_leads_with_verdicts_and_a_redacted_exemplar(stream_capture, plug
     assert res.exit_code == 0
     doc = json.loads((run / "exemplars" / "dropped-call.json").read_text(encoding="utf-8"))
     assert doc["redacted"] is False and '"a.py"' in doc["completion"]
+
+
+def test_render_exemplar_masks_descriptions_only(null_run, tmp_path):
+    result = runner.invoke(app, ["render", "--run", str(null_run), "--new-serializer", "model-dump", "--quiet"])
+    assert result.exit_code == 0, result.output
+    leaking = sum(1 for _, leaks in NULL_CASES if leaks[0])
+    assert (verdicts(null_run)["null-leak"]["still-wrong"]) == leaking
+    doc = json.loads((null_run / "exemplars" / "null-leak.json").read_text(encoding="utf-8"))
+    assert doc["exchange_id"] == "n3" and doc["chunking"] == "render" and doc["verdict"] == "still-wrong"
+    assert doc["tools"] == [{"type": "function", "function": {"name": "a", "description": "xxx a xxxx.",  # the tool name a is kept
+                             "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
+    assert doc["old"]["leaked_nulls"] == doc["new"]["leaked_nulls"] == ["0 $.function.strict"]
+    assert doc["reference"]["leaked_nulls"] == []
+    assert redact_tool({"enum": ["Paris", 3], "name": "city"}, {"city"}) == {"enum": ["xxxxx", 3], "name": "city"}
 
 
 def test_redact_text_keeps_shape_names_and_markers():
