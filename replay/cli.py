@@ -63,6 +63,10 @@ FailOnOpt = Annotated[
     ),
 ]
 NoRedactOpt = Annotated[bool, typer.Option("--no-redact", help="Write message text in the exemplars as captured (default: masked).")]
+CaptureFormatOpt = Annotated[
+    Optional[str],
+    typer.Option("--capture-format", help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
+]
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
@@ -222,6 +226,7 @@ def audit(
     new_parser: NewParser = None,
     chunkings: ChunkingsOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
+    capture_format: CaptureFormatOpt = None,
     fail_on: FailOnOpt = None,
     no_redact: NoRedactOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -240,7 +245,7 @@ def audit(
     run_dir = out or _default_out()
     try:
         with _progress(quiet) as stage:
-            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, redact=not no_redact)
+            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format, redact=not no_redact)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
@@ -256,6 +261,8 @@ def audit(
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
+    capture_format: CaptureFormatOpt = None,
+    tokenizer: Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
@@ -271,10 +278,22 @@ def ingest(
         files = discover([str(p) for p in paths])
     except FileNotFoundError as exc:
         _fail(str(exc))
+    tok = None
+    if tokenizer is not None:
+        from replay.render import load_tokenizer
+
+        try:
+            tok = load_tokenizer(tokenizer)
+        except Exception as exc:
+            _fail(f"--tokenizer {tokenizer}: {exc}")
+    from replay.capture.detect import FORMATS
+
+    if capture_format is not None and capture_format not in FORMATS:
+        _fail(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
     out.mkdir(parents=True, exist_ok=True)
     with _progress(quiet) as stage:
         with stage("ingest", sum(f.stat().st_size for f in files)) as advance:
-            stats = run_ingest(files, out, progress=advance)
+            stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok)
     write_meta(out, {"versions": versions(), "inputs": [{"path": str(f), "bytes": f.stat().st_size} for f in files], "ingest": dataclasses.asdict(stats)})
     console.print(str(stats), highlight=False)
     if stats.errors:

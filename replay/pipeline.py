@@ -526,8 +526,9 @@ def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
     cols = ["exchange_id", "route", "request_json", "server_prompt"]
     n = 0
     for ex in iter_exchanges(run_dir, cols, cfg.batch_rows):
-        for row in render_exchange(ex, cfg, serializers):
-            out.add(row)
+        if ex["request_json"] != "{}":  # a capture without its request (capture_lacks) has nothing to render
+            for row in render_exchange(ex, cfg, serializers):
+                out.add(row)
         n += 1
         if progress and n % 64 == 0:
             progress(64)

@@ -102,7 +102,10 @@ def _by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
     return {r[key]: r for r in rows}
 
 
-REPORT_QUERIES = ("verdicts", "fidelity", "smallest_failures", "summary", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins")
+REPORT_QUERIES = (
+    "verdicts", "fidelity", "smallest_failures",
+    "summary", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats",
+)
 
 
 def run_report_queries(con: Any) -> dict[str, pa.Table]:
@@ -224,6 +227,9 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
             f"non-JSON arguments; {_n(served.get('calls_dropped'), 'call')} of the whole-text parse missing, "
             f"{served.get('argument_mismatches') or 0:,} with different arguments."
         )
+    from replay.capture.headlines import capture_headlines
+
+    out.extend(capture_headlines(results))
     for side, what in (("reference", "raw completions the reference could not parse"), ("old", "old-side replays failed"), ("new", "new-side replays failed")):
         n_err = scalar(con, "SELECT count(*) FROM streams WHERE side = ? AND error IS NOT NULL", [side])
         if n_err:
@@ -272,7 +278,7 @@ def markdown_report(
     parts.extend(f"- {s}" for s in lines)
     parts += ["", "## Summary", "", markdown_table(summary_by_side(results["summary"])), ""]
     parts += ["`replay query summary --run RUN` gives the same counts one row per side.", ""]
-    for name in ("null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins"):
+    for name in ("null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats"):
         q = get_query(name)
         table = results[name]
         parts += [f"## {q.title}", "", f"`replay query {name}`", ""]

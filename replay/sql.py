@@ -57,8 +57,10 @@ def _query_files() -> list[Any]:
     """The ``.sql`` files of ``queries/``, sorted by name: the checkout's own folder beside the
     ``replay`` package when there is one (``python -m replay`` from a checkout), else the installed
     ``replay.queries`` package data."""
+    # a checkout's own queries/ beside the package first (an editable install may map
+    # replay.queries to another checkout), else the installed package data
     here = Path(__file__).resolve().parent.parent / "queries"
-    folder: Any = here if (here / "__init__.py").is_file() else resources.files("replay.queries")
+    folder: Any = here if (here / "summary.sql").is_file() else resources.files("replay.queries")
     return sorted((e for e in folder.iterdir() if e.name.endswith(".sql")), key=lambda p: p.name)
 
 
