@@ -75,6 +75,11 @@ class RawFirst(HermesParser):
         return self._fix(super().finish())
 
 
+class Boom(HermesParser):
+    def feed(self, delta):
+        raise RuntimeError("planted")
+
+
 class LeakEnd(HermesParser):
     def __init__(self, tools=None, **kw):
         super().__init__(tools, **kw)
@@ -476,3 +481,19 @@ def test_fidelity_and_unreliable_verdicts(tmp_path):
         assert got[check]["unreliable"] == 0, check
     text = (run / "report.md").read_text(encoding="utf-8")
     assert "did not reproduce what was served on 3 of 6 exchanges" in text
+    # an old parser that raises while streaming: the recorded replays (f1, f3, f5) are errors, the
+    # whole-text parses (f2, f4, f6) are compared as before; steps that do not join fall back to the parse
+    lines[-1]["id"], lines[-1]["server"]["steps"] = "f8", ["no", "pe"]
+    lines[-1]["response"] = {"choices": [{"message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}]}
+    cap = write_lines(tmp_path / "fid2.jsonl", lines)
+    plugin = tmp_path / "boom.py"
+    plugin.write_text(PLUGINS, encoding="utf-8")
+    got = audit(cap, tmp_path / "b", "--old-parser", f"{plugin}:Boom")
+    assert query_json(tmp_path / "b", "fidelity") == [
+        # f2 and f8 (its call was not served) differ in calls, f4 in content, f8 in finish_reason; f6 reproduced
+        {"exchanges_compared": 7, "reproduced": 1, "not_reproduced": 6, "calls_differ": 2, "content_differs": 1,
+         "finish_reason_differs": 1, "replay_errors": 3}
+    ]
+    per = {r["exchange_id"]: r for r in query_json(tmp_path / "b", "--sql", "SELECT * FROM fidelity_exchanges")}
+    assert per["f8"]["replay_chunking"] == "parse" and not per["f8"]["faithful"]  # the call was not served
+    assert only(got["replay-error"]) == {**ZERO, "fixed": 7, "same-ok": 0} and got["replay-error"]["unreliable"] == 6
