@@ -380,7 +380,7 @@ def query(
     name: Annotated[Optional[str], typer.Argument(help="A query of queries/ (omit with --sql, or with --list).")] = None,
     run: Annotated[Optional[Path], typer.Option("--run", help="Run folder.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv | md")] = "table",
-    sql: Annotated[Optional[str], typer.Option("--sql", help="Run this SQL on the run's tables (views: exchanges, tools, ingest_errors, renders, streams, calls).")] = None,
+    sql: Annotated[Optional[str], typer.Option("--sql", help="Run this SQL on the run's tables (views: exchanges, tools, ingest_errors, renders, streams, calls; derived: verdict_pairs, verdicts_by_exchange, fidelity_exchanges).")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the queries with their titles.")] = False,
 ) -> None:
     """Run a query of queries/ (or any SQL) on a run and print the result.

@@ -466,6 +466,8 @@ def test_fidelity_and_unreliable_verdicts(tmp_path):
                       "stream": served(content, calls, finish), "server": server})
     lines.append({"id": "f7", "route": "chat.completions", "model": MODEL, "request": request(), "server": {"output_text": raw}})
     cap = write_lines(tmp_path / "fid.jsonl", lines)
+    res = runner.invoke(app, ["ingest", str(cap), "--out", str(tmp_path / "i"), "--quiet"])
+    assert res.exit_code == 0 and query_json(tmp_path / "i", "fidelity")[0]["exchanges_compared"] == 0  # nothing replayed yet
     run = tmp_path / "r"
     got = audit(cap, run)
     assert query_json(run, "fidelity") == [
