@@ -50,9 +50,37 @@ TemplateOpt = Annotated[
     Optional[Path], typer.Option("--chat-template", help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer.")
 ]
 TokenizerOpt = Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder holding one) for token counts and the `token` chunking.")]
+RefEncoderOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--reference-encoder",
+        help="Render the reference side with an encoder instead of the renderer: mistral-common[:VERSION] (v1 v2 v3 v7 tekken tekken-mm, or a tokenizer file), harmony (gpt-oss), or a checkpoint's path/encoding.py:function / module:function.",
+    ),
+]
+RendererOpt = Annotated[
+    Optional[str],
+    typer.Option("--renderer", help="Renderer of the old and new sides: json-tools (default), harmony, mistral-common[:VERSION], or path/encoding.py:function. --chat-template overrides it."),
+]
+DateOpt = Annotated[
+    Optional[str],
+    typer.Option("--date", help="YYYY-MM-DD the templates read (strftime_now, date_string; Harmony's Current date). Default 2026-01-01, recorded in run.json."),
+]
 ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser family for every exchange (default: from the model name).")]
 OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
 NewParser = Annotated[Optional[str], typer.Option(help="Tool parser of the new side (default: the family's).")]
+RefParser = Annotated[
+    Optional[str], typer.Option(help="Tool parser of the reference side, whose whole-text parse every side is judged against (default: the family's).")
+]
+OldPython = Annotated[
+    Optional[str],
+    typer.Option("--old-python", help="Run the old side's serializer and parser in this interpreter (a venv's bin/python), as a worker process."),
+]
+NewPython = Annotated[Optional[str], typer.Option("--new-python", help="Run the new side's serializer and parser in this interpreter.")]
+OldPath = Annotated[
+    Optional[str],
+    typer.Option("--old-pythonpath", help="Directories (joined by ':' as PYTHONPATH) put first on the --old-python worker's import path, e.g. a checkout of main."),
+]
+NewPath = Annotated[Optional[str], typer.Option("--new-pythonpath", help="Directories put first on the --new-python worker's import path.")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
 FailOnOpt = Annotated[
     Optional[list[str]],
@@ -111,8 +139,17 @@ def _config(
     new_parser: Optional[str],
     chunkings: Optional[str],
     replay_timeout: float = 10.0,
+    reference_parser: Optional[str] = None,
+    old_python: Optional[str] = None,
+    new_python: Optional[str] = None,
+    old_pythonpath: Optional[str] = None,
+    new_pythonpath: Optional[str] = None,
+    reference_encoder: Optional[str] = None,
+    renderer_spec: Optional[str] = None,
+    date: Optional[str] = None,
 ) -> Any:
     from replay.pipeline import AuditConfig
+    from replay.sides import split_pythonpath
     from replay.render import ChatTemplateRenderer, JsonToolsRenderer, load_tokenizer
     from replay.render.chat_template import special_tokens_from
     from replay.stream import default_chunkings
@@ -123,13 +160,30 @@ def _config(
             tok = load_tokenizer(tokenizer)
         except Exception as exc:
             _fail(f"--tokenizer {tokenizer}: {exc}")
+    from replay.render.specs import DEFAULT_DATE, parse_date, renderer_from_spec
+
+    try:
+        day = parse_date(date) if date is not None else DEFAULT_DATE
+    except ValueError as exc:
+        _fail(str(exc))
     if chat_template is not None:
         try:
-            renderer = ChatTemplateRenderer.from_file(chat_template, special_tokens=special_tokens_from(tokenizer))
+            renderer = ChatTemplateRenderer.from_file(chat_template, special_tokens=special_tokens_from(tokenizer), date=day)
         except (OSError, ValueError) as exc:
             _fail(f"--chat-template {chat_template}: {exc}")
+    elif renderer_spec is not None:
+        try:
+            renderer = renderer_from_spec(renderer_spec, date=day)
+        except (ImportError, OSError, ValueError) as exc:
+            _fail(f"--renderer {renderer_spec}: {exc}")
     else:
         renderer = JsonToolsRenderer()
+    reference_renderer = None
+    if reference_encoder is not None:
+        try:
+            reference_renderer = renderer_from_spec(reference_encoder, date=day)
+        except (ImportError, OSError, ValueError) as exc:
+            _fail(f"--reference-encoder {reference_encoder}: {exc}")
     chunks = tuple(c.strip() for c in chunkings.split(",") if c.strip()) if chunkings else default_chunkings(tokenizer=tok)
     options = {
         "old_serializer": old_serializer,
@@ -138,23 +192,36 @@ def _config(
         "renderer": renderer.name,
         "chat_template": str(chat_template) if chat_template else None,
         "tokenizer": str(tokenizer) if tokenizer else None,
+        "reference_encoder": reference_renderer.name if reference_renderer is not None else None,
+        "date": day.isoformat(),
         "parser": parser,
         "old_parser": old_parser,
         "new_parser": new_parser,
         "chunkings": list(chunks),
         "replay_timeout": replay_timeout,
+        "reference_parser": reference_parser,
+        "old_python": old_python,
+        "new_python": new_python,
+        "old_pythonpath": old_pythonpath,
+        "new_pythonpath": new_pythonpath,
     }
     return AuditConfig(
         old_serializer=old_serializer,
         new_serializer=new_serializer,
         reference_serializer=reference_serializer,
         renderer=renderer,
+        reference_renderer=reference_renderer,
         tokenizer=tok,
         parser=parser,
         old_parser=old_parser,
         new_parser=new_parser,
         chunkings=chunks,
         replay_timeout=replay_timeout,
+        reference_parser=reference_parser,
+        old_python=old_python,
+        new_python=new_python,
+        old_pythonpath=split_pythonpath(old_pythonpath),
+        new_pythonpath=split_pythonpath(new_pythonpath),
         options=options,
     )
 
@@ -214,16 +281,24 @@ def _default_out() -> Path:
 
 @app.command()
 def audit(
-    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl, .jsonl.zst, .jsonl.gz.")],
+    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har, plain, .zst or .gz.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (default runs/audit-<time>).")] = None,
     old_serializer: OldSer = "model-dump",
     new_serializer: NewSer = "client-fields",
     reference_serializer: RefSer = "as-sent",
     chat_template: TemplateOpt = None,
     tokenizer: TokenizerOpt = None,
+    reference_encoder: RefEncoderOpt = None,
+    renderer: RendererOpt = None,
+    date: DateOpt = None,
     parser: ParserOpt = None,
     old_parser: OldParser = None,
     new_parser: NewParser = None,
+    reference_parser: RefParser = None,
+    old_python: OldPython = None,
+    new_python: NewPython = None,
+    old_pythonpath: OldPath = None,
+    new_pythonpath: NewPath = None,
     chunkings: ChunkingsOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
     capture_format: CaptureFormatOpt = None,
@@ -240,7 +315,9 @@ def audit(
 
     gates = _gates(fail_on)
     cfg = _config(
-        old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout
+        old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
+        reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
+        reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
     run_dir = out or _default_out()
     try:
@@ -312,16 +389,23 @@ def ingest(
 def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
     from replay.audit import read_meta, write_meta, write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
+    from replay.sides import close_sides
 
     try:
-        validate_specs(cfg)
         n = count_exchanges(run)
+        validate_specs(cfg)
     except (FileNotFoundError, ValueError) as exc:
+        close_sides(cfg)
         _fail(str(exc))
-    with _progress(quiet) as stage:
-        with stage(which, n) as advance:
-            counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+    try:
+        with _progress(quiet) as stage:
+            with stage(which, n) as advance:
+                counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+    finally:
+        sides = close_sides(cfg)
     meta = read_meta(run)
+    if sides:
+        meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
     if which == "re-stream" and given.get("tokenizer") is None:
         given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
@@ -332,9 +416,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
     console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
 
 
+_SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
 _STAGE_KEYS = {
-    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer"},
-    "re-stream": {"parser", "old_parser", "new_parser", "chunkings", "tokenizer", "replay_timeout"},
+    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date", *_SIDE_KEYS},
+    "re-stream": {"parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
 }
 
 
@@ -346,13 +431,24 @@ def render(
     reference_serializer: RefSer = "as-sent",
     chat_template: TemplateOpt = None,
     tokenizer: TokenizerOpt = None,
+    reference_encoder: RefEncoderOpt = None,
+    renderer: RendererOpt = None,
+    date: DateOpt = None,
+    old_python: OldPython = None,
+    new_python: NewPython = None,
+    old_pythonpath: OldPath = None,
+    new_pythonpath: NewPath = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Re-render the prompts of an ingested run (rewrites renders.parquet and report.md).
 
     Example: replay render --run runs/samples --chat-template qwen3.jinja --tokenizer tok/
     """
-    cfg = _config(old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, None, None, None, None)
+    cfg = _config(
+        old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, None, None, None, None,
+        reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
+        old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+    )
     _stage_command("render", run, cfg, quiet)
 
 
@@ -362,6 +458,11 @@ def stream(
     parser: ParserOpt = None,
     old_parser: OldParser = None,
     new_parser: NewParser = None,
+    reference_parser: RefParser = None,
+    old_python: OldPython = None,
+    new_python: NewPython = None,
+    old_pythonpath: OldPath = None,
+    new_pythonpath: NewPath = None,
     chunkings: ChunkingsOpt = None,
     tokenizer: TokenizerOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
@@ -371,7 +472,10 @@ def stream(
 
     Example: replay stream --run runs/samples --old-parser my_parsers.py:OldHermes --chunkings whole,char
     """
-    cfg = _config("model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout)
+    cfg = _config(
+        "model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
+        reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+    )
     _stage_command("re-stream", run, cfg, quiet)
 
 

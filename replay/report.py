@@ -180,8 +180,10 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
         out.append(sentence + ".")
         ref_o, ref_n = div.get("old vs reference"), div.get("new vs reference")
         if ref_o and ref_n:
+            enc = meta.get("options", {}).get("reference_encoder")
+            against = f"the reference encoder `{enc}` (tools by `{ser['reference']}`)" if enc else f"the client's own tool dicts (`{ser['reference']}`)"
             out.append(
-                f"Against the client's own tool dicts (`{ser['reference']}`): {ref_o['prompts_diverged']:,} of "
+                f"Against {against}: {ref_o['prompts_diverged']:,} of "
                 f"{ref_o['prompts_compared']:,} prompts differ with `{ser['old']}`, {ref_n['prompts_diverged']:,} of "
                 f"{ref_n['prompts_compared']:,} with `{ser['new']}`."
             )
@@ -238,6 +240,28 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
                 f"{n_err:,} {what}; the call counts above leave them out. "
                 f"Most common error: `{_short(first)}` (all in `streams.error`)."
             )
+    out.extend(_side_lines(meta.get("sides") or {}))
+    return out
+
+
+def _side_lines(sides: dict[str, Any]) -> list[str]:
+    """A sentence per out-of-process side (``run.json`` ``sides``): its interpreter, Python
+    version, and its worker's restarts with the first incident."""
+    out = []
+    for side, m in sides.items():
+        if not isinstance(m, dict) or m.get("in_process", True):
+            continue
+        line = f"{side.capitalize()} side ran in `{m.get('python')}` (Python {m.get('python_version')}) as a worker process"
+        restarts = m.get("restarts") or 0
+        incidents = m.get("incidents") or []
+        if restarts or incidents:
+            line += f"; restarted {_n(restarts, 'time')}"
+            if incidents:
+                first = incidents[0]
+                line += f" (first: exchange `{first.get('exchange_id')}`: {_short(first.get('error'))})"
+        if m.get("dead"):
+            line += f"; it could not be restarted: {_short(m['dead'])}"
+        out.append(line + ".")
     return out
 
 
@@ -262,12 +286,13 @@ def markdown_report(
     parts = ["# replay audit", ""]
     parts.append(verdict_markdown(results["verdicts"], results["fidelity"], exemplars or []))
     parts.append(
-        "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`; "
+        "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`{enc}; "
         "parsers old = `{op}`, new = `{np}` (reference: the built-in whole-text parse).".format(
             old=opts.get("old_serializer"),
             new=opts.get("new_serializer"),
             ref=opts.get("reference_serializer"),
             renderer=opts.get("renderer"),
+            enc=f", reference encoder `{opts['reference_encoder']}`" if opts.get("reference_encoder") else "",
             op=opts.get("old_parser") or "family default",
             np=opts.get("new_parser") or "family default",
         )

@@ -104,6 +104,9 @@ RENDERS = pa.schema(
         pa.field("leaked_nulls", pa.list_(NULL_AT)),  # nulls in the serialized tools the client never wrote
         pa.field("schemas_with_leaked_null", pa.int32()),  # tools of this request with >= 1 leaked null
         pa.field("error", pa.string()),  # why this side could not serialize or render; null when it did
+        # token ids compared with the reference's (--reference-encoder with token ids, same tokenizer):
+        pa.field("prompt_ids_sha256", pa.string()),  # SHA-256 of the ids as little-endian int32; null: not compared by ids
+        pa.field("tokens_differing", pa.int64()),  # tokens in the span where the ids differ from the reference's (pipeline.tokens_differing); 0: equal
     ]
 )
 

@@ -23,7 +23,11 @@ import functools
 import re
 from typing import Any, Callable
 
-import orjson
+try:  # orjson is optional here: the worker process may run in a venv without it
+    import orjson
+except ImportError:  # pragma: no cover - exercised in the worker's bare venv
+    orjson = None  # type: ignore[assignment]
+import json
 
 from replay.plugins import is_plugin_spec, load_object
 
@@ -35,6 +39,7 @@ __all__ = [
     "as_sent",
     "client_fields",
     "describe_tool",
+    "empty_description",
     "exclude_none",
     "get_serializer",
     "leaked_nulls",
@@ -72,7 +77,8 @@ def _suffix(key: str) -> str:
     """Path suffix of member ``key``: ``.key`` or ``["key"]`` (keys repeat a lot: cached)."""
     if _IDENT.match(key):
         return "." + key
-    return "[" + orjson.dumps(key).decode() + "]"
+    text = orjson.dumps(key).decode() if orjson is not None else json.dumps(key, ensure_ascii=False)
+    return "[" + text + "]"
 
 
 def null_paths(obj: Any, root: str = "$") -> list[str]:
@@ -261,6 +267,21 @@ def client_fields(tool: dict) -> dict:
     return out
 
 
+def empty_description(tool: dict) -> dict:
+    """``empty-description``: :func:`client_fields`, with an unset or null ``description`` written as ``""``.
+
+    Reproduces the fix gpt-oss front ends made for Harmony, whose ``ToolDescription`` requires a
+    string description (``None`` is a validation error, the HTTP 400 of a tool declared without
+    description): the description is passed as ``description or ""``. mistral-common does the same
+    for Mistral models. Raises :class:`ToolDeclarationError` as :func:`model_dump`.
+    """
+    out = client_fields(tool)
+    fn = out["function"]
+    if fn.get("description") is None:
+        out["function"] = {"name": fn["name"], "description": "", **{k: v for k, v in fn.items() if k != "name"}}
+    return out
+
+
 def as_sent(tool: dict) -> dict:
     """``as-sent``: a deep copy of the client's declaration, keys and nulls exactly as sent.
 
@@ -278,6 +299,7 @@ SERIALIZERS: dict[str, Serializer] = {
     "exclude-none": exclude_none,
     "client-fields": client_fields,
     "as-sent": as_sent,
+    "empty-description": empty_description,
 }
 
 

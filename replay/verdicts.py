@@ -261,7 +261,13 @@ def _deltas(ex: dict[str, Any], chunking: str, meta: dict[str, Any], markers: tu
     opts = meta.get("options", {})
     extra: tuple[str, ...] = ()
     try:
-        resolver = ParserResolver(AuditConfig(parser=opts.get("parser"), old_parser=opts.get("old_parser"), new_parser=opts.get("new_parser")))
+        resolver = ParserResolver(  # in-process only: an out-of-process side's own markers are not known here
+            AuditConfig(
+                parser=opts.get("parser"),
+                old_parser=None if opts.get("old_python") else opts.get("old_parser"),
+                new_parser=None if opts.get("new_python") else opts.get("new_parser"),
+            )
+        )
         family = resolver.family(ex.get("model"))
         if family is not None:
             extra = tuple(getattr(resolver.sides(family).new, "markers", ()))
@@ -349,6 +355,8 @@ def write_exemplars(con: Any, run_dir: Path, meta: dict[str, Any], smallest: pa.
                 markers = ()
             text = ex["server_output_text"]
             deltas, note = _deltas(ex, chunking, meta, markers)
+            if deltas is not None and len(deltas) != row["deltas"]:
+                note = f"cut again here into {len(deltas)} deltas; the replay fed {row['deltas']} (the side's markers differ)"
             red_text = redact_text(text, keep, markers) if redact else text
             if deltas is not None and red_text is not None:
                 cut, pieces = 0, []

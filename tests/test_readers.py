@@ -82,6 +82,8 @@ def test_sniff_rules() -> None:
     assert sniff(b'{"request": {}, "route": "messages"}\n') == "v1"
     assert sniff(b'{"prompt_token_ids": [1]}\n') == "serverlog"
     assert sniff(b"garbage") == "v1"
+    # a pretty-printed HAR whose lines include bare values ("1", "[]") is still a HAR
+    assert sniff(b'{\n "log": {\n  "entries": [\n   {"x": [\n    1\n   ]}\n  ]\n }\n}') == "har"
 
 
 def test_every_format_ingests_to_its_rows(samples_run) -> None:
@@ -300,6 +302,11 @@ def test_decode_steps_never_splits_a_character() -> None:
     assert "".join(steps) == text
     assert all("\ufffd" not in s for s in steps)
     assert steps == ["a", "", "ñ", "", "", "", "🦜", "b"]
+    # per-step ids may come under `steps` too; decoded with the tokenizer
+    from replay.capture.serverlog import record_from_log
+
+    rec = record_from_log({"request_id": "x", "steps": [[0x61], [0xC3], [0xB1]]}, ByteTok())[0]
+    assert (rec["server"]["steps"], rec["server"]["output_text"], rec["server"]["output_token_ids"]) == (["a", "", "ñ"], "añ", [0x61, 0xC3, 0xB1])
     # a character still cut at the very end goes out with the last step
     assert decode_steps(ByteTok(), [[0x61], [0xF0, 0x9F]]) == ["a", "\ufffd"]
 
@@ -392,3 +399,31 @@ def test_events_from_lines_joins_multiline_data() -> None:
     assert [(e.line, e.event, e.data) for e in evs] == [(1, "x", '{"a":\n1}'), (5, None, "[DONE]")]
     recs = list(records_from_events(iter(evs)))
     assert len(recs) == 1 and recs[0][2]["stream"] == [{"a": 1}, "[DONE]"]
+
+
+def test_audit_with_capture_format(tmp_path: Path) -> None:
+    src = tmp_path / "stream.txt"
+    src.write_bytes((FORMATS_DIR / "chat-stream.sse").read_bytes())
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["audit", str(src), "--out", str(out), "--capture-format", "sse", "-q"])
+    assert r.exit_code == 0, r.output
+    # no sidecar beside the copy: the first stream has no request, the second has its `: request`
+    report = (out / "report.md").read_text()
+    assert "2 exchanges from sse: 1 with no request (nothing to render); no raw completion, not re-streamed." in report
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["options"]["capture_format"] == "sse" and meta["ingest"]["formats"] == {"sse": 1}
+    bad = CliRunner().invoke(app, ["audit", str(src), "--out", str(tmp_path / "x"), "--capture-format", "har2", "-q"])
+    assert bad.exit_code == 1 and "unknown format" in bad.output and not (tmp_path / "x").exists()
+
+
+def test_pretty_printed_otel_export_is_read_whole(tmp_path: Path) -> None:
+    lines = (FORMATS_DIR / "otel-spans.jsonl").read_text().splitlines()
+    src = tmp_path / "export.json"
+    src.write_text(json.dumps(json.loads(lines[0]), indent=2))
+    assert detect_file(src) == "otel"
+    out = tmp_path / "run"
+    stats = ingest(src, out)
+    assert (stats.lines, stats.exchanges, stats.skipped, stats.errors) == (2, 1, 1, 0)
+    row = read(out, "exchanges")[0]
+    assert (row["exchange_id"], row["source_line"], calls_of(row)) == ("chatcmpl-o1", 1, LISBON)
+    check_accounting(stats, out)

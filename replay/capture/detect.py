@@ -101,6 +101,8 @@ def sniff(head: bytes) -> str:
             obj = orjson.loads(ln)
         except orjson.JSONDecodeError:
             continue
+        if not isinstance(obj, dict):  # a bare value on a line of a pretty-printed document
+            continue
         parsed_any = True
         fmt = classify_record(obj)
         if fmt is not None:

@@ -13,7 +13,7 @@ output processors hold these values; no standard file format exists). Keys, with
 ``prompt_token_ids``                  its token ids
 ``output_text`` / ``text``            the raw completion, special tokens included
 ``output_token_ids`` / ``token_ids``  its token ids
-``steps`` / ``deltas``                the raw text of each streaming step
+``steps`` / ``deltas``                the raw text of each streaming step (or its token ids)
 ``step_token_ids`` / ``delta_token_ids``  the token ids of each streaming step (list of lists)
 ====================================  ======================================================
 
@@ -119,6 +119,8 @@ def record_from_log(obj: dict, tokenizer: Any = None) -> list[dict]:
     out_ids = _ids(_first(obj, "output_token_ids", "token_ids"), "output_token_ids")
     steps = _first(obj, "steps", "deltas")
     step_ids = _first(obj, "step_token_ids", "delta_token_ids")
+    if step_ids is None and isinstance(steps, list) and steps and all(isinstance(x, list) for x in steps):
+        step_ids, steps = steps, None  # per-step deltas logged as token ids under `steps`
     if step_ids is not None:
         if not (isinstance(step_ids, list) and all(isinstance(s, list) and all(type(v) is int for v in s) for s in step_ids)):
             raise CaptureError("bad-field", "step_token_ids must be a list of lists of integers")
