@@ -307,3 +307,13 @@ def test_planted_bug_no_redaction_leaks_in_every_format(captures: Path, tmp_path
     for name in FORMATS:
         text = json.dumps([r for r in rows if Path(r["source_file"]).is_relative_to(captures / name)], ensure_ascii=False)
         assert [s for s in ALWAYS if s in text], f"{name}: nothing planted reaches the tables"
+
+
+def test_redact_and_no_redact_together_is_a_usage_error(captures: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from replay.cli import app
+
+    result = CliRunner().invoke(app, ["audit", str(captures / "v1"), "--out", str(tmp_path / "run"), "--redact", "--no-redact", "-q"])
+    assert result.exit_code == 2
+    assert not (tmp_path / "run").exists()
