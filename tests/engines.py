@@ -16,7 +16,8 @@ How each framework installs without a GPU is in ``../shared/docs/real-engines.md
 
 - SGLang: ``--no-deps sglang==X`` plus the dozen small packages its tool parsers import (about
   440 MB and 25 s per venv, plus downloads); no torch, the adapter stubs what would import it.
-- vLLM: ``--no-deps vllm==X`` plus CPU torch and about 25 small packages (about 2.2 GB per venv).
+- vLLM: ``--no-deps vllm==X`` plus torch 2.13.0 (the CPU build pip finds on this machine's disk;
+  elsewhere pip downloads it) and about 25 small packages (about 2.2 GB per venv).
 """
 
 from __future__ import annotations
@@ -110,13 +111,12 @@ def _install_plan(requirement: str) -> tuple[list[list[str]], str]:
         return (
             [
                 ["--no-deps", requirement],
-                ["--index-url", "https://download.pytorch.org/whl/cpu", "torch"]
-                if os.environ.get("REPLAY_TORCH_INDEX") == "pytorch"
-                else ["torch"],
+                ["torch==2.13.0"],  # the CPU build this machine keeps on disk (pip's find-links)
                 list(VLLM_DEPS),
                 ["--no-deps", "xgrammar", "apache-tvm-ffi"],
             ],
-            "import torch, vllm",
+            "import importlib.util as u, torch; "
+            "assert u.find_spec('vllm.tool_parsers') or u.find_spec('vllm.entrypoints.openai.tool_parsers')",
         )
     raise EngineBuildError(f"no install plan for {requirement!r} (known: sglang==X, vllm==X)")
 
@@ -139,8 +139,9 @@ def engine_python(requirement: str, *, root: Path | None = None) -> Path:
             return python
         if folder.exists():  # no completion mark: an interrupted build; never reuse it
             shutil.rmtree(folder)
+        for stale in root.glob(f"{folder.name}.building-*"):  # left by a killed build; we hold the lock
+            shutil.rmtree(stale, ignore_errors=True)
         tmp = root / f"{folder.name}.building-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
         try:
             _run([sys.executable, "-m", "venv", str(tmp)], f"venv for {requirement}")
             plan, check = _install_plan(requirement)

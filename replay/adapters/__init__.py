@@ -31,7 +31,7 @@ spec naming it is resolved.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from replay.parsers.base import ToolCall
@@ -54,6 +54,55 @@ class FrameworkToolCall(ToolCall):
     non-streaming response reads them); ``index`` is there for a reader and the tests."""
 
     index: int = 0
+
+
+@dataclass
+class FunctionParam:
+    """A tool's ``function`` with attribute access (``tool.function.name``), as the frameworks'
+    pydantic request models give it."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+@dataclass
+class ToolParam:
+    """A request tool with attribute access, for a framework parser class whose framework's own
+    request model is not importable (TensorRT-LLM here; the test doubles)."""
+
+    function: FunctionParam
+    type: str = "function"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def attribute_tools(tools: list[dict[str, Any]]) -> list[ToolParam]:
+    """OpenAI tool dicts as :class:`ToolParam` objects. Raises ValueError (naming the tool's
+    position) for a tool without a string ``function.name``."""
+    out = []
+    for i, t in enumerate(tools):
+        fn = (t or {}).get("function") if isinstance(t, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise ValueError(f"tool {i} has no function.name")
+        out.append(
+            ToolParam(
+                function=FunctionParam(fn["name"], fn.get("description"), fn.get("parameters"), fn.get("strict")),
+                type=t.get("type", "function"),
+                extra={k: v for k, v in t.items() if k not in ("type", "function")},
+            )
+        )
+    return out
+
+
+@dataclass
+class PlainRequest:
+    """A chat request with attribute access (``request.tools``, ``request.tool_choice``), for a
+    vLLM-protocol class when vLLM's ``ChatCompletionRequest`` is not importable (test doubles)."""
+
+    tools: list[ToolParam] | None
+    tool_choice: str | None = "auto"
+    model: str = "replay"
 
 
 def is_framework_spec(spec: str) -> bool:
@@ -83,21 +132,22 @@ def before_plugin_import(spec: str) -> None:
         _framework_module("sglang").install_stubs()
 
 
-def protocol_of(obj: Any) -> str | None:
+def protocol_of(obj: Any, spec: str = "") -> str | None:
     """Which framework protocol a class follows: ``"vllm"``, ``"sglang"``, ``"trtllm"`` or None.
 
     vLLM: ``extract_tool_calls`` and ``extract_tool_calls_streaming``. SGLang: ``detect_and_parse``
-    and ``parse_streaming_increment``; TensorRT-LLM: the same plus ``finish``. The defining module
-    decides between the last two when it is ``sglang.*`` or ``tensorrt_llm.*``."""
+    and ``parse_streaming_increment``; TensorRT-LLM: the same plus ``finish``. The defining module,
+    or the module ``spec`` (``module:attr``) names, decides between the last two when it is
+    ``sglang.*`` or ``tensorrt_llm.*``."""
     if not isinstance(obj, type):
         return None
     if callable(getattr(obj, "extract_tool_calls", None)) and callable(getattr(obj, "extract_tool_calls_streaming", None)):
         return "vllm"
     if callable(getattr(obj, "detect_and_parse", None)) and callable(getattr(obj, "parse_streaming_increment", None)):
-        module = getattr(obj, "__module__", "") or ""
-        if module.startswith("tensorrt_llm"):
+        modules = (getattr(obj, "__module__", "") or "", spec.rpartition(":")[0])
+        if any(m.startswith("tensorrt_llm") for m in modules):
             return "trtllm"
-        if module.startswith("sglang"):
+        if any(m.startswith("sglang") for m in modules):
             return "sglang"
         return "trtllm" if callable(getattr(obj, "finish", None)) else "sglang"
     return None
@@ -106,7 +156,7 @@ def protocol_of(obj: Any) -> str | None:
 def adapt(obj: Any, spec: str = "") -> type | None:
     """The adapter class for a framework parser class ``obj`` (loaded from ``spec``), or None when
     ``obj`` follows no framework protocol (:func:`protocol_of`)."""
-    kind = protocol_of(obj)
+    kind = protocol_of(obj, spec)
     if kind is None:
         return None
     return _framework_module(kind).adapter_for_class(obj, spec or f"{obj.__module__}:{obj.__qualname__}")
