@@ -76,6 +76,7 @@ VLLM_DEPS = (
     "blake3",
     "gguf",
     "einops",
+    "setproctitle",
 )
 
 #: The marker file a complete venv holds (its content: the requirement it was built for).

@@ -46,6 +46,9 @@ def test_protocols_are_recognised():
     # a class of the detector protocol defined in an sglang module is SGLang's even with finish
     cls = type("D", (ff.MiniDetector,), {"__module__": "sglang.srt.function_call.x"})
     assert protocol_of(cls) == "sglang"
+    # a user's subclass of an SGLang detector, in a file of their own, is SGLang's too
+    assert protocol_of(type("S", (cls,), {"__module__": "replay_plugin_123"})) == "sglang"
+    assert protocol_of(ff.MiniDetector, "sglang.srt.function_call.function_call_parser:MiniDetector") == "sglang"
     no_finish = type("N", (), {"detect_and_parse": lambda s, t, tools: None, "parse_streaming_increment": lambda s, d, tools: None})
     assert protocol_of(no_finish) == "sglang"
     assert protocol_of(ff.Item) is None

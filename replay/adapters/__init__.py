@@ -125,10 +125,22 @@ def resolve(spec: str) -> type:
 
 
 def before_plugin_import(spec: str) -> None:
-    """Prepare the interpreter to import the module a ``module:attr`` spec names: a module under
-    ``sglang`` gets SGLang's import stubs first (importing ``sglang`` itself would import torch)."""
+    """Prepare the interpreter to import the module a ``module:attr`` or ``file.py:attr`` spec
+    names: where sglang is installed without torch and not imported yet, SGLang's import stubs go
+    in first (a module under ``sglang``, or a user's file subclassing a detector, would otherwise
+    run ``sglang/__init__.py``, which imports torch). Nothing happens elsewhere."""
+    import importlib.util
+    import sys
+
+    if "sglang" in sys.modules:
+        return
+    try:
+        has_sglang = importlib.util.find_spec("sglang") is not None
+        has_torch = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return
     target = spec.rpartition(":")[0]
-    if target == "sglang" or target.startswith("sglang."):
+    if has_sglang and (not has_torch or target == "sglang" or target.startswith("sglang.")):
         _framework_module("sglang").install_stubs()
 
 
@@ -136,15 +148,16 @@ def protocol_of(obj: Any, spec: str = "") -> str | None:
     """Which framework protocol a class follows: ``"vllm"``, ``"sglang"``, ``"trtllm"`` or None.
 
     vLLM: ``extract_tool_calls`` and ``extract_tool_calls_streaming``. SGLang: ``detect_and_parse``
-    and ``parse_streaming_increment``; TensorRT-LLM: the same plus ``finish``. The defining module,
-    or the module ``spec`` (``module:attr``) names, decides between the last two when it is
-    ``sglang.*`` or ``tensorrt_llm.*``."""
+    and ``parse_streaming_increment``; TensorRT-LLM: the same plus ``finish``. Between the last
+    two, a class with a base defined in a ``sglang.*`` or ``tensorrt_llm.*`` module (a user's
+    subclass of a detector), or named through such a module by ``spec``, is that framework's;
+    otherwise ``finish`` decides."""
     if not isinstance(obj, type):
         return None
     if callable(getattr(obj, "extract_tool_calls", None)) and callable(getattr(obj, "extract_tool_calls_streaming", None)):
         return "vllm"
     if callable(getattr(obj, "detect_and_parse", None)) and callable(getattr(obj, "parse_streaming_increment", None)):
-        modules = (getattr(obj, "__module__", "") or "", spec.rpartition(":")[0])
+        modules = [getattr(k, "__module__", "") or "" for k in obj.__mro__] + [spec.rpartition(":")[0]]
         if any(m.startswith("tensorrt_llm") for m in modules):
             return "trtllm"
         if any(m.startswith("sglang") for m in modules):
