@@ -14,9 +14,25 @@ model's own tokenizer. Token ids of a step are the tokenizer's encoding of that 
 (``add_special_tokens=False``); the capture's own ids cannot be used, since synthetic chunkings
 cut the text anew.
 
-The call sequence mirrors ``vllm/entrypoints/openai/serving_chat.py`` of 0.11.0
-(``OpenAIServingChat.chat_completion_stream_generator`` and ``chat_completion_full_generator``),
-with ``tool_choice`` auto and a request that declares tools (without tools the text is content):
+Two serving layers are reproduced, chosen by what the installed vLLM has (``serving``):
+
+**0.33** (``vllm.parser.parser_manager`` and ``vllm/entrypoints/openai/chat_completion/
+stream_processor.py`` exist): vLLM's own serving pieces are called. The parser class is
+``ParserManager.get_parser(tool_parser_name=NAME, enable_auto_tools=True)`` (a ``module:attr``
+class is registered with ``ToolParserManager`` under ``replay:<spec>`` first); per request
+``parser_cls(tokenizer, request.tools, model_config=None)``, as ``OpenAIServingChat._make_parser``;
+the stream goes through ``ChatStreamProcessor(request, parser, enable_auto_tools=True,
+parser_cls=...).step(delta_text, delta_token_ids, finish_reason, prompt_token_ids=[])`` per step, the last step
+with ``finish_reason="stop"`` (``Parser.parse_delta`` then appends
+``get_remaining_unstreamed_args()`` to the last tool-call delta and flushes engine-based
+parsers); the non-stream answer is ``parser.parse(text, request, enable_auto_tools=True,
+model_output_token_ids=ids)`` then ``assemble_chat_message_fields``. The tool parser's
+``adjust_request`` is applied to the request first.
+
+**0.11** (otherwise): the sequence of ``vllm/entrypoints/openai/serving_chat.py`` of 0.11.0
+(``OpenAIServingChat.chat_completion_stream_generator`` and ``chat_completion_full_generator``)
+is reproduced here, with ``tool_choice`` auto and a request that declares tools (without tools
+the text is content):
 
 - one parser per request, ``parser_cls(tokenizer)``; the request goes through
   ``parser.adjust_request(request)`` first, as ``create_chat_completion`` does;
@@ -34,7 +50,8 @@ with ``tool_choice`` auto and a request that declares tools (without tools the t
   ``content`` and ``tool_calls``; without, the text as content, or the parser's ``content`` when
   that is non-empty.
 
-Not reproduced: the reasoning parser, ``tool_choice`` required/named, Harmony (gpt-oss) token
+Both: each step is processed one step late (``feed`` holds it) so that the last can be processed
+as the finishing step. Not reproduced: the reasoning parser, ``tool_choice`` required/named, Harmony (gpt-oss) token
 paths, and a final step that carries no text (an end-of-sequence token alone; the server then
 sends an empty delta and skips the check): a recorded chunking with such a step ends with an
 empty delta, which is fed like any other.
@@ -130,11 +147,26 @@ def adapter_for_class(cls: type, spec: str) -> type:
     return _make(cls, registered, None)
 
 
+def _serving() -> str:
+    """``"0.33"`` when vLLM's ``ParserManager`` and ``ChatStreamProcessor`` are importable, else ``"0.11"``."""
+    try:
+        from vllm.entrypoints.openai.chat_completion.stream_processor import ChatStreamProcessor  # noqa: F401
+        from vllm.parser.parser_manager import ParserManager  # noqa: F401
+    except ImportError:
+        return "0.11"
+    return "0.33"
+
+
 def _make(parser_cls: type, registry_name: str | None, tokenizer: str | None) -> type:
     key = (parser_cls, registry_name, tokenizer)
     if key in _CACHE:
         return _CACHE[key]
     name, markers = adapter_identity("vllm", registry_name, parser_cls, ())
+    serving = _serving() if _vllm_installed() else "0.11"
+    manager_name = registry_name
+    if serving == "0.33" and (registry_name is None or _manager().get_tool_parser(registry_name) is not parser_cls):
+        manager_name = f"replay:{parser_cls.__module__}.{parser_cls.__qualname__}"
+        _manager().tool_parsers[manager_name] = parser_cls
     adapter = type(
         f"VLLM_{parser_cls.__name__}",
         (VLLMAdapter,),
@@ -145,6 +177,8 @@ def _make(parser_cls: type, registry_name: str | None, tokenizer: str | None) ->
             "parser_class": parser_cls,
             "tokenizer_path": tokenizer,
             "version": _version(),
+            "serving": serving,
+            "manager_name": manager_name,
             "__doc__": f"vLLM {_version()} tool parser {parser_cls.__qualname__}, as its OpenAI server drives it.",
         },
     )
@@ -191,14 +225,19 @@ def load_tokenizer(path: str) -> Any:
     return tok
 
 
+def _vllm_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
 def _request(tools: list[dict[str, Any]] | None) -> Any:
     """A ``ChatCompletionRequest`` declaring ``tools`` (tool_choice auto), from wherever this vLLM
     keeps it; a :class:`replay.adapters.PlainRequest` when vLLM is not installed (a class of the
     vLLM protocol that is not vLLM's own)."""
     import importlib
-    import importlib.util
 
-    if importlib.util.find_spec("vllm") is None:
+    if not _vllm_installed():
         return PlainRequest(tools=attribute_tools(tools) if tools else None, tool_choice="auto" if tools else None)
 
     for name in ("vllm.entrypoints.openai.protocol", "vllm.entrypoints.openai.chat_completion.protocol"):
@@ -230,6 +269,8 @@ class VLLMAdapter:
     parser_class: ClassVar[type]
     tokenizer_path: ClassVar[str | None] = None
     version: ClassVar[str] = "unknown"
+    serving: ClassVar[str] = "0.11"
+    manager_name: ClassVar[str | None] = None
 
     def __init__(self, tools: list[dict[str, Any]] | None = None) -> None:
         self._active = bool(tools)
@@ -238,7 +279,9 @@ class VLLMAdapter:
         self._parser: Any = None
         self._prev_text = ""
         self._prev_ids: list[int] = []
-        self._held: Any = None  # the last step's DeltaMessage (or None), not yet sent
+        self._held: Any = None  # 0.11: the last step's DeltaMessage (or None), not yet sent
+        self._pending: str | None = None  # 0.33: the last step's text, not yet processed
+        self._processor: Any = None
         self._steps = 0
 
     @classmethod
@@ -260,6 +303,41 @@ class VLLMAdapter:
             self._request = adjust(request=self._request)
         return parser
 
+    def _parser_cls_033(self) -> Any:
+        from vllm.parser.parser_manager import ParserManager
+
+        return ParserManager.get_parser(tool_parser_name=self.manager_name, enable_auto_tools=True, model_name="replay")
+
+    def _new_parser_033(self) -> Any:
+        parser = self._parser_cls_033()(self._tok, self._request.tools, model_config=None)
+        tool_parser = getattr(parser, "_tool_parser", None)
+        adjust = getattr(tool_parser, "adjust_request", None)
+        if callable(adjust):
+            self._request = adjust(self._request)
+        return parser
+
+    def _parse_033(self, text: str) -> ParseResult:
+        from vllm.entrypoints.openai.chat_completion.message_assembly import assemble_chat_message_fields
+
+        parser = self._new_parser_033()
+        reasoning, content, tool_calls = parser.parse(text, self._request, enable_auto_tools=True, model_output_token_ids=self._ids(text))
+        fields = assemble_chat_message_fields(self._request, reasoning, content, tool_calls, enable_auto_tools=True, parser_cls=self._parser_cls_033())
+        calls = tuple(
+            FrameworkToolCall(c.function.name or "", c.function.arguments if c.function.arguments is not None else "", index=i)
+            for i, c in enumerate(fields.tool_calls or ())
+        )
+        return ParseResult(content=fields.content or "", calls=calls, reasoning="")
+
+    def _step_033(self, delta: str, finish_reason: str | None) -> StreamDelta:
+        if self._processor is None:
+            from vllm.entrypoints.openai.chat_completion.stream_processor import ChatStreamProcessor
+
+            self._processor = ChatStreamProcessor(self._request, self._new_parser_033(), enable_auto_tools=True, parser_cls=self._parser_cls_033())
+        # the server passes the request's prompt ids on every chunk; a replay has none: [] (not
+        # None, which would leave the parser waiting for the end of a reasoning section)
+        step = self._processor.step(delta, self._ids(delta), finish_reason, [])
+        return self._to_delta(step.delta)
+
     def _ids(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False)) if text else []
 
@@ -268,6 +346,8 @@ class VLLMAdapter:
         ``chat_completion_full_generator`` answers it."""
         if not self._active:
             return ParseResult(content=text)
+        if self.serving == "0.33":
+            return self._parse_033(text)
         info = self._new_parser().extract_tool_calls(text, request=self._request)
         if not info.tools_called:
             return ParseResult(content=info.content if info.content else text)
@@ -298,6 +378,11 @@ class VLLMAdapter:
         delta (each is held one step, so that the last can be finished as the server does)."""
         if not self._active:
             return StreamDelta(content=delta)
+        if self.serving == "0.33":
+            out = self._step_033(self._pending, None) if self._pending is not None else StreamDelta()
+            self._pending = delta
+            self._steps += 1
+            return out
         if self._parser is None:
             self._parser = self._new_parser()
         delta_ids = self._ids(delta)
@@ -323,6 +408,9 @@ class VLLMAdapter:
         it carries tool-call arguments (``chat_completion_stream_generator``'s check)."""
         if not self._active or not self._steps:
             return StreamDelta()
+        if self.serving == "0.33":
+            pending, self._pending = self._pending, None
+            return self._step_033(pending or "", "stop")
         message, self._held = self._held, None
         calls = getattr(message, "tool_calls", None) if message is not None else None
         first = calls[0] if calls else None
