@@ -21,7 +21,14 @@ import sys
 
 
 def main() -> int:
-    """Answer the items on stdin for the spec in ``argv[1]``; returns 0."""
+    """Answer the items on stdin for the spec in ``argv[1]``; returns 0. Whatever the framework
+    prints (vLLM logs to stdout) goes to stderr: the answer is written to a duplicate of the
+    original stdout, and file descriptor 1 is pointed at stderr."""
+    import os
+
+    answer_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     from replay.parsers import get_parser
     from replay.stream import replay_stream
 
@@ -47,7 +54,8 @@ def main() -> int:
             except Exception as exc:
                 answer["streams"][label] = {"error": f"{type(exc).__name__}: {exc}"}
         out.append(answer)
-    json.dump(out, sys.stdout, ensure_ascii=False)
+    json.dump(out, answer_out, ensure_ascii=False)
+    answer_out.close()
     return 0
 
 
