@@ -58,11 +58,13 @@ def hermes_call(name: str, arguments: dict[str, Any]) -> str:
 
 #: id -> raw completion. ``sg-zurich``: non-ASCII arguments (0.5.4 streams ``\\u00fc``);
 #: ``sg-undefined``: a call to a tool the request does not declare (0.5.4 answers the raw text as
-#: content, 0.5.23 ''); ``sg-two``: two calls (0.5.4 answers tool_index -1 for each).
+#: content, 0.5.23 ''); ``sg-two``: two calls, the second declared tool first (0.5.4 answers
+#: tool_index -1 for each; 0.5.23's detectors give each call its tool's position in the request,
+#: 1 then 0, and the server answers the call's position, 0 then 1).
 COMPLETIONS: dict[str, str] = {
     "sg-zurich": "Let me check the weather.\n" + hermes_call("get_weather", {"city": "Zürich"}),
     "sg-undefined": hermes_call("get_time", {"tz": "Europe/Zurich"}),
-    "sg-two": "Comparing both.\n" + hermes_call("get_weather", {"city": "Paris"}) + "\n" + hermes_call("read", {"path": "notes/Oslo.md"}),
+    "sg-two": "Comparing both.\n" + hermes_call("read", {"path": "notes/Oslo.md"}) + "\n" + hermes_call("get_weather", {"city": "Paris"}),
 }
 
 

@@ -75,7 +75,7 @@ def test_hermes_streaming_keeps_an_extra_newline_in_0_11(answers):
     old = answers["old"]["vl-hermes-two"]["streams"]["recorded"]
     new = answers["new"]["vl-hermes-two"]["streams"]["recorded"]
     assert old["content"] == "Comparing both.\n\n" and new["content"] == "Comparing both.\n"
-    assert [c[1] for c in old["calls"]] == [c[1] for c in new["calls"]] == ["get_weather", "read"]
+    assert [c[1] for c in old["calls"]] == [c[1] for c in new["calls"]] == ["read", "get_weather"]
     assert [json.loads(c[2]) for c in old["calls"]] == [json.loads(c[2]) for c in new["calls"]]
     # the non-streaming answers agree
     assert answers["old"]["vl-hermes-two"]["parse"] == answers["new"]["vl-hermes-two"]["parse"]
