@@ -7,14 +7,20 @@ real-engines.md`` lists them: ``detect_and_parse`` gives tool_index -1 for every
 (the non-streaming response carries it) and the call's position in 0.5.23; 0.5.4 streams
 ``"Zürich"`` as ``"Z\\u00fcrich"``; an undefined function leaves the raw call text as content in
 0.5.4 and ``''`` in 0.5.23. Each side is driven through ``sglang/qwen25`` (replay.adapters.sglang)
-by tests/engine_driver.py inside the venv. Skips when a venv cannot be built (no package index).
+by tests/engine_driver.py inside the venv, and, where the out-of-process side exists
+(``replay.worker``, ``--old-python``/``--new-python``), by one ``replay audit`` whose tables are
+read. The tool index is not a column of the tables (the audit judges a whole-text parse's calls
+by position, as a client of a non-streaming response reads them): the driver's answer holds it.
+Skips when a venv cannot be built (no package index).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -153,3 +159,40 @@ def test_call_sequence_of_each_serving_layer(pythons, tmp_path):
     feeds = [["parse_streaming_increment", d] for d in steps]
     assert got["old"] == {"log": feeds, "name": "hermes", "serving": "0.5.4"}
     assert got["new"] == {"log": feeds + [["finish"]], "name": "hermes", "serving": "0.5.23"}
+
+
+def test_audit_0_5_4_old_against_0_5_23_new(pythons, tmp_path):
+    """One ``replay audit`` with each release as a side in its own venv; the differences read
+    from the run's tables."""
+    if importlib.util.find_spec("replay.worker") is None:
+        pytest.skip("this checkout has no out-of-process side (replay.worker, --old-python) yet")
+    duckdb = pytest.importorskip("duckdb")
+    capture = cap.write_capture(tmp_path / "sglang.jsonl")
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "replay", "audit", str(capture), "--out", str(run),
+           "--old-python", str(pythons["old"]), "--old-parser", "sglang/qwen25",
+           "--new-python", str(pythons["new"]), "--new-parser", "sglang/qwen25"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(ROOT), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    sides = json.loads((run / "run.json").read_text())["sides"]
+    assert sides["old"]["python"] == str(pythons["old"]) and sides["new"]["parser"] == "sglang/qwen25"
+    con = duckdb.connect()
+    streams = f"read_parquet('{run / 'streams.parquet'}')"
+    calls = f"read_parquet('{run / 'calls.parquet'}')"
+    rows = con.execute(f"SELECT count(*), count(error), min(parser), max(parser) FROM {streams} WHERE side IN ('old', 'new')").fetchone()
+    assert rows[0] == 3 * 2 * 10 and rows[1] == 0 and rows[2] == rows[3] == "hermes"  # parse + 9 chunkings
+    # an undefined function: the raw call text as content in 0.5.4, nothing in 0.5.23
+    content = dict(con.execute(f"SELECT side, content FROM {streams} WHERE exchange_id = 'sg-undefined' AND chunking = 'parse' AND side IN ('old', 'new')").fetchall())
+    assert content == {"old": cap.COMPLETIONS["sg-undefined"], "new": ""}
+    # "Zürich" streamed as "Z\\u00fcrich" by 0.5.4: same JSON value, other text
+    args = con.execute(
+        f"SELECT side, chunking, arguments, matches_whole FROM {calls} WHERE exchange_id = 'sg-zurich' AND side IN ('old', 'new') AND chunking IN ('parse', 'recorded', 'char')"
+    ).fetchall()
+    got = {(side, chunking): (a, ok) for side, chunking, a, ok in args}
+    assert got[("old", "recorded")] == got[("old", "char")] == ('{"city": "Z\\u00fcrich"}', True)
+    assert got[("new", "recorded")] == got[("new", "char")] == got[("new", "parse")] == got[("old", "parse")] == ('{"city": "Zürich"}', True)
+    # the two calls of sg-two: same names, in the same order, on both sides under every chunking
+    per_side = con.execute(
+        f"SELECT side, string_agg(name, ',' ORDER BY chunking, index) FROM {calls} WHERE exchange_id = 'sg-two' AND side IN ('old', 'new') GROUP BY side"
+    ).fetchall()
+    assert len({names for _, names in per_side}) == 1
