@@ -5,7 +5,8 @@
 --   schemas_with_leaked_null       serialized tool schemas with a null the client never sent
 --   prompts_with_leaked_null       rendered prompts carrying at least one such null
 --   prompts_diverged_from_reference  prompts whose SHA-256 differs from the reference side's
---                                  (served: the logged server prompt, when the renderer is a chat template)
+--                                  (served: the logged server prompt, when the renderer is a chat template
+--                                  or a reference encoder is set); by token ids when both sides have them
 --   render_failures                requests the side could not serialize or render
 --   calls_whole                    calls in the reference whole-text parse of every raw completion
 --   calls_dropped                  of those, calls missing from at least one of the side's replays
@@ -31,7 +32,9 @@ render_counts AS (
            sum(r.schemas_with_leaked_null) FILTER (WHERE r.error IS NULL) AS schemas_with_leaked_null,
            count(*) FILTER (WHERE r.error IS NULL AND len(r.leaked_nulls) > 0) AS prompts_with_leaked_null,
            count(*) FILTER (WHERE r.error IS NULL AND ref.prompt_sha256 IS NOT NULL
-                            AND r.prompt_sha256 <> ref.prompt_sha256) AS prompts_diverged_from_reference,
+                            AND CASE WHEN r.prompt_ids_sha256 IS NOT NULL AND ref.prompt_ids_sha256 IS NOT NULL
+                                     THEN r.prompt_ids_sha256 <> ref.prompt_ids_sha256
+                                     ELSE r.prompt_sha256 <> ref.prompt_sha256 END) AS prompts_diverged_from_reference,
            count(*) FILTER (WHERE r.error IS NOT NULL) AS render_failures,
            count(*) AS render_rows
     FROM renders r LEFT JOIN ref ON ref.exchange_id = r.exchange_id

@@ -49,10 +49,29 @@ TemplateOpt = Annotated[
     Optional[Path], typer.Option("--chat-template", help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer.")
 ]
 TokenizerOpt = Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder holding one) for token counts and the `token` chunking.")]
+RefEncoderOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--reference-encoder",
+        help="Render the reference side with an encoder instead of the renderer: mistral-common[:VERSION] (v1 v2 v3 v7 tekken tekken-mm, or a tokenizer file), harmony (gpt-oss), or a checkpoint's path/encoding.py:function / module:function.",
+    ),
+]
+RendererOpt = Annotated[
+    Optional[str],
+    typer.Option("--renderer", help="Renderer of the old and new sides: json-tools (default), harmony, mistral-common[:VERSION], or path/encoding.py:function. --chat-template overrides it."),
+]
+DateOpt = Annotated[
+    Optional[str],
+    typer.Option("--date", help="YYYY-MM-DD the templates read (strftime_now, date_string; Harmony's Current date). Default 2026-01-01, recorded in run.json."),
+]
 ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser family for every exchange (default: from the model name).")]
 OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
 NewParser = Annotated[Optional[str], typer.Option(help="Tool parser of the new side (default: the family's).")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
+CaptureFormatOpt = Annotated[
+    Optional[str],
+    typer.Option("--capture-format", help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
+]
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
@@ -75,6 +94,9 @@ def _config(
     new_parser: Optional[str],
     chunkings: Optional[str],
     replay_timeout: float = 10.0,
+    reference_encoder: Optional[str] = None,
+    renderer_spec: Optional[str] = None,
+    date: Optional[str] = None,
 ) -> Any:
     from replay.pipeline import AuditConfig
     from replay.render import ChatTemplateRenderer, JsonToolsRenderer, load_tokenizer
@@ -87,13 +109,30 @@ def _config(
             tok = load_tokenizer(tokenizer)
         except Exception as exc:
             _fail(f"--tokenizer {tokenizer}: {exc}")
+    from replay.render.specs import DEFAULT_DATE, parse_date, renderer_from_spec
+
+    try:
+        day = parse_date(date) if date is not None else DEFAULT_DATE
+    except ValueError as exc:
+        _fail(str(exc))
     if chat_template is not None:
         try:
-            renderer = ChatTemplateRenderer.from_file(chat_template, special_tokens=special_tokens_from(tokenizer))
+            renderer = ChatTemplateRenderer.from_file(chat_template, special_tokens=special_tokens_from(tokenizer), date=day)
         except (OSError, ValueError) as exc:
             _fail(f"--chat-template {chat_template}: {exc}")
+    elif renderer_spec is not None:
+        try:
+            renderer = renderer_from_spec(renderer_spec, date=day)
+        except (ImportError, OSError, ValueError) as exc:
+            _fail(f"--renderer {renderer_spec}: {exc}")
     else:
         renderer = JsonToolsRenderer()
+    reference_renderer = None
+    if reference_encoder is not None:
+        try:
+            reference_renderer = renderer_from_spec(reference_encoder, date=day)
+        except (ImportError, OSError, ValueError) as exc:
+            _fail(f"--reference-encoder {reference_encoder}: {exc}")
     chunks = tuple(c.strip() for c in chunkings.split(",") if c.strip()) if chunkings else default_chunkings(tokenizer=tok)
     options = {
         "old_serializer": old_serializer,
@@ -102,6 +141,8 @@ def _config(
         "renderer": renderer.name,
         "chat_template": str(chat_template) if chat_template else None,
         "tokenizer": str(tokenizer) if tokenizer else None,
+        "reference_encoder": reference_renderer.name if reference_renderer is not None else None,
+        "date": day.isoformat(),
         "parser": parser,
         "old_parser": old_parser,
         "new_parser": new_parser,
@@ -113,6 +154,7 @@ def _config(
         new_serializer=new_serializer,
         reference_serializer=reference_serializer,
         renderer=renderer,
+        reference_renderer=reference_renderer,
         tokenizer=tok,
         parser=parser,
         old_parser=old_parser,
@@ -178,18 +220,22 @@ def _default_out() -> Path:
 
 @app.command()
 def audit(
-    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl, .jsonl.zst, .jsonl.gz.")],
+    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har, plain, .zst or .gz.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (default runs/audit-<time>).")] = None,
     old_serializer: OldSer = "model-dump",
     new_serializer: NewSer = "client-fields",
     reference_serializer: RefSer = "as-sent",
     chat_template: TemplateOpt = None,
     tokenizer: TokenizerOpt = None,
+    reference_encoder: RefEncoderOpt = None,
+    renderer: RendererOpt = None,
+    date: DateOpt = None,
     parser: ParserOpt = None,
     old_parser: OldParser = None,
     new_parser: NewParser = None,
     chunkings: ChunkingsOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
+    capture_format: CaptureFormatOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
@@ -200,12 +246,13 @@ def audit(
     from replay.report import rich_table, summary_by_side
 
     cfg = _config(
-        old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout
+        old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
+        reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
     )
     run_dir = out or _default_out()
     try:
         with _progress(quiet) as stage:
-            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage)
+            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
@@ -219,6 +266,8 @@ def audit(
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
+    capture_format: CaptureFormatOpt = None,
+    tokenizer: Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
@@ -234,10 +283,22 @@ def ingest(
         files = discover([str(p) for p in paths])
     except FileNotFoundError as exc:
         _fail(str(exc))
+    tok = None
+    if tokenizer is not None:
+        from replay.render import load_tokenizer
+
+        try:
+            tok = load_tokenizer(tokenizer)
+        except Exception as exc:
+            _fail(f"--tokenizer {tokenizer}: {exc}")
+    from replay.capture.detect import FORMATS
+
+    if capture_format is not None and capture_format not in FORMATS:
+        _fail(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
     out.mkdir(parents=True, exist_ok=True)
     with _progress(quiet) as stage:
         with stage("ingest", sum(f.stat().st_size for f in files)) as advance:
-            stats = run_ingest(files, out, progress=advance)
+            stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok)
     write_meta(out, {"versions": versions(), "inputs": [{"path": str(f), "bytes": f.stat().st_size} for f in files], "ingest": dataclasses.asdict(stats)})
     console.print(str(stats), highlight=False)
     if stats.errors:
@@ -277,7 +338,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
 
 
 _STAGE_KEYS = {
-    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer"},
+    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date"},
     "re-stream": {"parser", "old_parser", "new_parser", "chunkings", "tokenizer", "replay_timeout"},
 }
 
@@ -290,13 +351,19 @@ def render(
     reference_serializer: RefSer = "as-sent",
     chat_template: TemplateOpt = None,
     tokenizer: TokenizerOpt = None,
+    reference_encoder: RefEncoderOpt = None,
+    renderer: RendererOpt = None,
+    date: DateOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Re-render the prompts of an ingested run (rewrites renders.parquet and report.md).
 
     Example: replay render --run runs/samples --chat-template qwen3.jinja --tokenizer tok/
     """
-    cfg = _config(old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, None, None, None, None)
+    cfg = _config(
+        old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, None, None, None, None,
+        reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
+    )
     _stage_command("render", run, cfg, quiet)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class AuditConfig:
     new_serializer: str = "client-fields"
     reference_serializer: str = "as-sent"
     renderer: Renderer | None = None
+    reference_renderer: Renderer | None = None  # --reference-encoder: renders the reference side
     tokenizer: Any = None
     parser: str | None = None
     old_parser: str | None = None
@@ -198,28 +200,37 @@ def count_exchanges(run_dir: Path) -> int:
 
 def render_exchange(ex: dict[str, Any], cfg: AuditConfig, serializers: dict[str, Callable]) -> list[dict[str, Any]]:
     """The ``renders`` rows of one exchange: one per side (old, new, reference), plus ``served``
-    when the server logged its prompt and the renderer is a chat template.
+    when the server logged its prompt and the renderer is a chat template (or a reference encoder
+    is set).
 
-    ``ex``: an exchanges row (needs ``exchange_id``, ``route``, ``request_json``, ``server_prompt``).
-    ``serializers``: ``{side: callable}``. Never raises: a side's failure is its row's ``error``.
+    ``ex``: an exchanges row (needs ``exchange_id``, ``route``, ``request_json``, ``server_prompt``;
+    ``server_prompt_token_ids`` is used when present). ``serializers``: ``{side: callable}``.
+    The reference side is rendered by ``cfg.reference_renderer`` when set (a reference encoder),
+    the others by ``cfg.renderer``. Token ids (:func:`_ids_plan`) are compared with the reference's
+    when both come from the reference's tokenizer. Never raises: a side's failure is its row's ``error``.
     """
     renderer = cfg.renderer
     assert renderer is not None
     xid = ex["exchange_id"]
-    base = {"exchange_id": xid, "renderer": renderer.name}
+    ref_renderer = cfg.reference_renderer or renderer
+    renderers = {"old": renderer, "new": renderer, "reference": ref_renderer}
     try:
         request = orjson.loads(ex["request_json"])
         messages = request_messages(ex.get("route"), request)
         client_tools = openai_tools(ex.get("route"), request.get("tools"))
     except Exception as exc:  # request unusable for every side
         return [
-            {**base, "side": side, "serializer": cfg.serializer_specs()[side], "error": f"{type(exc).__name__}: {exc}"}
+            {"exchange_id": xid, "renderer": renderers[side].name, "side": side, "serializer": cfg.serializer_specs()[side], "error": f"{type(exc).__name__}: {exc}"}
             for side in SIDES
         ]
-    done: dict[bytes, dict[str, Any]] = {}  # serialized tools (JSON bytes) -> prompt facts already rendered
+    id_tok, ref_vocab = _ids_plan(cfg)
+    done: dict[tuple[str, bytes], dict[str, Any]] = {}  # (renderer, serialized tools) -> prompt facts already rendered
+    ref_ids: list[int] | None = None
+    side_ids: dict[str, list[int]] = {}
     rows = []
     for side in SIDES:
-        row: dict[str, Any] = {**base, "side": side, "serializer": cfg.serializer_specs()[side]}
+        side_renderer = renderers[side]
+        row: dict[str, Any] = {"exchange_id": xid, "renderer": side_renderer.name, "side": side, "serializer": cfg.serializer_specs()[side]}
         row["n_tools"] = len(client_tools or ())
         try:
             serialized = [serializers[side](t) for t in client_tools] if client_tools else None
@@ -231,33 +242,116 @@ def render_exchange(ex: dict[str, Any], cfg: AuditConfig, serializers: dict[str,
                 leaking_tools += bool(paths)
             row["leaked_nulls"] = leaks
             row["schemas_with_leaked_null"] = leaking_tools
-            key = orjson.dumps(serialized)
+            key = (side_renderer.name, orjson.dumps(serialized))
             if key not in done:
-                prompt = renderer.render(messages, serialized)
+                prompt, ids = _render(side_renderer, messages, serialized, id_tok, ref_vocab)
                 done[key] = {
                     "prompt_sha256": _sha(prompt),
                     "prompt_chars": len(prompt),
-                    "prompt_tokens": count_tokens(cfg.tokenizer, prompt) if cfg.tokenizer is not None else None,
+                    "prompt_tokens": _tokens(cfg, prompt, ids, side_renderer is ref_renderer),
+                    "prompt_ids_sha256": _ids_sha(ids) if id_tok is not None else None,
+                    "_ids": ids if id_tok is not None else None,
                 }
-            row.update(done[key])
+            facts = dict(done[key])
+            ids = facts.pop("_ids")
+            row.update(facts)
+            if ids is not None:
+                side_ids[side] = ids
+                if side == "reference":
+                    ref_ids = ids
         except Exception as exc:  # serializer (ToolDeclarationError, plugin bug) or RenderError
             kind = "" if isinstance(exc, RenderError) else f"{type(exc).__name__}: "
             row["error"] = f"{kind}{exc}"
         rows.append(row)
     prompt = ex.get("server_prompt")
-    if prompt is not None and renderer.name.startswith("chat-template"):
+    if prompt is not None and (renderer.name.startswith("chat-template") or cfg.reference_renderer is not None):
+        ids = None
+        if id_tok is not None:
+            logged = ex.get("server_prompt_token_ids")
+            ids = list(logged) if logged is not None else id_tok.ids(prompt)
+            side_ids["served"] = ids
         rows.append(
             {
-                **base,
+                "exchange_id": xid,
+                "renderer": renderer.name,
                 "side": "served",
                 "serializer": None,
                 "n_tools": len(client_tools or ()),
                 "prompt_sha256": _sha(prompt),
                 "prompt_chars": len(prompt),
-                "prompt_tokens": count_tokens(cfg.tokenizer, prompt) if cfg.tokenizer is not None else None,
+                "prompt_tokens": len(ids) if ids is not None else count_tokens(cfg.tokenizer, prompt) if cfg.tokenizer is not None else None,
+                "prompt_ids_sha256": _ids_sha(ids),
             }
         )
+    if ref_ids is not None:
+        for row in rows:
+            ids = side_ids.get(row["side"])
+            if ids is not None:
+                row["tokens_differing"] = tokens_differing(ids, ref_ids)
     return rows
+
+
+def _ids_plan(cfg: AuditConfig) -> tuple[Any, str | None]:
+    """``(tokenizer for ids, vocabulary name)`` of a run's token-id comparison, or ``(None, None)``.
+
+    Ids are compared when the reference renderer gives ids (a reference encoder with a
+    ``tokenizer`` of its vocabulary: mistral-common, Harmony) and no ``--tokenizer`` was given:
+    other sides' prompts are then tokenized with the reference's tokenizer (a side whose renderer
+    has the same ``vocab`` keeps its own ids)."""
+    ref = cfg.reference_renderer or cfg.renderer
+    tok = getattr(ref, "tokenizer", None)
+    if tok is None or cfg.tokenizer is not None or not hasattr(ref, "render_ids"):
+        return None, None
+    return tok, getattr(ref, "vocab", None)
+
+
+def _render(renderer: Any, messages: list[dict[str, Any]], tools: Any, id_tok: Any, ref_vocab: str | None) -> tuple[str, list[int] | None]:
+    """``(prompt, ids)``: ids from the renderer when it gives ids of the compared vocabulary, else
+    from ``id_tok`` (None without one)."""
+    if hasattr(renderer, "render_ids"):
+        prompt, ids = renderer.render_ids(messages, tools)
+        if ids is not None and (id_tok is None or getattr(renderer, "vocab", None) == ref_vocab):
+            return prompt, ids
+    else:
+        prompt = renderer.render(messages, tools)
+    return prompt, id_tok.ids(prompt) if id_tok is not None else None
+
+
+def _tokens(cfg: AuditConfig, prompt: str, ids: list[int] | None, is_reference: bool) -> int | None:
+    """``prompt_tokens`` of a row: the number of compared ids when there are, the reference
+    encoder's own ids count, else ``--tokenizer``'s count (None without one)."""
+    if ids is not None and (is_reference or cfg.tokenizer is None):
+        return len(ids)
+    return count_tokens(cfg.tokenizer, prompt) if cfg.tokenizer is not None else None
+
+
+def _ids_sha(ids: list[int] | None) -> str | None:
+    """SHA-256 hex of token ids written as little-endian int32; None for None."""
+    if ids is None:
+        return None
+    import array
+
+    a = array.array("i", ids)
+    if sys.byteorder != "little":
+        a.byteswap()
+    return hashlib.sha256(a.tobytes()).hexdigest()
+
+
+def tokens_differing(ids: list[int], ref: list[int]) -> int:
+    """Size of the token span where ``ids`` differ from ``ref``: with the common prefix and the
+    common suffix (not overlapping) taken off both, the longer of the two middles (tokens).
+    0 exactly when equal; a pure insertion or deletion counts its own tokens. A localized change
+    (one tool's ``"strict": null``) counts only the tokens around it. O(n)."""
+    n, m = len(ids), len(ref)
+    p = 0
+    while p < n and p < m and ids[p] == ref[p]:
+        p += 1
+    if p == n == m:
+        return 0
+    q = 0
+    while q < n - p and q < m - p and ids[n - 1 - q] == ref[m - 1 - q]:
+        q += 1
+    return max(n - p - q, m - p - q)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,11 +613,12 @@ def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
     """
     serializers = {side: get_serializer(spec) for side, spec in cfg.serializer_specs().items()}
     out = _BatchWriter(Path(run_dir) / "renders.parquet", tables.RENDERS, cfg.batch_rows * 4)
-    cols = ["exchange_id", "route", "request_json", "server_prompt"]
+    cols = ["exchange_id", "route", "request_json", "server_prompt", "server_prompt_token_ids"]
     n = 0
     for ex in iter_exchanges(run_dir, cols, cfg.batch_rows):
-        for row in render_exchange(ex, cfg, serializers):
-            out.add(row)
+        if ex["request_json"] != "{}":  # a capture without its request (capture_lacks) has nothing to render
+            for row in render_exchange(ex, cfg, serializers):
+                out.add(row)
         n += 1
         if progress and n % 64 == 0:
             progress(64)

@@ -102,7 +102,7 @@ def _by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
     return {r[key]: r for r in rows}
 
 
-REPORT_QUERIES = ("summary", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins")
+REPORT_QUERIES = ("summary", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats")
 
 
 def run_report_queries(con: Any) -> dict[str, pa.Table]:
@@ -177,8 +177,10 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
         out.append(sentence + ".")
         ref_o, ref_n = div.get("old vs reference"), div.get("new vs reference")
         if ref_o and ref_n:
+            enc = meta.get("options", {}).get("reference_encoder")
+            against = f"the reference encoder `{enc}` (tools by `{ser['reference']}`)" if enc else f"the client's own tool dicts (`{ser['reference']}`)"
             out.append(
-                f"Against the client's own tool dicts (`{ser['reference']}`): {ref_o['prompts_diverged']:,} of "
+                f"Against {against}: {ref_o['prompts_diverged']:,} of "
                 f"{ref_o['prompts_compared']:,} prompts differ with `{ser['old']}`, {ref_n['prompts_diverged']:,} of "
                 f"{ref_n['prompts_compared']:,} with `{ser['new']}`."
             )
@@ -224,6 +226,9 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
             f"non-JSON arguments; {_n(served.get('calls_dropped'), 'call')} of the whole-text parse missing, "
             f"{served.get('argument_mismatches') or 0:,} with different arguments."
         )
+    from replay.capture.headlines import capture_headlines
+
+    out.extend(capture_headlines(results))
     for side, what in (("reference", "raw completions the reference could not parse"), ("old", "old-side replays failed"), ("new", "new-side replays failed")):
         n_err = scalar(con, "SELECT count(*) FROM streams WHERE side = ? AND error IS NOT NULL", [side])
         if n_err:
@@ -246,12 +251,13 @@ def markdown_report(
     opts = meta.get("options", {})
     parts = ["# replay audit", ""]
     parts.append(
-        "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`; "
+        "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`{enc}; "
         "parsers old = `{op}`, new = `{np}` (reference: the built-in whole-text parse).".format(
             old=opts.get("old_serializer"),
             new=opts.get("new_serializer"),
             ref=opts.get("reference_serializer"),
             renderer=opts.get("renderer"),
+            enc=f", reference encoder `{opts['reference_encoder']}`" if opts.get("reference_encoder") else "",
             op=opts.get("old_parser") or "family default",
             np=opts.get("new_parser") or "family default",
         )
@@ -262,7 +268,7 @@ def markdown_report(
     parts.extend(f"- {s}" for s in lines)
     parts += ["", "## Summary", "", markdown_table(summary_by_side(results["summary"])), ""]
     parts += ["`replay query summary --run RUN` gives the same counts one row per side.", ""]
-    for name in ("null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins"):
+    for name in ("null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats"):
         q = get_query(name)
         table = results[name]
         parts += [f"## {q.title}", "", f"`replay query {name}`", ""]

@@ -50,7 +50,11 @@ def _parse(name: str, text: str) -> Query:
 def list_queries() -> dict[str, Query]:
     """Every query shipped with the package, by name (the ``.sql`` file stem), sorted."""
     out = {}
-    for entry in sorted(resources.files("replay.queries").iterdir(), key=lambda p: p.name):
+    # a checkout's own queries/ beside the package first (an editable install may map
+    # replay.queries to another checkout), else the installed package data
+    local = Path(__file__).resolve().parent.parent / "queries"
+    root = local if (local / "summary.sql").is_file() else resources.files("replay.queries")
+    for entry in sorted(root.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".sql"):
             name = entry.name[: -len(".sql")]
             out[name] = _parse(name, entry.read_text(encoding="utf-8"))

@@ -50,6 +50,15 @@ EXCHANGES = pa.schema(
         pa.field("server_output_text", pa.string()),  # raw completion with special tokens
         pa.field("server_output_token_ids", pa.list_(pa.int32())),
         pa.field("server_steps", pa.list_(pa.string())),  # raw text of each streaming step
+        # where the row came from (replay/capture/detect.py FORMATS) and what that format could not hold
+        pa.field("capture_format", pa.string()),  # v1 | sse | body | openai-batch | har | serverlog | litellm | otel
+        pa.field("capture_lacks", pa.list_(pa.string())),  # request, exact_request, prompt, raw_completion, stream, response, served
+        # served-side checks from the captured stream/response alone (replay/capture/served.py)
+        pa.field("served_non_json_calls", pa.int32()),  # calls whose joined arguments are not a JSON object
+        pa.field("served_name_repeats", pa.int32()),  # a call name sent again for one index / block / item
+        pa.field("served_index_faults", pa.int32()),  # call indices that skip or go back; deltas for no open call
+        pa.field("served_markup", pa.string()),  # the first call marker of the family left in the content
+        pa.field("served_stop_with_calls", pa.bool_()),  # finish_reason stop (end_turn) while calls were sent
     ]
 )
 
@@ -95,6 +104,9 @@ RENDERS = pa.schema(
         pa.field("leaked_nulls", pa.list_(NULL_AT)),  # nulls in the serialized tools the client never wrote
         pa.field("schemas_with_leaked_null", pa.int32()),  # tools of this request with >= 1 leaked null
         pa.field("error", pa.string()),  # why this side could not serialize or render; null when it did
+        # token ids compared with the reference's (--reference-encoder with token ids, same tokenizer):
+        pa.field("prompt_ids_sha256", pa.string()),  # SHA-256 of the ids as little-endian int32; null: not compared by ids
+        pa.field("tokens_differing", pa.int64()),  # tokens in the span where the ids differ from the reference's (pipeline.tokens_differing); 0: equal
     ]
 )
 

@@ -35,6 +35,7 @@ __all__ = [
     "as_sent",
     "client_fields",
     "describe_tool",
+    "empty_description",
     "exclude_none",
     "get_serializer",
     "leaked_nulls",
@@ -261,6 +262,21 @@ def client_fields(tool: dict) -> dict:
     return out
 
 
+def empty_description(tool: dict) -> dict:
+    """``empty-description``: :func:`client_fields`, with an unset or null ``description`` written as ``""``.
+
+    Reproduces the fix gpt-oss front ends made for Harmony, whose ``ToolDescription`` requires a
+    string description (``None`` is a validation error, the HTTP 400 of a tool declared without
+    description): the description is passed as ``description or ""``. mistral-common does the same
+    for Mistral models. Raises :class:`ToolDeclarationError` as :func:`model_dump`.
+    """
+    out = client_fields(tool)
+    fn = out["function"]
+    if fn.get("description") is None:
+        out["function"] = {"name": fn["name"], "description": "", **{k: v for k, v in fn.items() if k != "name"}}
+    return out
+
+
 def as_sent(tool: dict) -> dict:
     """``as-sent``: a deep copy of the client's declaration, keys and nulls exactly as sent.
 
@@ -278,6 +294,7 @@ SERIALIZERS: dict[str, Serializer] = {
     "exclude-none": exclude_none,
     "client-fields": client_fields,
     "as-sent": as_sent,
+    "empty-description": empty_description,
 }
 
 

@@ -16,6 +16,15 @@ Derivation (see the docstring of samples/make_samples.py):
   1+2+1+0+1 = 5, model gateway 2+2+2+1+2+2+2+1 = 14: 26 in all.
 - served: agent-04 streamed "" arguments and agent-05 raw text before the JSON (2 non-JSON joins);
   agent-06's call never reached the client (1 dropped).
+- samples/formats (samples/make_format_samples.py): 19 records of 9 other formats (10 files, two of
+  them a Batch input/output pair): 17 exchanges, 2 skipped (a HAR page load, an OTel HTTP span), no
+  error. 15 of them declare the one tool `get_weather` (no `strict`: a leaked `strict: null` with
+  model-dump, none with client-fields) -> 66 + 15 = 81 schemas, 39 + 15 = 54 leaking in 20 + 15 = 35
+  prompts. 16 are rendered (the Batch output line without its input has no request): 21 + 16 = 37
+  prompts compared, 35 differ old vs new. The server log's first line brings a raw completion with 10
+  recorded steps and 1 DeepSeek V3.1 call: 21 raw completions, 27 calls (26 under `recorded`, over
+  19 replays); its second line logs token ids only (no --tokenizer here: not re-streamed). Their
+  served calls are all well formed: the served counts stay (1 dropped, 2 non-JSON).
 """
 
 from __future__ import annotations
@@ -70,13 +79,13 @@ def test_summary_columns_and_counts(run_dir: Path) -> None:
     by = {r["side"]: r for r in rows}
     assert list(by) == ["served", "old", "new", "reference"]
     for r in rows:
-        assert (r["exchanges"], r["ingest_errors"], r["tool_schemas"], r["calls_whole"]) == (21, 5, 66, 26)
+        assert (r["exchanges"], r["ingest_errors"], r["tool_schemas"], r["calls_whole"]) == (38, 5, 81, 27)
     assert {k: by["old"][k] for k in SUMMARY_COLUMNS[4:]} == {
-        "schemas_with_leaked_null": 39,
-        "prompts_with_leaked_null": 20,
-        "prompts_diverged_from_reference": 20,
+        "schemas_with_leaked_null": 54,
+        "prompts_with_leaked_null": 35,
+        "prompts_diverged_from_reference": 35,
         "render_failures": 0,
-        "calls_whole": 26,
+        "calls_whole": 27,
         "calls_dropped": 0,
         "non_json_joins": 0,
         "argument_mismatches": 0,
@@ -86,7 +95,7 @@ def test_summary_columns_and_counts(run_dir: Path) -> None:
         "prompts_with_leaked_null": 5,
         "prompts_diverged_from_reference": 5,
         "render_failures": 0,
-        "calls_whole": 26,
+        "calls_whole": 27,
         "calls_dropped": 0,
         "non_json_joins": 0,
         "argument_mismatches": 0,
@@ -103,7 +112,7 @@ def test_null_leaks_by_field(run_dir: Path) -> None:
     rows = query_json(run_dir, "null_leaks")
     got = {(r["side"], r["field"]): r["schemas_leaking"] for r in rows}
     assert got == {
-        ("old", "strict"): 7 * 3 + 5 * 2 + 8,  # read, edit, todo_list; web_search, get_time; get_weather
+        ("old", "strict"): 7 * 3 + 5 * 2 + 8 + 15,  # read, edit, todo_list; web_search, get_time; get_weather; formats' get_weather
         ("old", "description"): 7 + 5,  # edit; get_time
         ("old", "parameters"): 5,  # get_time
         ("new", "parameters"): 5,  # get_time
@@ -112,7 +121,7 @@ def test_null_leaks_by_field(run_dir: Path) -> None:
 
 def test_divergent_prompts(run_dir: Path) -> None:
     rows = {r["comparison"]: r for r in query_json(run_dir, "divergent_prompts")}
-    assert (rows["old vs new"]["prompts_compared"], rows["old vs new"]["prompts_diverged"]) == (21, 20)
+    assert (rows["old vs new"]["prompts_compared"], rows["old vs new"]["prompts_diverged"]) == (37, 35)
     assert rows["new vs reference"]["prompts_diverged"] == 5
     assert rows["old vs new"]["extra_chars_total"] > 0
     assert rows["old vs new"]["extra_tokens_total"] is None  # no --tokenizer
@@ -124,10 +133,11 @@ def test_dropped_calls_and_chunkings(run_dir: Path) -> None:
     assert chunkings == {"parse", "recorded", "whole", "char", "fixed-2", "fixed-3", "fixed-5", "fixed-8", "fixed-13", "fixed-40"}
     for r in rows:
         assert r["calls_dropped"] == 0 and r["stop_with_calls"] == 0 and r["replay_errors"] == 0, r
-        # recorded: only the 18 streamed exchanges have steps (agent-01 and gw-04 were not streamed),
-        # holding 25 of the 26 calls; every other chunking replays all 20 raw completions
-        assert r["replays"] == (18 if r["chunking"] == "recorded" else 20), r
-        assert r["calls_whole"] == (25 if r["chunking"] == "recorded" else 26), r
+        # recorded: only the 18 streamed v1 exchanges (agent-01 and gw-04 were not streamed) and the
+        # server log's srv-1 have steps, holding 26 of the 27 calls; every other chunking replays
+        # all 21 raw completions
+        assert r["replays"] == (19 if r["chunking"] == "recorded" else 21), r
+        assert r["calls_whole"] == (26 if r["chunking"] == "recorded" else 27), r
 
 
 def test_non_json_joins_served(run_dir: Path) -> None:
@@ -150,14 +160,15 @@ def test_ingest_errors_name_file_and_line(run_dir: Path) -> None:
 
 def test_report_md(run_dir: Path) -> None:
     text = (run_dir / "report.md").read_text(encoding="utf-8")
-    assert "39 of 66 tool schemas carried a null the client never sent with `model-dump`; 5 with `client-fields`." in text
+    assert "54 of 81 tool schemas carried a null the client never sent with `model-dump`; 5 with `client-fields`." in text
     assert "| count | served | old | new | reference |" in text
-    assert "| schemas_with_leaked_null | – | 39 | 5 | 0 |" in text
+    assert "| schemas_with_leaked_null | – | 54 | 5 | 0 |" in text
+    assert "2 exchanges from otel: request rebuilt from logged fields; no raw completion, not re-streamed;" in text
     # each bad line is named with its file and line
     assert "malformed.jsonl:2 bad-json" in text and "| " in text.split("## Lines that did not become exchanges")[1]
     assert text.split("## Lines that did not become exchanges")[1].count("malformed.jsonl:") == 5
     meta = json.loads((run_dir / "run.json").read_text())
-    assert meta["ingest"]["exchanges"] == 21 and meta["ingest"]["errors"] == 5
+    assert meta["ingest"]["exchanges"] == 38 and meta["ingest"]["errors"] == 5 and meta["ingest"]["skipped"] == 2
     assert set(meta["seconds"]) >= {"ingest", "render", "stream"}
 
 
@@ -245,12 +256,12 @@ def test_render_failures_are_said_and_left_out_of_the_denominators(tmp_path: Pat
     result = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(out), "--chat-template", str(tmpl), "-q"])
     assert result.exit_code == 0, result.output
     text = (out / "report.md").read_text()
-    # 20 of 21 requests carry tools: each side fails those 20 and renders the one without tools
-    assert "Render failures: 20 with `model-dump`, 20 with `client-fields`, 20 with the reference" in text
+    # 35 of the 37 rendered requests carry tools: each side fails those 35 and renders the two without
+    assert "Render failures: 35 with `model-dump`, 35 with `client-fields`, 35 with the reference" in text
     assert "tools are not supported" in text
-    assert "0 of 0 tool schemas" not in text and "of 66 tool schemas" not in text
+    assert "0 of 0 tool schemas" not in text and "of 81 tool schemas" not in text
     summary = {r["side"]: r for r in query_json(out, "summary")}
-    assert summary["old"]["render_failures"] == 20 and summary["old"]["schemas_with_leaked_null"] == 0
+    assert summary["old"]["render_failures"] == 35 and summary["old"]["schemas_with_leaked_null"] == 0
 
 
 def test_replay_errors_are_said(tmp_path: Path, run_dir: Path) -> None:
@@ -271,9 +282,9 @@ def test_replay_errors_are_said(tmp_path: Path, run_dir: Path) -> None:
 def test_ingest_only_run_has_null_stage_counts(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = runner.invoke(app, ["ingest", str(SAMPLES), "--out", str(out), "-q"])
-    assert result.exit_code == 0 and "26 lines: 21 exchanges, 5 errors" in result.output
+    assert result.exit_code == 0 and "45 lines: 38 exchanges, 5 errors, 2 skipped" in result.output
     old = {r["side"]: r for r in query_json(out, "summary")}["old"]
-    assert (old["exchanges"], old["tool_schemas"]) == (21, 66)
+    assert (old["exchanges"], old["tool_schemas"]) == (38, 81)
     assert old["schemas_with_leaked_null"] is None and old["calls_dropped"] is None and old["render_failures"] is None
 
 
@@ -297,7 +308,7 @@ def test_family_chosen_from_the_model_name(run_dir: Path) -> None:
     # the MiniMax-M2 prompt ends inside <think>: its completion starts in the reasoning section
     assert [r["reasoning_open"] for r in rows] == [False] * 6 + [True, False]
     # every family's calls, typed by the declared schema where the syntax is text (days: integer)
-    calls = query_json(run_dir, "--sql", "SELECT DISTINCT arguments FROM calls WHERE side = 'reference' AND name = 'get_weather'")
+    calls = query_json(run_dir, "--sql", "SELECT DISTINCT arguments FROM calls WHERE side = 'reference' AND name = 'get_weather' AND exchange_id LIKE 'mg-%'")
     assert [c["arguments"] for c in calls] == ['{"city": "Paris", "days": 3}']
 
 
@@ -312,3 +323,20 @@ def test_formats_and_markup_like_text_in_tables(run_dir: Path) -> None:
     assert table.exit_code == 0 and "[/THINK] [TOOL_CALLS]" in table.output
     bad = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(run_dir.parent / "x"), "--chunkings", "[/b]"])
     assert bad.exit_code == 1 and "unknown chunking '[/b]'" in bad.output
+
+
+def test_served_checks_and_capture_formats(run_dir: Path) -> None:
+    """The faults planted in samples/formats (samples/make_format_samples.py), counted from the
+    streams alone, and what each format lacks."""
+    rows = {(r["capture_format"], r["route"]): r for r in query_json(run_dir, "served_checks")}
+    assert (rows[("sse", "chat.completions")]["name_repeats"], rows[("sse", "chat.completions")]["stop_with_calls"]) == (1, 1)
+    assert rows[("sse", "messages")]["index_faults"] == 1
+    assert rows[("body", "chat.completions")]["markup_in_content"] == 1
+    assert rows[("v1", "chat.completions")]["non_json_calls"] == 2
+    assert sum(r["name_repeats"] + r["index_faults"] + r["markup_in_content"] + r["stop_with_calls"] for r in rows.values()) == 4
+    lacks = {r["capture_format"]: r for r in query_json(run_dir, "capture_formats")}
+    assert {k: v["exchanges"] for k, v in lacks.items()} == {
+        "v1": 21, "body": 1, "har": 2, "litellm": 2, "openai-batch": 4, "otel": 2, "serverlog": 2, "sse": 4}
+    assert {k: v["re_streamable"] for k, v in lacks.items()} == {
+        "v1": 20, "body": 0, "har": 0, "litellm": 0, "openai-batch": 0, "otel": 0, "serverlog": 1, "sse": 0}
+    assert lacks["otel"]["lacks"] == "exact_request, raw_completion, stream"

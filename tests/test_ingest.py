@@ -143,6 +143,14 @@ def expected_rows(source: str) -> list[dict]:
             "server_output_text": "<tool>read</tool>",
             "server_output_token_ids": [7, 8, 9],
             "server_steps": None,
+            "capture_format": "v1",
+            "capture_lacks": None,
+            # served checks on a response body: no fragments, so no name or index checks
+            "served_non_json_calls": 0,
+            "served_name_repeats": None,
+            "served_index_faults": None,
+            "served_markup": None,
+            "served_stop_with_calls": False,
         },
         {
             "exchange_id": "42",
@@ -164,6 +172,14 @@ def expected_rows(source: str) -> list[dict]:
             "server_output_text": None,
             "server_output_token_ids": None,
             "server_steps": ["Let me ", "look.", "<tool>"],
+            "capture_format": "v1",
+            "capture_lacks": None,
+            # a v1 line with an embedded stream gets the served checks: index 1 is named twice
+            "served_non_json_calls": 0,
+            "served_name_repeats": 1,
+            "served_index_faults": 0,
+            "served_markup": None,
+            "served_stop_with_calls": False,
         },
     ]
 

@@ -163,6 +163,12 @@ EXPECTED: dict[str, dict[str, dict]] = {
     },
 }
 
+# empty-description: client-fields, a missing description written as "" (the Harmony fix)
+EXPECTED["empty-description"] = {
+    **copy.deepcopy(EXPECTED["client-fields"]),
+    "name-only": {"type": "function", "function": {"name": "ls", "description": "", "parameters": None}},
+}
+
 EXPECTED_LEAKS: dict[str, dict[str, list[str]]] = {
     "model-dump": {
         "name-only": ["$.function.description", "$.function.parameters", "$.function.strict"],
@@ -183,6 +189,7 @@ EXPECTED_LEAKS: dict[str, dict[str, list[str]]] = {
     },
     "as-sent": {case: [] for case in CASES},
 }
+EXPECTED_LEAKS["empty-description"] = EXPECTED_LEAKS["client-fields"]
 
 
 def _ordered(d: Any) -> bytes:

@@ -1,7 +1,9 @@
 """Capture ingest: file discovery, streaming decompression, format readers, ingest to Parquet.
 
 - :func:`discover` finds capture files under files and folders;
-- :func:`ingest` reads them (capture format v1, :mod:`replay.capture.v1`) and writes
+- :func:`ingest` reads them (capture format v1, :mod:`replay.capture.v1`, and the formats of
+  :mod:`replay.capture.detect`: SSE transcripts, response bodies, Batch pairs, HAR, server logs,
+  LiteLLM rows, OTel spans; one module each, dispatched by :mod:`replay.capture.readers`) and writes
   ``exchanges.parquet``, ``tools.parquet`` and ``ingest_errors.parquet``, returning
   :class:`IngestStats`;
 - :func:`replay.capture.files.open_lines` streams the lines of one file, plain, zstd or gzip.

@@ -34,9 +34,13 @@ BLOCK_SIZE = 1 << 20
 #: File name endings :func:`discover` picks up inside folders (compared lower-cased).
 CAPTURE_SUFFIXES: tuple[str, ...] = tuple(
     base + comp
-    for base in (".jsonl", ".ndjson", ".json")
+    for base in (".jsonl", ".ndjson", ".json", ".sse", ".har")
     for comp in ("", ".zst", ".zstd", ".gz")
 )
+
+#: Sidecar request files of SSE transcripts and response bodies (:mod:`replay.capture.sse`):
+#: read with their transcript, never as captures of their own during folder discovery.
+SIDECAR_SUFFIX = ".request.json"
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -78,7 +82,8 @@ class CorruptStream(StreamFault):
 
 
 def _is_capture_name(name: str) -> bool:
-    return name.lower().endswith(CAPTURE_SUFFIXES)
+    low = name.lower()
+    return low.endswith(CAPTURE_SUFFIXES) and not low.endswith(SIDECAR_SUFFIX)
 
 
 def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
@@ -87,8 +92,9 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
     ``paths``: one path or an iterable of paths, each a file or a folder. A file named directly is
     always taken (whatever its name: compression is detected by content). A folder is searched
     recursively for files ending in one of :data:`CAPTURE_SUFFIXES` (``.jsonl``, ``.ndjson``,
-    ``.json``, each plain or ``.zst``/``.zstd``/``.gz``); files and folders whose name starts with
-    ``.`` are skipped. Returns the paths as given (not resolved), sorted by their string form.
+    ``.json``, ``.sse``, ``.har``, each plain or ``.zst``/``.zstd``/``.gz``), except sidecar request
+    files (``*.request.json``, read with their transcript); files and folders whose name starts
+    with ``.`` are skipped. Returns the paths as given (not resolved), sorted by their string form.
 
     Raises :class:`FileNotFoundError` naming the first path that does not exist.
     """

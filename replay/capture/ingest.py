@@ -6,9 +6,10 @@ counted in :attr:`IngestStats.blank_lines`). A fault that stops reading a file (
 corrupt compressed stream, unreadable file) gives one ``ingest_errors`` row standing for the line
 at which reading stopped, and counts as one line. Hence always::
 
-    stats.lines - stats.blank_lines == stats.exchanges + stats.errors
+    stats.lines - stats.blank_lines - stats.skipped == stats.exchanges + stats.errors
 
-Rows go out in record batches of the :mod:`replay.tables` schemas as they fill (by row count and
+(``lines`` counts records; for JSON-lines formats a record is a line; see
+:mod:`replay.capture.records` for the others.) Rows go out in record batches of the :mod:`replay.tables` schemas as they fill (by row count and
 by bytes), so memory does not grow with the size of the capture.
 """
 
@@ -18,13 +19,14 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from replay.capture.files import StreamFault, discover, open_lines
-from replay.capture.v1 import CaptureError, parse_line
+from replay.capture.files import StreamFault, discover
+from replay.capture.readers import plan, read_units
+from replay.capture.v1 import CaptureError, parse_line, parse_record
 from replay.tables import EXCHANGES, INGEST_ERRORS, TOOLS
 
 __all__ = ["IngestStats", "ingest", "EXCERPT_CHARS"]
@@ -47,7 +49,11 @@ class IngestStats:
     ``errors_by_reason``: ``errors`` split by ``reason``. ``duplicate_ids``: exchanges whose
     captured ``id`` was seen before in this run; their ``exchange_id`` became ``<id>@<file>:<line>``
     so that it stays a key.
-    Invariant: ``lines - blank_lines == exchanges + errors``.
+    ``skipped``: records that are not LLM exchanges (a HAR entry to another URL, an OTel span
+    without ``gen_ai.*`` attributes). ``formats``: files read per capture format.
+    ``lines`` counts records: a line for the JSON-lines formats, else what each reader calls a
+    record (:mod:`replay.capture.records`).
+    Invariant: ``lines - blank_lines - skipped == exchanges + errors``.
     """
 
     files: int = 0
@@ -58,10 +64,13 @@ class IngestStats:
     tools: int = 0
     bytes_read: int = 0
     duplicate_ids: int = 0
+    skipped: int = 0
     errors_by_reason: dict[str, int] = field(default_factory=dict)
+    formats: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        return f"{self.lines} lines: {self.exchanges} exchanges, {self.errors} errors"
+        skipped = f", {self.skipped} skipped" if self.skipped else ""
+        return f"{self.lines} lines: {self.exchanges} exchanges, {self.errors} errors{skipped}"
 
 
 def _excerpt(raw: bytes) -> str:
@@ -157,6 +166,8 @@ def ingest(
     *,
     batch_rows: int = 2048,
     progress: Callable[[int], None] | None = None,
+    capture_format: str | None = None,
+    tokenizer: Any = None,
 ) -> IngestStats:
     """Read capture files (format v1) and write the ingest tables to ``out_dir``.
 
@@ -178,13 +189,20 @@ def ingest(
     A captured ``id`` seen before in the run is kept distinct as ``<id>@<file>:<line>``
     (counted in :attr:`IngestStats.duplicate_ids`).
 
+    ``capture_format``: read every file as this format (one of
+    :data:`replay.capture.detect.FORMATS`); None detects each file's format
+    (:mod:`replay.capture.detect`). ``tokenizer``: a ``tokenizers.Tokenizer`` that decodes token
+    ids of server logs logged without text (:mod:`replay.capture.serverlog`).
+
     Returns :class:`IngestStats`. Raises :class:`FileNotFoundError` when a path does not exist
-    (before anything is written), :class:`ValueError` when ``batch_rows < 1``, and
+    (before anything is written), :class:`ValueError` when ``batch_rows < 1`` or
+    ``capture_format`` is unknown, and
     :class:`OSError` when ``out_dir`` cannot be written.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
     files = discover(paths)
+    planned = plan(files, capture_format)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stats = IngestStats(files=len(files))
@@ -197,34 +215,49 @@ def ingest(
     writer = _Writer(out, batch_rows, stats)
     # The one structure that grows with the capture: the exchange ids seen (tens of bytes each).
     seen_ids: set[str] = set()
+    formats: dict[str, int] = {}
     try:
-        for path in files:
-            source = str(path)
+        for pf in planned:
+            source = str(pf.path)
+            formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
             last_line = 0
             last_end = 0
             try:
-                for line_no, offset, raw in open_lines(path, on_read=on_read):
-                    last_line, last_end = line_no, offset + len(raw) + 1
+                for unit in read_units(pf, on_read=on_read, tokenizer=tokenizer):
+                    src = unit.source or source
+                    line_no, offset, raw = unit.line, unit.offset, unit.raw
+                    if line_no is not None and src == source:
+                        last_line, last_end = line_no, (offset or 0) + len(raw) + 1
                     stats.lines += 1
-                    if not raw.strip():
+                    if unit.blank:
                         stats.blank_lines += 1
                         continue
+                    if unit.skipped:
+                        stats.skipped += 1
+                        continue
+                    if unit.error is not None:
+                        writer.add_error(src, line_no, offset, unit.error.reason, unit.error.detail, raw)
+                        continue
                     try:
-                        row, tools = parse_line(raw, source, line_no)
+                        # the one place every format's record becomes rows
+                        if unit.v1_raw:
+                            row, tools = parse_line(raw, src, line_no)
+                        else:
+                            row, tools = parse_record(unit.record, src, line_no if line_no is not None else 0, pf.fmt)
                     except CaptureError as exc:
-                        writer.add_error(source, line_no, offset, exc.reason, exc.detail, raw)
+                        writer.add_error(src, line_no, offset, exc.reason, exc.detail, raw)
                         continue
                     except Exception as exc:  # a bug in the parser must not stop the run
-                        writer.add_error(source, line_no, offset, "internal-error", repr(exc), raw)
+                        writer.add_error(src, line_no, offset, "internal-error", repr(exc), raw)
                         continue
                     xid = row["exchange_id"]
                     if xid in seen_ids:  # keep exchange_id a key: every join of the SQL relies on it
-                        row["exchange_id"] = xid = f"{xid}@{source}:{line_no}"
+                        row["exchange_id"] = xid = f"{xid}@{src}:{line_no}"
                         for t in tools:
                             t["exchange_id"] = xid
                         stats.duplicate_ids += 1
                     seen_ids.add(xid)
-                    writer.add_exchange(row, tools, raw, offset)
+                    writer.add_exchange(row, tools, raw, offset or 0)
             except StreamFault as fault:
                 stats.lines += 1
                 writer.add_error(source, fault.line_no, fault.byte_offset, fault.reason, fault.detail, fault.partial)
@@ -233,4 +266,5 @@ def ingest(
                 writer.add_error(source, last_line + 1, last_end, "unreadable-file", f"{type(exc).__name__}: {exc}", b"")
     finally:
         writer.close()
+        stats.formats = dict(sorted(formats.items()))
     return stats

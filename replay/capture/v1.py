@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from replay.capture.served import check_served
 from replay.tools import describe_tool
 
 __all__ = [
@@ -45,7 +46,9 @@ __all__ = [
     "assemble_chat_stream",
     "assemble_messages_stream",
     "assemble_responses_stream",
+    "decode_line",
     "parse_line",
+    "parse_record",
     "served_from_response",
 ]
 
@@ -394,6 +397,25 @@ def _stream_payloads(stream: Any) -> list[dict]:
 # --------------------------------------------------------------------------- the line
 
 
+def decode_line(raw: bytes) -> dict:
+    """One JSON-lines record: ``raw`` (bytes of one line, a leading UTF-8 BOM ignored) decoded as
+    UTF-8 and parsed as a JSON object. Raises :class:`CaptureError` (``not-utf8``, ``bad-json``,
+    ``not-object``). Every line-based reader (:mod:`replay.capture.readers`) decodes with this."""
+    if raw.startswith(_BOM):
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaptureError("not-utf8", f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
+    try:
+        rec = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise CaptureError("bad-json", str(exc)) from None
+    if not isinstance(rec, dict):
+        raise CaptureError("not-object", f"line is a JSON {type(rec).__name__}, not an object")
+    return rec
+
+
 def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[dict]]:
     """Turn one capture line into an ``exchanges`` row and its ``tools`` rows.
 
@@ -408,18 +430,22 @@ def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[d
     ``tool-not-object``, ``bad-field``. A blank line (whitespace only) is not a record: the caller
     skips it; given one, this raises ``bad-json``.
     """
-    if raw.startswith(_BOM):
-        raw = raw[3:]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CaptureError("not-utf8", f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
-    try:
-        rec = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise CaptureError("bad-json", str(exc)) from None
+    return parse_record(decode_line(raw), source_file, line_no)
+
+
+def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str = "v1") -> tuple[dict, list[dict]]:
+    """Turn one record in the form of a v1 line (a dict) into an ``exchanges`` row and its ``tools`` rows.
+
+    Every reader of :mod:`replay.capture.readers` brings its format to this form, so that one
+    function makes the rows of every format. Besides the v1 keys, a record may carry
+    ``capture_lacks`` (list of strings: what its format could not hold, written to the column of
+    that name) and ``headers`` / ``metadata`` (what the capture held besides the exchange; never
+    written to a table). ``capture_format``: written to the ``capture_format`` column.
+    ``line_no``: the record's 1-based line (or entry number: see each reader). Returns and raises
+    as :func:`parse_line` (a record that is not a dict raises ``not-object``).
+    """
     if not isinstance(rec, dict):
-        raise CaptureError("not-object", f"line is a JSON {type(rec).__name__}, not an object")
+        raise CaptureError("not-object", f"record is a {type(rec).__name__}, not an object")
     request = rec.get("request")
     if request is None:
         raise CaptureError("missing-request", "no 'request' object")
@@ -447,6 +473,8 @@ def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[d
 
     stream_flag = request.get("stream", False)
     stream_flag = stream_flag if isinstance(stream_flag, bool) else None
+    if "stream" not in request and "request" in (rec.get("capture_lacks") or ()):
+        stream_flag = None  # no request captured: unknown, not the API default
 
     msgs = request.get("messages")
     if isinstance(msgs, list):
@@ -476,6 +504,7 @@ def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[d
 
     content = calls = finish = None
     n_chunks = None
+    payloads = None
     if rec.get("stream") is not None:
         payloads = _stream_payloads(rec["stream"])
         n_chunks = len(payloads)
@@ -517,5 +546,16 @@ def parse_line(raw: bytes, source_file: str, line_no: int) -> tuple[dict, list[d
         "server_output_text": _opt_str(server.get("output_text"), "server.output_text"),
         "server_output_token_ids": _int_list(server.get("output_token_ids"), "server.output_token_ids"),
         "server_steps": steps,
+        "capture_format": capture_format,
+        "capture_lacks": _lacks(rec.get("capture_lacks")),
     }
+    row.update(check_served(route, model, payloads, content, calls, finish))
     return row, tool_rows
+
+
+def _lacks(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise CaptureError("bad-field", "capture_lacks must be a list of strings")
+    return value

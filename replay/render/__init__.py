@@ -4,6 +4,10 @@
   tokenizers that ``json.dumps`` each tool into their prompt do.
 - ``chat-template`` (:mod:`replay.render.chat_template`): a Jinja chat template rendered by
   transformers, as ``apply_chat_template`` renders it on a server.
+- reference encoders, named by :func:`replay.render.specs.renderer_from_spec` (``--reference-encoder``,
+  ``--renderer``): ``mistral-common[:VERSION]`` (:mod:`replay.render.mistral`), ``harmony``
+  (:mod:`replay.render.harmony`, gpt-oss), a checkpoint's ``encoding.py:function``
+  (:mod:`replay.render.encoder`). They also offer ``render_ids(messages, tools) -> (text, ids)``.
 
 :func:`load_tokenizer` loads a tokenizer for token counts (``--tokenizer``).
 """

@@ -11,6 +11,7 @@ is what makes a serializer's leaked null visible in the prompt.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from pathlib import Path
@@ -70,6 +71,27 @@ def request_messages(route: str | None, request: dict[str, Any]) -> list[dict[st
     return msgs + [m for m in body if isinstance(m, dict)]
 
 
+def pin_strftime_now(template: str, day: "datetime.date | None") -> None:
+    """Make ``strftime_now(fmt)`` in ``template`` format ``day`` (at 00:00:00) instead of now
+    (``day`` None: the clock again, as transformers does).
+
+    transformers compiles each template once (``_compile_jinja_template``, an ``lru_cache``) in its
+    own sandboxed environment whose global ``strftime_now`` calls ``datetime.now().strftime``; a
+    render variable cannot replace it (transformers turns callables in render kwargs into inert
+    strings). This sets the global of that cached template's environment; it is called before every
+    render, so two renderers of one template with different dates each render their own.
+    """
+    import datetime as _dt
+
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    env = _compile_jinja_template(template).environment
+    if day is None:
+        env.globals["strftime_now"] = lambda fmt: _dt.datetime.now().strftime(fmt)
+    else:
+        env.globals["strftime_now"] = _dt.datetime(day.year, day.month, day.day).strftime
+
+
 class ChatTemplateRenderer:
     """Render a request through a Jinja chat template with transformers.
 
@@ -78,6 +100,10 @@ class ChatTemplateRenderer:
     (``enable_thinking``, ``date_string``). ``name``: the label on ``renders`` rows.
 
     The constructor raises ValueError when the template does not compile.
+    ``date``: the date the template reads (a ``datetime.date``): ``strftime_now(fmt)`` formats
+    that day at 00:00:00 instead of the clock, and ``date_string`` (Llama 3.x templates) is set to
+    it as ``%d %b %Y`` unless ``extra`` gives one. None: transformers' own clock.
+
     ``render(messages, tools)`` returns the prompt with the generation prompt appended
     (``add_generation_prompt=True``). Raises :class:`RenderError` for any template error (a
     ``raise_exception`` call, an undefined attribute, a type error inside the template).
@@ -90,6 +116,7 @@ class ChatTemplateRenderer:
         special_tokens: dict[str, str] | None = None,
         extra: dict[str, Any] | None = None,
         name: str = "chat-template",
+        date: "datetime.date | None" = None,
     ) -> None:
         from transformers.utils.chat_template_utils import _compile_jinja_template
 
@@ -100,6 +127,9 @@ class ChatTemplateRenderer:
         self.template = template
         self.kwargs = {**(special_tokens or {}), **(extra or {})}
         self.name = name
+        self.date = date
+        if date is not None:
+            self.kwargs.setdefault("date_string", date.strftime("%d %b %Y"))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kw: Any) -> "ChatTemplateRenderer":
@@ -121,6 +151,7 @@ class ChatTemplateRenderer:
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         from transformers.utils.chat_template_utils import render_jinja_template
 
+        pin_strftime_now(self.template, self.date)
         try:
             rendered, _ = render_jinja_template(
                 conversations=[messages],

@@ -1,0 +1,185 @@
+"""Which capture format a file holds, sniffed from its first bytes and records.
+
+:func:`detect_file` reads at most :data:`SNIFF_BYTES` decompressed bytes of a file and names one of
+:data:`FORMATS`:
+
+==================  ==========================================================================
+``v1``              capture format v1 (:mod:`replay.capture.v1`): JSON lines with ``request``
+``sse``             an SSE transcript (``data:`` / ``event:`` lines) of Chat Completions,
+                    Anthropic Messages or Responses (:mod:`replay.capture.sse`)
+``body``            one non-streaming response body as a JSON document (``chat.completion``,
+                    an Anthropic ``message``, a Responses ``response``) (:mod:`replay.capture.sse`)
+``openai-batch``    a Batch API input or output JSON-lines file (``custom_id``), OpenAI's or
+                    Anthropic's Message Batches (:mod:`replay.capture.batch`)
+``har``             a HAR 1.2 archive (``log.entries``) (:mod:`replay.capture.har`)
+``serverlog``       server-side JSON-lines logs: prompt, token ids, output, steps (:mod:`replay.capture.serverlog`)
+``litellm``         LiteLLM spend-log rows / standard logging payloads (:mod:`replay.capture.litellm`)
+``otel``            OpenTelemetry spans with ``gen_ai.*`` attributes, OTLP JSON (:mod:`replay.capture.otel`)
+==================  ==========================================================================
+
+Rules, in order: a file whose first non-blank line starts with an SSE field (``data:``,
+``event:``, ``id:``, ``retry:``) or comment (``:``) is ``sse``. Otherwise the first
+:data:`SNIFF_LINES` non-blank lines are parsed as JSON and the first object that names a format
+decides (:func:`classify_record`). When no line is a whole JSON object (a pretty-printed document),
+the head of the text is searched for the keys of a HAR (``"log"`` and ``"entries"``), an OTLP
+export (``"resourceSpans"``) or a response body. Anything else is ``v1``, so that a broken v1
+file still gives v1's errors line by line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+from pathlib import Path
+from typing import IO, Any, Callable
+
+import orjson
+import zstandard
+
+from replay.capture.files import detect_compression
+
+__all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "open_binary", "sniff"]
+
+#: Every format name ``--capture-format`` accepts.
+FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel")
+
+#: Decompressed bytes read to sniff a file.
+SNIFF_BYTES = 256 << 10
+#: Non-blank lines parsed to sniff a JSON-lines file.
+SNIFF_LINES = 16
+
+_SSE_START = re.compile(rb"^(data|event|id|retry)\s*:|^:")
+_SERVERLOG_KEYS = ("prompt_token_ids", "output_token_ids", "output_text", "step_token_ids", "delta_token_ids", "steps", "deltas", "token_ids")
+
+
+def classify_record(obj: Any) -> str | None:
+    """The format one decoded JSON record belongs to, or None when it names none.
+
+    ``log.entries`` -> ``har``; ``resourceSpans`` (or a span with ``gen_ai.*`` attributes) -> ``otel``;
+    ``custom_id`` -> ``openai-batch``; ``request`` with ``route`` -> ``v1``; ``object``
+    ``chat.completion`` / ``response`` or ``type`` ``message`` -> ``body``; ``call_type`` or
+    ``request_id`` with ``messages`` / ``spend`` / ``proxy_server_request`` -> ``litellm``;
+    any of the server-log keys (``prompt_token_ids``, ``output_text``, ``steps``, ...) -> ``serverlog``;
+    ``request`` alone -> ``v1``.
+    """
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("log"), dict) and "entries" in obj["log"]:
+        return "har"
+    if "resourceSpans" in obj or ("spanId" in obj and "attributes" in obj):
+        return "otel"
+    if "custom_id" in obj:
+        return "openai-batch"
+    if "request" in obj and "route" in obj:
+        return "v1"
+    if obj.get("object") in ("chat.completion", "response") or obj.get("type") == "message":
+        return "body"
+    if "call_type" in obj or "standard_logging_object" in obj or (
+        "request_id" in obj and any(k in obj for k in ("messages", "spend", "proxy_server_request"))
+    ):
+        return "litellm"
+    if any(k in obj for k in _SERVERLOG_KEYS):
+        return "serverlog"
+    if "request" in obj:
+        return "v1"
+    return None
+
+
+def sniff(head: bytes) -> str:
+    """The format of a file whose first decompressed bytes are ``head`` (rules: module docstring)."""
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    lines = [ln.strip() for ln in head.split(b"\n")]
+    nonblank = [ln for ln in lines if ln]
+    if nonblank and _SSE_START.match(nonblank[0]):
+        return "sse"
+    parsed_any = False
+    for ln in nonblank[:SNIFF_LINES]:
+        try:
+            obj = orjson.loads(ln)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict):  # a bare value on a line of a pretty-printed document
+            continue
+        parsed_any = True
+        fmt = classify_record(obj)
+        if fmt is not None:
+            return fmt
+    if not parsed_any and nonblank and nonblank[0][:1] in (b"{", b"["):
+        text = head[:SNIFF_BYTES]
+        if re.search(rb'"log"\s*:\s*\{', text) and b'"entries"' in text:
+            return "har"
+        if b'"resourceSpans"' in text:
+            return "otel"
+        if re.search(rb'"object"\s*:\s*"(chat\.completion|response)"', text) or re.search(rb'"type"\s*:\s*"message"', text):
+            return "body"
+    return "v1"
+
+
+class _Counting(io.RawIOBase):
+    """A read-only file wrapper that reports the bytes read (for ``IngestStats.bytes_read``)."""
+
+    def __init__(self, fh: IO[bytes], on_read: Callable[[int], None] | None) -> None:
+        self.fh = fh
+        self.on_read = on_read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        data = self.fh.read(len(b))
+        n = len(data)
+        b[:n] = data
+        if n and self.on_read:
+            self.on_read(n)
+        return n
+
+    def close(self) -> None:
+        self.fh.close()
+        super().close()
+
+
+def open_binary(path: str | os.PathLike, on_read: Callable[[int], None] | None = None) -> IO[bytes]:
+    """A file object of the decompressed bytes of ``path`` (zstd, gzip or plain, by magic bytes as
+    :func:`replay.capture.files.detect_compression`), read as a stream. ``on_read`` is called with
+    the bytes read from disk. A truncated or corrupt stream raises from ``read``
+    (``zstandard.ZstdError``, ``EOFError``, ``gzip.BadGzipFile``, ``zlib.error``)."""
+    raw = open(path, "rb")
+    head = raw.read(4)
+    raw.seek(0)
+    counted = io.BufferedReader(_Counting(raw, on_read), buffer_size=1 << 20)
+    kind = detect_compression(head)
+    if kind == "zstd":
+        return zstandard.ZstdDecompressor().stream_reader(counted, read_across_frames=True)  # type: ignore[return-value]
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=counted)  # type: ignore[return-value]
+    return counted
+
+
+def detect_file(path: str | os.PathLike) -> str:
+    """The format of the capture file ``path`` (one of :data:`FORMATS`), from its first
+    :data:`SNIFF_BYTES` decompressed bytes. A file that cannot be read or decompressed is ``v1``
+    (its reader then reports the fault as an ``ingest_errors`` row)."""
+    try:
+        with open_binary(path) as fh:
+            head = fh.read(SNIFF_BYTES)
+    except Exception:  # noqa: BLE001 - the reader reports the fault with its line
+        return "v1"
+    return sniff(head)
+
+
+def sidecar_request_path(path: Path) -> Path:
+    """``<stem>.request.json`` beside a transcript or body file ``path`` (compression and the
+    ``.sse`` / ``.json`` / ``.txt`` suffix removed from the name first)."""
+    name = path.name
+    for suf in (".zst", ".zstd", ".gz"):
+        if name.lower().endswith(suf):
+            name = name[: -len(suf)]
+            break
+    for suf in (".sse", ".json", ".txt", ".har"):
+        if name.lower().endswith(suf):
+            name = name[: -len(suf)]
+            break
+    return path.with_name(name + ".request.json")

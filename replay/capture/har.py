@@ -1,0 +1,144 @@
+"""HAR 1.2 archives (format ``har``): browser and mitmproxy exports; each LLM API entry is an exchange.
+
+The file is read as a stream with ijson (``log.entries.item``, one entry in memory at a time), plain
+or compressed. **Records**: every entry is one, numbered from 1 in file order; ``source_line`` of a
+row or error is that entry number (a HAR is one JSON document, so there is no line to name) and
+``byte_offset`` is null. An entry whose URL path does not end in ``/chat/completions``,
+``/messages`` or ``/responses`` (an LLM API call) is ``skipped``. A HAR that stops being JSON stops
+there: one ``bad-json`` error at the entry being read.
+
+Mapping (HAR 1.2 spec: ``request.postData.text``, ``response.content.text`` with optional
+``encoding: base64``, ``startedDateTime``): the request body is ``postData.text`` (JSON); the
+response body, when its ``mimeType`` is ``text/event-stream`` or its text starts with an SSE field,
+is one SSE stream kept as one text blob: it is split back into events
+(:func:`replay.capture.sse.events_from_lines`) and read as the stream of the exchange; otherwise it
+is a JSON response body. The request headers travel in the record's ``headers`` (never written to a
+table). Rows lack ``raw_completion``; ``request`` / ``response`` too when the export left a body out
+(browsers drop large or binary bodies).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from pathlib import Path
+from typing import Any, Callable, Iterator
+from urllib.parse import urlparse
+
+import ijson
+import orjson
+
+from replay.capture.detect import open_binary
+from replay.capture.records import Unit, exchange, failed
+from replay.capture.sse import events_from_lines, records_from_events
+from replay.capture.v1 import CaptureError
+
+__all__ = ["entry_record", "read_har", "route_of_url"]
+
+_ROUTES = (("/chat/completions", "chat.completions"), ("/messages", "messages"), ("/responses", "responses"))
+
+
+def route_of_url(url: Any) -> str | None:
+    """The route of an LLM API URL by its path's end, or None for any other URL."""
+    if not isinstance(url, str):
+        return None
+    path = urlparse(url).path.rstrip("/")
+    for end, route in _ROUTES:
+        if path.endswith(end):
+            return route
+    return None
+
+
+def _text(content: Any) -> str | None:
+    if not isinstance(content, dict) or not isinstance(content.get("text"), str):
+        return None
+    text = content["text"]
+    if content.get("encoding") == "base64":
+        try:
+            return base64.b64decode(text).decode("utf-8", "replace")
+        except (binascii.Error, ValueError):
+            raise CaptureError("bad-field", "response.content.text is not base64") from None
+    return text
+
+
+def entry_record(entry: Any) -> dict | None:
+    """The v1-form record of one HAR entry, or None when it is not an LLM API call (mapping:
+    module docstring). Raises :class:`CaptureError`: ``not-object``, ``bad-json`` (a body that is
+    not JSON), ``bad-event`` (a streamed body whose events are not JSON), ``bad-field``."""
+    if not isinstance(entry, dict):
+        raise CaptureError("not-object", f"entry is a JSON {type(entry).__name__}, not an object")
+    req = entry.get("request") if isinstance(entry.get("request"), dict) else {}
+    route = route_of_url(req.get("url"))
+    if route is None or str(req.get("method", "POST")).upper() != "POST":
+        return None
+    lacks = ["raw_completion"]
+    post = req.get("postData")
+    body_text = post.get("text") if isinstance(post, dict) else None
+    request: Any = {}
+    if isinstance(body_text, str) and body_text.strip():
+        try:
+            request = orjson.loads(body_text)
+        except orjson.JSONDecodeError as exc:
+            raise CaptureError("bad-json", f"request.postData.text is not JSON: {exc}") from None
+        if not isinstance(request, dict):
+            raise CaptureError("request-not-object", "request.postData.text is not a JSON object")
+    else:
+        lacks.insert(0, "request")
+    rec: dict[str, Any] = {"route": route, "request": request, "capture_lacks": lacks}
+    resp = entry.get("response") if isinstance(entry.get("response"), dict) else {}
+    content = resp.get("content") if isinstance(resp.get("content"), dict) else {}
+    text = _text(content)
+    mime = str(content.get("mimeType") or "")
+    if text is None or not text.strip():
+        lacks.append("response")
+    elif "event-stream" in mime or text.lstrip().startswith(("data:", "event:")):
+        lines = ((i + 1, 0, ln.encode("utf-8")) for i, ln in enumerate(text.split("\n")))
+        streams = list(records_from_events(events_from_lines(lines)))
+        if streams:
+            _line, _off, first = streams[0]
+            if isinstance(first, tuple):
+                raise CaptureError(first[0], f"response.content.text: {first[1]}")
+            rec["route"] = first["route"] if first.get("route") else route
+            rec["stream"] = first["stream"]
+            if "model" not in request and first.get("model"):
+                rec["model"] = first["model"]
+        else:
+            lacks.append("response")
+    else:
+        try:
+            rec["response"] = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise CaptureError("bad-json", f"response.content.text is not JSON: {exc}") from None
+        if not isinstance(rec["response"], dict):
+            raise CaptureError("bad-field", "response.content.text is not a JSON object")
+    if isinstance(entry.get("startedDateTime"), str):
+        rec["ts"] = entry["startedDateTime"]
+    if isinstance(req.get("headers"), list):
+        rec["headers"] = req["headers"]
+    return rec
+
+
+def read_har(path: Path, source: str, on_read: Callable[[int], None] | None = None) -> Iterator[Unit]:
+    """Units of a HAR file, one per entry (rules: module docstring)."""
+    n = 0
+    try:
+        with open_binary(path, on_read) as fh:
+            for entry in ijson.items(fh, "log.entries.item", use_float=True):
+                n += 1
+                raw = orjson.dumps(entry)[:400] if isinstance(entry, (dict, list)) else b""
+                try:
+                    rec = entry_record(entry)
+                except CaptureError as exc:
+                    yield Unit(n, None, raw, error=exc)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a bug in the mapping must not stop the run
+                    yield failed(n, None, "internal-error", repr(exc), raw)
+                    continue
+                if rec is None:
+                    yield Unit(n, None, raw, skipped=True)
+                else:
+                    yield exchange(n, None, rec, raw)
+    except ijson.JSONError as exc:
+        yield failed(n + 1, None, "bad-json", f"HAR is not JSON after entry {n}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - decompression faults of every kind
+        yield failed(n + 1, None, "corrupt-stream", f"after entry {n}: {type(exc).__name__}: {exc}")

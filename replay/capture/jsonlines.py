@@ -1,0 +1,102 @@
+"""The loop shared by the JSON-lines readers (server logs, LiteLLM rows, OTel exports, Batch files).
+
+:func:`read_json_lines` streams a file's lines (plain or compressed, :func:`open_lines`), decodes
+each with :func:`replay.capture.v1.decode_line` and hands the object to a pure mapping function
+``to_records(obj) -> list`` (v1-form records; None for a record that is not an exchange; a
+:class:`CaptureError` for one that failed). Units: a blank line is ``blank``; a line that does not
+decode, or whose mapping raises :class:`CaptureError`, is one error at that line; a line mapping to
+an empty list is one ``skipped``; a line mapping to N items gives N units at that line (an OTLP
+export line holding several spans), None items ``skipped``. A ``{...}`` document spread over several lines (a
+pretty-printed export) is not JSON lines: it is read whole, at most :data:`WHOLE_MAX_BYTES`, as
+one record at line 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import orjson
+
+from replay.capture.detect import open_binary
+from replay.capture.files import open_lines
+from replay.capture.records import Unit, exchange, failed
+from replay.capture.v1 import CaptureError, decode_line
+
+__all__ = ["WHOLE_MAX_BYTES", "read_json_lines"]
+
+#: Largest pretty-printed JSON document read whole (bytes, decompressed).
+WHOLE_MAX_BYTES = 256 << 20
+
+
+def _units(line: int, offset: int, raw: bytes, obj: Any, to_records: Callable[[Any], list[dict]]) -> Iterator[Unit]:
+    try:
+        recs = to_records(obj)
+    except CaptureError as exc:
+        yield Unit(line, offset, raw, error=exc)
+        return
+    if not recs:
+        yield Unit(line, offset, raw, skipped=True)
+        return
+    for rec in recs:
+        if rec is None:  # a record of the file that is not an exchange (an OTel span without gen_ai.*)
+            yield Unit(line, offset, raw, skipped=True)
+        elif isinstance(rec, CaptureError):
+            yield Unit(line, offset, raw, error=rec)
+        else:
+            yield exchange(line, offset, rec, raw)
+
+
+def _first_line_is_whole(path: Path) -> bool:
+    """True when the first non-blank line of the file is not a JSON value by itself but starts a
+    document (``{`` or ``[``): the file is pretty-printed."""
+    for _line, _off, raw in open_lines(path):
+        s = raw.strip()
+        if not s:
+            continue
+        if s[:1] not in (b"{", b"["):
+            return False
+        try:
+            orjson.loads(s)
+            return False
+        except orjson.JSONDecodeError:
+            return True
+    return False
+
+
+def read_json_lines(
+    path: Path, to_records: Callable[[Any], list[dict]], on_read: Callable[[int], None] | None = None
+) -> Iterator[Unit]:
+    """Units of a JSON-lines capture file mapped by ``to_records`` (rules: module docstring).
+    Stream faults of a compressed file propagate as :class:`replay.capture.files.StreamFault`."""
+    try:
+        whole = _first_line_is_whole(path)
+    except Exception:  # noqa: BLE001 - the line reader below reports the fault
+        whole = False
+    if whole:
+        try:
+            with open_binary(path, on_read) as fh:
+                data = fh.read(WHOLE_MAX_BYTES + 1)
+        except Exception as exc:  # noqa: BLE001
+            yield failed(1, 0, "corrupt-stream", f"{type(exc).__name__}: {exc}")
+            return
+        if len(data) > WHOLE_MAX_BYTES:
+            yield failed(1, 0, "too-large", f"a pretty-printed document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", data[:200])
+            return
+        try:
+            obj = decode_line(data)
+        except CaptureError as exc:
+            yield Unit(1, 0, data[:200], error=exc)
+            return
+        yield from _units(1, 0, data[:200], obj, to_records)
+        return
+    for line, offset, raw in open_lines(path, on_read=on_read):
+        if not raw.strip():
+            yield Unit(line, offset, raw, blank=True)
+            continue
+        try:
+            obj = decode_line(raw)
+        except CaptureError as exc:
+            yield Unit(line, offset, raw, error=exc)
+            continue
+        yield from _units(line, offset, raw, obj, to_records)

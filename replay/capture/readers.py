@@ -1,0 +1,100 @@
+"""One entry point over every capture format: plan the files, then read each into :class:`Unit` s.
+
+:func:`plan` detects each file's format (:func:`replay.capture.detect.detect_file`, or the one
+given with ``--capture-format``) and pairs Batch input and output files
+(:func:`replay.capture.batch.pair_files`); :func:`read_units` reads one planned file with its
+format's reader. Readers are pure mappings from bytes/records to v1-form records
+(:mod:`replay.capture.records`); ingest turns every record into rows in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from replay.capture import batch, har, litellm, otel, serverlog, sse
+from replay.capture.detect import FORMATS, detect_file
+from replay.capture.files import open_lines
+from replay.capture.jsonlines import read_json_lines
+from replay.capture.records import Unit
+from replay.capture.v1 import decode_line
+
+__all__ = ["PlannedFile", "plan", "read_units"]
+
+
+@dataclass
+class PlannedFile:
+    """A capture file and how to read it: ``fmt`` (one of :data:`FORMATS`); ``pair``: a Batch
+    input's output file; ``consumed``: True for a Batch output read with its input (the file is
+    listed but yields nothing of its own)."""
+
+    path: Path
+    fmt: str
+    pair: Path | None = None
+    consumed: bool = False
+
+
+def _batch_role(path: Path) -> str | None:
+    try:
+        for _l, _o, raw in open_lines(path):
+            if raw.strip():
+                try:
+                    return batch.role_of(decode_line(raw))
+                except Exception:  # noqa: BLE001
+                    return None
+    except Exception:  # noqa: BLE001
+        return None
+    return None
+
+
+def plan(files: list[Path], capture_format: str | None = None) -> list[PlannedFile]:
+    """The files with their formats, in the given order. ``capture_format``: force this format for
+    every file (raises ``ValueError`` when it is not one of :data:`FORMATS`); None: detect each."""
+    if capture_format is not None and capture_format not in FORMATS:
+        raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
+    planned = [PlannedFile(p, capture_format or detect_file(p)) for p in files]
+    roles = {pf.path: r for pf in planned if pf.fmt == "openai-batch" and (r := _batch_role(pf.path))}
+    pairs = batch.pair_files(roles)
+    outputs = set(pairs.values())
+    for pf in planned:
+        if pf.path in pairs:
+            pf.pair = pairs[pf.path]
+        elif pf.path in outputs:
+            pf.consumed = True
+    return planned
+
+
+def _v1_units(path: Path, on_read: Callable[[int], None] | None) -> Iterator[Unit]:
+    for line, offset, raw in open_lines(path, on_read=on_read):
+        if not raw.strip():
+            yield Unit(line, offset, raw, blank=True)
+        else:
+            yield Unit(line, offset, raw, v1_raw=True)
+
+
+def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None, tokenizer: Any = None) -> Iterator[Unit]:
+    """The units of one planned file (see :mod:`replay.capture.records`). ``tokenizer``: decodes
+    token ids of server logs (:mod:`replay.capture.serverlog`). Raises
+    :class:`replay.capture.files.StreamFault` / ``OSError`` after the units read before the fault,
+    as :func:`replay.capture.files.open_lines` does."""
+    path, source = pf.path, str(pf.path)
+    if pf.consumed:
+        return iter(())
+    if pf.fmt == "v1":
+        return _v1_units(path, on_read)
+    if pf.fmt == "sse":
+        return sse.read_transcript(path, source, on_read)
+    if pf.fmt == "body":
+        return sse.read_body(path, source, on_read)
+    if pf.fmt == "har":
+        return har.read_har(path, source, on_read)
+    if pf.fmt == "openai-batch":
+        return batch.read_batch(path, source, pf.pair, on_read)
+    if pf.fmt == "serverlog":
+        return read_json_lines(path, lambda obj: serverlog.record_from_log(obj, tokenizer), on_read)
+    if pf.fmt == "litellm":
+        return read_json_lines(path, litellm.record_from_row, on_read)
+    if pf.fmt == "otel":
+        return read_json_lines(path, otel.records_from_export, on_read)
+    raise ValueError(f"unknown capture format {pf.fmt!r}")

@@ -1,0 +1,57 @@
+"""What every reader yields: :class:`Unit`, one counted record of a capture file.
+
+A unit is one *record* in the accounting of :mod:`replay.capture.ingest` (``lines`` counts units):
+a JSON line for the line-based formats, one exchange of an SSE transcript, a body file, a HAR
+entry, an OTel span, a Batch input line (with its joined output line). Each unit is exactly one of:
+
+- an exchange: ``record`` is a dict in the form of a capture-v1 line (``route``, ``model``,
+  ``request``, ``response`` or ``stream``, ``server``, and ``capture_lacks``), turned into rows by
+  :func:`replay.capture.v1.parse_record` in ingest: the one place every format's rows are made, so a
+  common step (redaction) placed there sees every reader's records. Whatever a capture held besides
+  the exchange (HTTP headers, gateway metadata) travels in ``record["headers"]`` /
+  ``record["metadata"]`` and is never written to a table;
+- a v1 line (``v1_raw``): ingest parses ``raw`` with :func:`replay.capture.v1.parse_line`;
+- an error: ``error`` is a :class:`replay.capture.v1.CaptureError`;
+- ``blank`` (whitespace only) or ``skipped`` (a record that is not an LLM exchange: a HAR entry to
+  another URL, an OTel span without ``gen_ai.*`` attributes): neither an exchange nor an error.
+
+Hence, per run: ``lines - blank_lines - skipped == exchanges + errors``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from replay.capture.v1 import CaptureError
+
+__all__ = ["Unit", "exchange", "failed"]
+
+
+@dataclass
+class Unit:
+    """One counted record. ``line``: 1-based line (or entry / span number: see each reader) in
+    ``source``; ``offset``: byte offset of the record in the decompressed file, when known;
+    ``raw``: bytes for the error excerpt (or the v1 line); ``source``: the file the record came
+    from when not the file being read (a Batch output line). Exactly one of ``record``, ``error``,
+    ``v1_raw``, ``blank``, ``skipped`` applies."""
+
+    line: int | None
+    offset: int | None
+    raw: bytes = b""
+    record: dict[str, Any] | None = None
+    error: CaptureError | None = None
+    v1_raw: bool = False
+    blank: bool = False
+    skipped: bool = False
+    source: str | None = None
+
+
+def exchange(line: int | None, offset: int | None, record: dict[str, Any], raw: bytes = b"", source: str | None = None) -> Unit:
+    """A unit holding an exchange record."""
+    return Unit(line, offset, raw, record=record, source=source)
+
+
+def failed(line: int | None, offset: int | None, reason: str, detail: str, raw: bytes = b"", source: str | None = None) -> Unit:
+    """A unit holding an error (``reason`` goes to ``ingest_errors.reason``)."""
+    return Unit(line, offset, raw, error=CaptureError(reason, detail), source=source)

@@ -1,0 +1,60 @@
+"""Renderer specs (``--renderer``, ``--reference-encoder``) and the pinned date (``--date``).
+
+A spec names one renderer:
+
+- ``json-tools``: :class:`replay.render.json_tools.JsonToolsRenderer` (only as ``--renderer``);
+- ``mistral-common`` or ``mistral-common:VERSION``: :class:`replay.render.mistral.MistralCommonRenderer`
+  (``VERSION``: ``v1`` ``v2`` ``v3`` ``v7`` ``tekken`` ``tekken-mm`` or a tokenizer file; default ``v7``);
+- ``harmony``: :class:`replay.render.harmony.HarmonyRenderer` (gpt-oss), with the pinned date as
+  its ``Current date``;
+- ``path/to/encoding.py:function`` or ``module:function``: a checkpoint's encoding function,
+  :class:`replay.render.encoder.EncoderRenderer`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+#: The date templates read when ``--date`` is not given: fixed, so that two runs of one capture
+#: render the same prompts (a template that prints today's date would otherwise differ per day).
+DEFAULT_DATE = _dt.date(2026, 1, 1)
+
+
+def parse_date(text: str) -> _dt.date:
+    """``YYYY-MM-DD`` -> ``datetime.date``; raises ValueError naming the accepted form."""
+    try:
+        return _dt.date.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"--date {text!r}: expected YYYY-MM-DD") from None
+
+
+def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> Any:
+    """The renderer a spec names (see the module docstring).
+
+    ``date``: the date a Harmony system message carries. Raises ValueError (a
+    :class:`replay.plugins.PluginError` for a plugin) for an unknown spec or one that cannot be
+    loaded, ImportError when the encoder's package is not installed.
+    """
+    spec = spec.strip()
+    if spec == "json-tools":
+        from replay.render.json_tools import JsonToolsRenderer
+
+        return JsonToolsRenderer()
+    if spec == "harmony":
+        from replay.render.harmony import HarmonyRenderer
+
+        return HarmonyRenderer(date=date)
+    if spec == "mistral-common" or spec.startswith("mistral-common:"):
+        from replay.render.mistral import DEFAULT_VERSION, MistralCommonRenderer
+
+        version = spec.partition(":")[2] or DEFAULT_VERSION
+        return MistralCommonRenderer(version)
+    if ":" in spec:
+        from replay.render.encoder import EncoderRenderer
+
+        return EncoderRenderer(spec)
+    raise ValueError(
+        f"unknown renderer {spec!r}: use json-tools, harmony, mistral-common[:VERSION], "
+        "or a checkpoint's encoder as path/to/encoding.py:function or module:function"
+    )
