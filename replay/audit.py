@@ -28,6 +28,7 @@ from replay.capture.detect import FORMATS
 from replay.pipeline import AuditConfig, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
+from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries
 from replay.sql import connect
 
@@ -108,10 +109,21 @@ def audit(
     run_dir = Path(out)
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"--out {run_dir}: exists and is not a folder")
-    validate_specs(cfg)
-    files = discover(paths)
-    if capture_format is not None and capture_format not in FORMATS:
-        raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
+    try:
+        validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
+        files = discover(paths)
+        if capture_format is not None and capture_format not in FORMATS:
+            raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
+    except BaseException:
+        close_sides(cfg)
+        raise
+    try:
+        return _run(files, run_dir, cfg, stage, capture_format)
+    finally:
+        close_sides(cfg)
+
+
+def _run(files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
     meta: dict[str, Any] = {
@@ -136,6 +148,7 @@ def audit(
     with stage("re-stream", n) as advance:
         run_stream(run_dir, cfg, progress=advance)
     seconds["stream"] = time.perf_counter() - t0
+    meta["sides"] = close_sides(cfg)  # interpreter and Python version of each side, worker restarts
 
     t0 = time.perf_counter()
     meta["seconds"] = seconds

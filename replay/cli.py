@@ -67,6 +67,19 @@ DateOpt = Annotated[
 ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser family for every exchange (default: from the model name).")]
 OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
 NewParser = Annotated[Optional[str], typer.Option(help="Tool parser of the new side (default: the family's).")]
+RefParser = Annotated[
+    Optional[str], typer.Option(help="Tool parser of the reference side, whose whole-text parse every side is judged against (default: the family's).")
+]
+OldPython = Annotated[
+    Optional[str],
+    typer.Option("--old-python", help="Run the old side's serializer and parser in this interpreter (a venv's bin/python), as a worker process."),
+]
+NewPython = Annotated[Optional[str], typer.Option("--new-python", help="Run the new side's serializer and parser in this interpreter.")]
+OldPath = Annotated[
+    Optional[str],
+    typer.Option("--old-pythonpath", help="Directories (joined by ':' as PYTHONPATH) put first on the --old-python worker's import path, e.g. a checkout of main."),
+]
+NewPath = Annotated[Optional[str], typer.Option("--new-pythonpath", help="Directories put first on the --new-python worker's import path.")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
 CaptureFormatOpt = Annotated[
     Optional[str],
@@ -94,11 +107,17 @@ def _config(
     new_parser: Optional[str],
     chunkings: Optional[str],
     replay_timeout: float = 10.0,
+    reference_parser: Optional[str] = None,
+    old_python: Optional[str] = None,
+    new_python: Optional[str] = None,
+    old_pythonpath: Optional[str] = None,
+    new_pythonpath: Optional[str] = None,
     reference_encoder: Optional[str] = None,
     renderer_spec: Optional[str] = None,
     date: Optional[str] = None,
 ) -> Any:
     from replay.pipeline import AuditConfig
+    from replay.sides import split_pythonpath
     from replay.render import ChatTemplateRenderer, JsonToolsRenderer, load_tokenizer
     from replay.render.chat_template import special_tokens_from
     from replay.stream import default_chunkings
@@ -148,6 +167,11 @@ def _config(
         "new_parser": new_parser,
         "chunkings": list(chunks),
         "replay_timeout": replay_timeout,
+        "reference_parser": reference_parser,
+        "old_python": old_python,
+        "new_python": new_python,
+        "old_pythonpath": old_pythonpath,
+        "new_pythonpath": new_pythonpath,
     }
     return AuditConfig(
         old_serializer=old_serializer,
@@ -161,6 +185,11 @@ def _config(
         new_parser=new_parser,
         chunkings=chunks,
         replay_timeout=replay_timeout,
+        reference_parser=reference_parser,
+        old_python=old_python,
+        new_python=new_python,
+        old_pythonpath=split_pythonpath(old_pythonpath),
+        new_pythonpath=split_pythonpath(new_pythonpath),
         options=options,
     )
 
@@ -233,6 +262,11 @@ def audit(
     parser: ParserOpt = None,
     old_parser: OldParser = None,
     new_parser: NewParser = None,
+    reference_parser: RefParser = None,
+    old_python: OldPython = None,
+    new_python: NewPython = None,
+    old_pythonpath: OldPath = None,
+    new_pythonpath: NewPath = None,
     chunkings: ChunkingsOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
     capture_format: CaptureFormatOpt = None,
@@ -248,6 +282,7 @@ def audit(
     cfg = _config(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
+        reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
     run_dir = out or _default_out()
     try:
@@ -317,16 +352,23 @@ def ingest(
 def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
     from replay.audit import read_meta, write_meta, write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
+    from replay.sides import close_sides
 
     try:
-        validate_specs(cfg)
         n = count_exchanges(run)
+        validate_specs(cfg)
     except (FileNotFoundError, ValueError) as exc:
+        close_sides(cfg)
         _fail(str(exc))
-    with _progress(quiet) as stage:
-        with stage(which, n) as advance:
-            counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+    try:
+        with _progress(quiet) as stage:
+            with stage(which, n) as advance:
+                counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+    finally:
+        sides = close_sides(cfg)
     meta = read_meta(run)
+    if sides:
+        meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
     if which == "re-stream" and given.get("tokenizer") is None:
         given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
@@ -337,9 +379,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
     console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
 
 
+_SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
 _STAGE_KEYS = {
-    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date"},
-    "re-stream": {"parser", "old_parser", "new_parser", "chunkings", "tokenizer", "replay_timeout"},
+    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date", *_SIDE_KEYS},
+    "re-stream": {"parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
 }
 
 
@@ -354,6 +397,10 @@ def render(
     reference_encoder: RefEncoderOpt = None,
     renderer: RendererOpt = None,
     date: DateOpt = None,
+    old_python: OldPython = None,
+    new_python: NewPython = None,
+    old_pythonpath: OldPath = None,
+    new_pythonpath: NewPath = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Re-render the prompts of an ingested run (rewrites renders.parquet and report.md).
@@ -363,6 +410,7 @@ def render(
     cfg = _config(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, None, None, None, None,
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
+        old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
     _stage_command("render", run, cfg, quiet)
 
@@ -373,6 +421,11 @@ def stream(
     parser: ParserOpt = None,
     old_parser: OldParser = None,
     new_parser: NewParser = None,
+    reference_parser: RefParser = None,
+    old_python: OldPython = None,
+    new_python: NewPython = None,
+    old_pythonpath: OldPath = None,
+    new_pythonpath: NewPath = None,
     chunkings: ChunkingsOpt = None,
     tokenizer: TokenizerOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
@@ -382,7 +435,10 @@ def stream(
 
     Example: replay stream --run runs/samples --old-parser my_parsers.py:OldHermes --chunkings whole,char
     """
-    cfg = _config("model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout)
+    cfg = _config(
+        "model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
+        reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+    )
     _stage_command("re-stream", run, cfg, quiet)
 
 

@@ -14,6 +14,11 @@ capture of many GB goes through in bounded memory. Per exchange:
   (chunking ``parse``, the non-streaming path) and as a streaming parser under every chunking,
   assemble what the client gets as the OpenAI SDK does, and compare each call with the reference.
 
+A side given an interpreter (``--old-python``) runs out of process (:mod:`replay.sides`): its
+exchanges go to its worker in batches, and what the worker returns (serialized tools; parse
+results and per-step parser events) becomes rows through the same code as an in-process side's
+(:func:`judge_side`, :func:`replay.stream.assemble_openai`).
+
 Parsers raise; this module catches per exchange and records the error on the row.
 """
 
@@ -21,10 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import signal
 import sys
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -34,10 +36,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replay import tables
+from replay.deadline import ReplayTimeout, deadline  # noqa: F401  (ReplayTimeout: part of this module's API)
 from replay.parsers import family_for_model, get_parser
+from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 from replay.render.base import RenderError, Renderer, count_tokens
 from replay.render.chat_template import request_messages
-from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, check_chunking, new_parser, replay_stream, same_call, split
+from replay.sides import BATCH, BATCH_CHARS, RemoteParser, SideError, WorkerError, open_sides, side_specs
+from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, new_parser, replay_stream, same_call, split
 from replay.tools import get_serializer, leaked_nulls
 
 SIDES = ("old", "new", "reference")
@@ -49,8 +54,11 @@ class AuditConfig:
 
     Serializer and parser specs are built-in names or ``module:attr`` / ``file.py:attr`` plugins.
     ``parser``: force one family for every exchange (else chosen from the model name).
-    ``old_parser``/``new_parser``: default to the family's built-in parser. ``chunkings``: names
-    understood by :func:`replay.stream.split`; ``token`` is added when a tokenizer is given.
+    ``old_parser``/``new_parser``/``reference_parser``: default to the family's built-in parser.
+    ``chunkings``: names understood by :func:`replay.stream.split`; ``token`` is added when a
+    tokenizer is given. ``old_python``/``new_python``: run that side's serializer and parser in
+    this interpreter (:mod:`replay.sides`), with ``old_pythonpath``/``new_pythonpath`` first on
+    its import path.
     """
 
     old_serializer: str = "model-dump"
@@ -62,6 +70,11 @@ class AuditConfig:
     parser: str | None = None
     old_parser: str | None = None
     new_parser: str | None = None
+    reference_parser: str | None = None
+    old_python: str | None = None
+    new_python: str | None = None
+    old_pythonpath: tuple[str, ...] = ()
+    new_pythonpath: tuple[str, ...] = ()
     chunkings: tuple[str, ...] = CHUNKINGS_DEFAULT
     replay_timeout: float = 10.0  # seconds one parse or one replay may take before it is recorded as an error
     batch_rows: int = 512
@@ -70,35 +83,6 @@ class AuditConfig:
     def serializer_specs(self) -> dict[str, str]:
         """``{side: serializer spec}`` for old, new and reference."""
         return {"old": self.old_serializer, "new": self.new_serializer, "reference": self.reference_serializer}
-
-
-class ReplayTimeout(Exception):
-    """A parse or replay ran past :attr:`AuditConfig.replay_timeout` (a parser that hangs)."""
-
-
-@contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Raise :class:`ReplayTimeout` in the block after ``seconds`` (wall clock), with SIGALRM.
-
-    A parser stuck in a backtracking regex or an endless loop on one record is interrupted and
-    that record's row gets the error; the audit goes on. A no-op outside the main thread, on
-    platforms without ``setitimer``, or with ``seconds <= 0``.
-    """
-    usable = seconds > 0 and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not usable:
-        yield
-        return
-
-    def _raise(signum: int, frame: Any) -> None:
-        raise ReplayTimeout(f"took more than {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def openai_tools(route: str | None, tools: Any) -> list[dict[str, Any]] | None:
@@ -198,16 +182,20 @@ def count_exchanges(run_dir: Path) -> int:
 # render
 
 
-def render_exchange(ex: dict[str, Any], cfg: AuditConfig, serializers: dict[str, Callable]) -> list[dict[str, Any]]:
+def render_exchange(
+    ex: dict[str, Any], cfg: AuditConfig, serializers: dict[str, Callable], pre: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """The ``renders`` rows of one exchange: one per side (old, new, reference), plus ``served``
     when the server logged its prompt and the renderer is a chat template (or a reference encoder
     is set).
 
     ``ex``: an exchanges row (needs ``exchange_id``, ``route``, ``request_json``, ``server_prompt``;
     ``server_prompt_token_ids`` is used when present). ``serializers``: ``{side: callable}``.
-    The reference side is rendered by ``cfg.reference_renderer`` when set (a reference encoder),
-    the others by ``cfg.renderer``. Token ids (:func:`_ids_plan`) are compared with the reference's
-    when both come from the reference's tokenizer. Never raises: a side's failure is its row's ``error``.
+    ``pre``: ``{side: serialized tools | None | WorkerError}`` for the sides serialized out of
+    process. The reference side is rendered by ``cfg.reference_renderer`` when set (a reference
+    encoder), the others by ``cfg.renderer``. Token ids (:func:`_ids_plan`) are compared with the
+    reference's when both come from the reference's tokenizer. Never raises: a side's failure is
+    its row's ``error``.
     """
     renderer = cfg.renderer
     assert renderer is not None
@@ -233,7 +221,12 @@ def render_exchange(ex: dict[str, Any], cfg: AuditConfig, serializers: dict[str,
         row: dict[str, Any] = {"exchange_id": xid, "renderer": side_renderer.name, "side": side, "serializer": cfg.serializer_specs()[side]}
         row["n_tools"] = len(client_tools or ())
         try:
-            serialized = [serializers[side](t) for t in client_tools] if client_tools else None
+            if pre is not None and side in pre:
+                serialized = pre[side]
+                if isinstance(serialized, WorkerError):
+                    raise serialized
+            else:
+                serialized = [serializers[side](t) for t in client_tools] if client_tools else None
             leaks = []
             leaking_tools = 0
             for i, (c, s) in enumerate(zip(client_tools or (), serialized or ())):
@@ -260,7 +253,7 @@ def render_exchange(ex: dict[str, Any], cfg: AuditConfig, serializers: dict[str,
                 if side == "reference":
                     ref_ids = ids
         except Exception as exc:  # serializer (ToolDeclarationError, plugin bug) or RenderError
-            kind = "" if isinstance(exc, RenderError) else f"{type(exc).__name__}: "
+            kind = "" if isinstance(exc, (RenderError, WorkerError)) else f"{type(exc).__name__}: "
             row["error"] = f"{kind}{exc}"
         rows.append(row)
     prompt = ex.get("server_prompt")
@@ -360,24 +353,30 @@ def tokens_differing(ids: list[int], ref: list[int]) -> int:
 
 @dataclass
 class _Sides:
-    """Parser classes resolved once per family: reference, old, new."""
+    """Parser classes resolved once per family: reference, old, new (an out-of-process side's
+    parser is a :class:`replay.sides.RemoteParser`: its name and markers, as its worker has it)."""
 
     reference: type
-    old: type
-    new: type
+    old: Any
+    new: Any
 
 
 class ParserResolver:
     """Resolve the parser classes of each side for an exchange's model, once per family.
 
-    Raises :class:`replay.parsers.UnknownParserError` (a ValueError) for a bad spec, at the first
-    exchange that needs it; the pipeline records it on that exchange's rows.
+    ``sides``: the run's :class:`replay.sides.Sides` (opened from ``cfg`` when a side has an
+    interpreter and none is given). Raises :class:`replay.parsers.UnknownParserError` (a
+    ValueError) for a bad spec, at the first exchange that needs it; the pipeline records it on
+    that exchange's rows.
     """
 
-    def __init__(self, cfg: AuditConfig) -> None:
+    def __init__(self, cfg: AuditConfig, sides: Any = None) -> None:
         self.cfg = cfg
         self.cache: dict[str, _Sides] = {}
         self.plugins: dict[str, type] = {}
+        if sides is None and (cfg.old_python or cfg.new_python):
+            sides = open_sides(cfg)
+        self.remote = sides
 
     def _side(self, spec: str | None, family: str) -> type:
         """The class for one side: the family's built-in parser, unless ``spec`` names a parser
@@ -398,12 +397,18 @@ class ParserResolver:
         """The family for ``model``: ``--parser`` when given, else the model-name table."""
         return self.cfg.parser or family_for_model(model)
 
+    def _for(self, side: str, spec: str | None, family: str) -> Any:
+        worker = self.remote.remote(side) if self.remote is not None else None
+        if worker is not None:  # the worker applies the same rule to its own classes
+            return worker.parser_for(str(getattr(get_parser(family), "name", family)))
+        return self._side(spec, family)
+
     def sides(self, family: str) -> _Sides:
         if family not in self.cache:
             self.cache[family] = _Sides(
-                reference=get_parser(family),
-                old=self._side(self.cfg.old_parser, family),
-                new=self._side(self.cfg.new_parser, family),
+                reference=self._side(self.cfg.reference_parser, family),
+                old=self._for("old", self.cfg.old_parser, family),
+                new=self._for("new", self.cfg.new_parser, family),
             )
         return self.cache[family]
 
@@ -446,22 +451,49 @@ def _reject(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def stream_exchange(
-    ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ``streams`` and ``calls`` rows of one exchange with a raw completion.
+@dataclass
+class StreamPlan:
+    """One exchange on its way through the re-stream stage (:func:`plan_stream`): its inputs,
+    the reference rows already made, and each side's chunkings cut with that side's markers.
 
-    Returns ``([], [])`` when the exchange has no ``server_output_text``. Never raises: a parser
-    exception, a chunking that cannot be built (``recorded`` steps that do not join to the
-    completion) or a family that cannot be chosen is recorded as the row's ``error``.
-    """
+    ``chunks``: ``{side: [(chunking, deltas or ChunkingError), ...]}`` in ``cfg.chunkings``
+    order. ``done``: True when the exchange ends at the reference (no family, an unreadable
+    request, a failed reference parse); ``streams``/``calls`` are then its only rows."""
+
+    xid: Any
+    text: str
+    tools: list[dict[str, Any]] | None = None
+    ro: bool = False
+    sides: _Sides | None = None
+    ref_calls: list[Any] = field(default_factory=list)
+    streams: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    chunks: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
+    done: bool = False
+
+
+@dataclass
+class SideReplay:
+    """What one side made of one exchange: ``parse`` (a ParseResult, or the error text) and, per
+    entry of the plan's chunks, an :class:`replay.stream.Assembled`, the error text, or None for
+    a chunking that could not be cut."""
+
+    parse: Any
+    streams: list[Any]
+
+
+def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) -> StreamPlan:
+    """Resolve the family and parsers of one exchange, run the reference whole-text parse (its
+    rows), and cut each side's chunkings. Never raises (see :func:`stream_exchange`)."""
     text = ex.get("server_output_text")
-    if text is None:
-        return [], []
     xid = ex["exchange_id"]
+    plan = StreamPlan(xid=xid, text=text or "")
+    if text is None:
+        plan.done = True
+        return plan
     family = resolver.family(ex.get("model"))
     if family is None:
-        return [
+        plan.streams.append(
             {
                 "exchange_id": xid,
                 "side": "reference",
@@ -469,30 +501,31 @@ def stream_exchange(
                 "chunking": "parse",
                 "error": f"no tool parser family for model {ex.get('model')!r}: pass --parser",
             }
-        ], []
+        )
+        plan.done = True
+        return plan
     try:
-        tools = openai_tools(ex.get("route"), orjson.loads(ex["request_json"]).get("tools"))
-        sides = resolver.sides(family)
+        plan.tools = openai_tools(ex.get("route"), orjson.loads(ex["request_json"]).get("tools"))
+        sides = plan.sides = resolver.sides(family)
     except Exception as exc:
-        return [
+        plan.streams.append(
             {"exchange_id": xid, "side": "reference", "parser": family, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"}
-        ], []
-    streams: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-
-    ro = prompt_opens_reasoning(ex.get("server_prompt"))
-    limit = cfg.replay_timeout
+        )
+        plan.done = True
+        return plan
+    ro = plan.ro = prompt_opens_reasoning(ex.get("server_prompt"))
     try:
-        with deadline(limit):
-            whole = new_parser(sides.reference, tools, reasoning_open=ro).parse(text)
+        with deadline(cfg.replay_timeout):
+            whole = new_parser(sides.reference, plan.tools, reasoning_open=ro).parse(text)
     except Exception as exc:
-        streams.append(
+        plan.streams.append(
             {"exchange_id": xid, "side": "reference", "parser": sides.reference.name, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"}
         )
-        return streams, calls
-    ref_calls = list(whole.calls)
+        plan.done = True
+        return plan
+    ref_calls = plan.ref_calls = list(whole.calls)
     n_whole = len(ref_calls)
-    streams.append(
+    plan.streams.append(
         {
             "exchange_id": xid,
             "side": "reference",
@@ -508,7 +541,7 @@ def stream_exchange(
         }
     )
     for i, c in enumerate(ref_calls):
-        calls.append(
+        plan.calls.append(
             {
                 "exchange_id": xid,
                 "side": "reference",
@@ -520,28 +553,127 @@ def stream_exchange(
                 "matches_whole": True,
             }
         )
+    markers = tuple(sides.reference.markers)
+    for side in ("old", "new"):
+        cls = getattr(sides, side)
+        if side == "new" and cls is sides.old:
+            plan.chunks["new"] = plan.chunks["old"]
+            continue
+        cut: list[tuple[str, Any]] = []
+        for chunking in cfg.chunkings:
+            if chunking == "recorded" and ex.get("server_steps") is None:
+                continue
+            if chunking == "token" and cfg.tokenizer is None:
+                continue
+            try:
+                deltas: Any = split(
+                    text,
+                    chunking,
+                    markers=markers + tuple(getattr(cls, "markers", ())),
+                    steps=ex.get("server_steps"),
+                    tokenizer=cfg.tokenizer,
+                )
+            except ChunkingError as exc:
+                deltas = exc
+            cut.append((chunking, deltas))
+        plan.chunks[side] = cut
+    return plan
 
-    def judge(
-        side: str, parser_name: str, chunking: str, n_deltas: int, content: str, reasoning: str, got: list[tuple[int, str | None, str]]
-    ) -> None:
-        streams.append(
+
+def replay_in_process(plan: StreamPlan, cls: type, chunks: list[tuple[str, Any]], limit: float) -> SideReplay:
+    """Run parser class ``cls`` on a planned exchange in this process: its whole-text parse and a
+    streamed replay per chunking, each under ``limit`` seconds. Parser exceptions become the
+    entries' error texts (``Type: message``)."""
+    try:
+        with deadline(limit):
+            parse: Any = new_parser(cls, plan.tools, reasoning_open=plan.ro).parse(plan.text)
+    except Exception as exc:
+        parse = f"{type(exc).__name__}: {exc}"
+    streams: list[Any] = []
+    for _, deltas in chunks:
+        if isinstance(deltas, ChunkingError):
+            streams.append(None)
+            continue
+        try:
+            with deadline(limit):
+                streams.append(replay_stream(cls, plan.tools, deltas, reasoning_open=plan.ro))
+        except Exception as exc:
+            streams.append(f"{type(exc).__name__}: {exc}")
+    return SideReplay(parse, streams)
+
+
+def replay_item(plan: StreamPlan, parser: RemoteParser, chunks: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The ``replay`` request item for an out-of-process side (:mod:`replay.worker`): the text,
+    tools, and each chunking as the lengths (chars) of its deltas."""
+    return {
+        "k": plan.xid,
+        "family": parser.family,
+        "text": plan.text,
+        "tools": plan.tools,
+        "reasoning_open": plan.ro,
+        "chunkings": [[len(d) for d in deltas] for _, deltas in chunks if not isinstance(deltas, ChunkingError)],
+    }
+
+
+def replay_from_worker(answer: Any, chunks: list[tuple[str, Any]]) -> SideReplay:
+    """A worker's answer to one ``replay`` item (or the :class:`WorkerError` of a crash or hang
+    on it) -> the same :class:`SideReplay` an in-process replay gives: the per-step events are
+    joined with :func:`replay.stream.assemble_openai`."""
+    n_cut = sum(1 for _, d in chunks if not isinstance(d, ChunkingError))
+    if isinstance(answer, WorkerError) or not isinstance(answer, dict) or "error" in answer:
+        msg = str(answer) if not isinstance(answer, dict) else str(answer["error"])
+        got: list[Any] = [msg] * n_cut
+        parse: Any = msg
+    else:
+        p = answer.get("parse") or {}
+        if "error" in p:
+            parse = p["error"]
+        else:
+            parse = ParseResult(
+                content=p.get("content", ""), calls=tuple(ToolCall(n, a) for n, a in p.get("calls", ())), reasoning=p.get("reasoning", "")
+            )
+        got = []
+        for s in answer.get("streams") or ():
+            if "error" in s:
+                got.append(s["error"])
+                continue
+            events = [
+                StreamDelta(content=c, calls=[CallDelta(index=i, name=n, arguments=a) for i, n, a in calls], reasoning=r)
+                for _, c, r, calls in s.get("events", ())
+            ]
+            got.append(assemble_openai(events))
+        if len(got) != n_cut:
+            msg = f"WorkerError: {len(got)} chunkings answered, {n_cut} sent"
+            got, parse = [msg] * n_cut, msg
+    it = iter(got)
+    return SideReplay(parse, [None if isinstance(d, ChunkingError) else next(it) for _, d in chunks])
+
+
+def judge_side(plan: StreamPlan, side: str, pname: str, chunks: list[tuple[str, Any]], rep: SideReplay) -> None:
+    """Append one side's ``streams`` and ``calls`` rows for a planned exchange to the plan:
+    the parse row, then a row per chunking, each call compared with the reference's."""
+    xid = plan.xid
+    n_whole = len(plan.ref_calls)
+
+    def judge(chunking: str, n_deltas: int, content: str, reasoning: str, got: list[tuple[int, str | None, str]]) -> None:
+        plan.streams.append(
             {
                 "exchange_id": xid,
                 "side": side,
-                "parser": parser_name,
+                "parser": pname,
                 "chunking": chunking,
                 "n_deltas": n_deltas,
                 "calls_streamed": len(got),
                 "calls_whole": n_whole,
                 "content": content,
                 "reasoning": reasoning,
-                "reasoning_open": ro,
+                "reasoning_open": plan.ro,
                 "finish_reason": "tool_calls" if got else "stop",
             }
         )
         for index, name, args in got:
-            ref = ref_calls[index] if 0 <= index < n_whole else None
-            calls.append(
+            ref = plan.ref_calls[index] if 0 <= index < n_whole else None
+            plan.calls.append(
                 {
                     "exchange_id": xid,
                     "side": side,
@@ -554,74 +686,119 @@ def stream_exchange(
                 }
             )
 
-    markers = tuple(sides.reference.markers)
-    replayed: dict[type, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    res = rep.parse
+    if isinstance(res, str):
+        plan.streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": "parse", "error": res})
+    else:
+        judge("parse", 0, res.content, getattr(res, "reasoning", ""), [(i, c.name, c.arguments) for i, c in enumerate(res.calls)])
+    for (chunking, deltas), got in zip(chunks, rep.streams):
+        if isinstance(deltas, ChunkingError):
+            plan.streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "error": f"chunking: {deltas}"})
+        elif isinstance(got, str):
+            plan.streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "n_deltas": len(deltas), "error": got})
+        else:
+            judge(chunking, len(deltas), got.content, got.reasoning, [(c.index, c.name, c.arguments) for c in got.calls])
+
+
+def finish_stream(plan: StreamPlan, cfg: AuditConfig, remote: dict[str, SideReplay] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``streams`` and ``calls`` rows of a planned exchange: the in-process sides are replayed
+    here, the out-of-process ones come in ``remote`` (``{side: SideReplay}``)."""
+    if plan.done:
+        return plan.streams, plan.calls
+    assert plan.sides is not None
+    done: dict[int, SideReplay] = {}
     for side in ("old", "new"):
-        cls = getattr(sides, side)
-        if cls in replayed:  # same parser on both sides: the replay is identical by construction
-            s_rows, c_rows = replayed[cls]
-            streams.extend({**r, "side": side} for r in s_rows)
-            calls.extend({**r, "side": side} for r in c_rows)
-            continue
-        s_start, c_start = len(streams), len(calls)
-        pname = getattr(cls, "name", cls.__name__)
-        try:
-            with deadline(limit):
-                res = new_parser(cls, tools, reasoning_open=ro).parse(text)
-            judge(side, pname, "parse", 0, res.content, getattr(res, "reasoning", ""), [(i, c.name, c.arguments) for i, c in enumerate(res.calls)])
-        except Exception as exc:
-            streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"})
-        for chunking in cfg.chunkings:
-            if chunking == "recorded" and ex.get("server_steps") is None:
-                continue
-            if chunking == "token" and cfg.tokenizer is None:
-                continue
-            try:
-                deltas = split(
-                    text,
-                    chunking,
-                    markers=markers + tuple(getattr(cls, "markers", ())),
-                    steps=ex.get("server_steps"),
-                    tokenizer=cfg.tokenizer,
-                )
-            except ChunkingError as exc:
-                streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "error": f"chunking: {exc}"})
-                continue
-            try:
-                with deadline(limit):
-                    got = replay_stream(cls, tools, deltas, reasoning_open=ro)
-            except Exception as exc:
-                streams.append(
-                    {"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "n_deltas": len(deltas), "error": f"{type(exc).__name__}: {exc}"}
-                )
-                continue
-            judge(side, pname, chunking, len(deltas), got.content, got.reasoning, [(c.index, c.name, c.arguments) for c in got.calls])
-        replayed[cls] = (streams[s_start:], calls[c_start:])
-    return streams, calls
+        cls = getattr(plan.sides, side)
+        chunks = plan.chunks[side]
+        if remote is not None and side in remote:
+            rep = remote[side]
+        elif id(cls) in done:  # same parser on both sides: the replay is identical by construction
+            rep = done[id(cls)]
+        else:
+            rep = done[id(cls)] = replay_in_process(plan, cls, chunks, cfg.replay_timeout)
+        judge_side(plan, side, getattr(cls, "name", getattr(cls, "__name__", "?")), chunks, rep)
+    return plan.streams, plan.calls
+
+
+def stream_exchange(
+    ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``streams`` and ``calls`` rows of one exchange with a raw completion, every side in
+    process (out-of-process sides go through :func:`run_stream`'s batches).
+
+    Returns ``([], [])`` when the exchange has no ``server_output_text``. Never raises: a parser
+    exception, a chunking that cannot be built (``recorded`` steps that do not join to the
+    completion) or a family that cannot be chosen is recorded as the row's ``error``.
+    """
+    return finish_stream(plan_stream(ex, cfg, resolver), cfg)
 
 
 # ---------------------------------------------------------------------------------------------
 # stage drivers
 
 
+def _batches(rows: Any, n: int, chars: int = BATCH_CHARS) -> Any:
+    """Lists of at most ``n`` exchanges whose raw completions hold at most about ``chars`` chars
+    (a list holds one exchange at least), so a batch of huge completions stays bounded."""
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for ex in rows:
+        chunk.append(ex)
+        size += len(ex.get("server_output_text") or "")
+        if len(chunk) >= n or size >= chars:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
 def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> int:
     """Write ``renders.parquet`` for every exchange of the run; returns the number of rows.
 
-    ``progress`` is called with the number of exchanges done since the last call.
-    Raises :class:`replay.tools.UnknownSerializerError` / :class:`replay.plugins.PluginError` for a
-    bad serializer spec, before any row is written.
+    ``progress`` is called with the number of exchanges done since the last call. Out-of-process
+    sides (:mod:`replay.sides`) serialize :data:`replay.sides.BATCH` exchanges per request.
+    Raises :class:`replay.tools.UnknownSerializerError` / :class:`replay.plugins.PluginError` /
+    :class:`replay.sides.SideError` for a bad serializer spec or side, before any row is written.
     """
-    serializers = {side: get_serializer(spec) for side, spec in cfg.serializer_specs().items()}
+    sides = open_sides(cfg)
+    serializers = sides.serializers
+    remote = {side: w for side in SIDES if (w := sides.remote(side)) is not None}
     out = _BatchWriter(Path(run_dir) / "renders.parquet", tables.RENDERS, cfg.batch_rows * 4)
     cols = ["exchange_id", "route", "request_json", "server_prompt", "server_prompt_token_ids"]
     n = 0
-    for ex in iter_exchanges(run_dir, cols, cfg.batch_rows):
-        if ex["request_json"] != "{}":  # a capture without its request (capture_lacks) has nothing to render
-            for row in render_exchange(ex, cfg, serializers):
-                out.add(row)
-        n += 1
-        if progress and n % 64 == 0:
-            progress(64)
+    for chunk in _batches(iter_exchanges(run_dir, cols, cfg.batch_rows), BATCH if remote else 1):
+        pre: list[dict[str, Any]] = [{} for _ in chunk]
+        if remote:
+            items, where = [], []
+            for i, ex in enumerate(chunk):
+                if ex["request_json"] == "{}":
+                    continue
+                try:
+                    tools = openai_tools(ex.get("route"), orjson.loads(ex["request_json"]).get("tools"))
+                except Exception:  # render_exchange records it for every side
+                    continue
+                for side in remote:
+                    pre[i][side] = None
+                if tools:
+                    items.append({"k": ex["exchange_id"], "tools": tools})
+                    where.append(i)
+            for w in remote.values():
+                w.submit("serialize", items, [1] * len(items))
+            for side, w in remote.items():
+                for i, answer in zip(where, w.collect()):
+                    if isinstance(answer, WorkerError):
+                        pre[i][side] = answer
+                    elif "error" in answer:
+                        pre[i][side] = WorkerError(str(answer["error"]))
+                    else:
+                        pre[i][side] = answer.get("tools")
+        for ex, p in zip(chunk, pre):
+            if ex["request_json"] != "{}":  # a capture without its request (capture_lacks) has nothing to render
+                for row in render_exchange(ex, cfg, serializers, p if remote else None):
+                    out.add(row)
+            n += 1
+            if progress and n % 64 == 0:
+                progress(64)
     if progress:
         progress(n % 64)
     out.close()
@@ -631,22 +808,37 @@ def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
 def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> tuple[int, int]:
     """Write ``streams.parquet`` and ``calls.parquet``; returns their row counts.
 
-    ``progress`` is called with the number of exchanges done since the last call.
+    ``progress`` is called with the number of exchanges done since the last call. Out-of-process
+    sides get :data:`replay.sides.BATCH` exchanges per request; both workers run while this
+    process replays the in-process sides.
     """
-    resolver = ParserResolver(cfg)
+    sides = open_sides(cfg)
+    resolver = ParserResolver(cfg, sides)
+    remote = {side: w for side in ("old", "new") if (w := sides.remote(side)) is not None}
     s_out = _BatchWriter(Path(run_dir) / "streams.parquet", tables.STREAMS, cfg.batch_rows * 4)
     c_out = _BatchWriter(Path(run_dir) / "calls.parquet", tables.CALLS, cfg.batch_rows * 4)
     cols = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps"]
     n = 0
-    for ex in iter_exchanges(run_dir, cols, cfg.batch_rows):
-        s_rows, c_rows = stream_exchange(ex, cfg, resolver)
-        for r in s_rows:
-            s_out.add(r)
-        for r in c_rows:
-            c_out.add(r)
-        n += 1
-        if progress and n % 16 == 0:
-            progress(16)
+    for chunk in _batches(iter_exchanges(run_dir, cols, cfg.batch_rows), BATCH if remote else 1):  # in process: one exchange in memory at a time
+        plans = [plan_stream(ex, cfg, resolver) for ex in chunk]
+        answers: list[dict[str, SideReplay]] = [{} for _ in plans]
+        if remote:
+            live = [i for i, p in enumerate(plans) if not p.done]
+            for side, w in remote.items():
+                items = [replay_item(plans[i], getattr(plans[i].sides, side), plans[i].chunks[side]) for i in live]
+                w.submit("replay", items, [1 + len(it["chunkings"]) for it in items])
+            for side, w in remote.items():
+                for i, answer in zip(live, w.collect()):
+                    answers[i][side] = replay_from_worker(answer, plans[i].chunks[side])
+        for plan, got in zip(plans, answers):
+            s_rows, c_rows = finish_stream(plan, cfg, got)
+            for r in s_rows:
+                s_out.add(r)
+            for r in c_rows:
+                c_out.add(r)
+            n += 1
+            if progress and n % 16 == 0:
+                progress(16)
     if progress:
         progress(n % 16)
     s_out.close()
@@ -657,14 +849,22 @@ def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
 def validate_specs(cfg: AuditConfig) -> None:
     """Resolve every serializer and parser spec once, so a typo fails before any work is done.
 
-    Raises ValueError (UnknownSerializerError, UnknownParserError, PluginError, ChunkingError)
-    naming the spec.
+    In-process specs are resolved here; an out-of-process side's worker is started and resolves
+    its own (:func:`replay.sides.open_sides`; the workers are kept for the run). Raises
+    ValueError (UnknownSerializerError, UnknownParserError, PluginError, ChunkingError,
+    SideError) naming the spec.
     """
-    for spec in cfg.serializer_specs().values():
-        get_serializer(spec)
-    for spec in (cfg.parser, cfg.old_parser, cfg.new_parser):
-        if spec is not None:
-            get_parser(spec)
+    for side in ("old", "new"):
+        if getattr(cfg, f"{side}_pythonpath") and not getattr(cfg, f"{side}_python"):
+            raise SideError(f"--{side}-pythonpath needs --{side}-python (the interpreter to run that side in)")
+    specs = side_specs(cfg)
+    for spec in specs.values():
+        if spec.in_process:
+            get_serializer(spec.serializer)
+            if spec.parser is not None:
+                get_parser(spec.parser)
+    if cfg.parser is not None:
+        get_parser(cfg.parser)
     if not cfg.chunkings:
         raise ChunkingError("no chunking given")
     for chunking in cfg.chunkings:
@@ -672,4 +872,4 @@ def validate_specs(cfg: AuditConfig) -> None:
             check_chunking(chunking, tokenizer=cfg.tokenizer)
         except ChunkingError as exc:
             raise ChunkingError(f"--chunkings {chunking}: {exc}") from None
-
+    open_sides(cfg)

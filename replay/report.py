@@ -237,6 +237,28 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
                 f"{n_err:,} {what}; the call counts above leave them out. "
                 f"Most common error: `{_short(first)}` (all in `streams.error`)."
             )
+    out.extend(_side_lines(meta.get("sides") or {}))
+    return out
+
+
+def _side_lines(sides: dict[str, Any]) -> list[str]:
+    """A sentence per out-of-process side (``run.json`` ``sides``): its interpreter, Python
+    version, and its worker's restarts with the first incident."""
+    out = []
+    for side, m in sides.items():
+        if not isinstance(m, dict) or m.get("in_process", True):
+            continue
+        line = f"{side.capitalize()} side ran in `{m.get('python')}` (Python {m.get('python_version')}) as a worker process"
+        restarts = m.get("restarts") or 0
+        incidents = m.get("incidents") or []
+        if restarts or incidents:
+            line += f"; restarted {_n(restarts, 'time')}"
+            if incidents:
+                first = incidents[0]
+                line += f" (first: exchange `{first.get('exchange_id')}`: {_short(first.get('error'))})"
+        if m.get("dead"):
+            line += f"; it could not be restarted: {_short(m['dead'])}"
+        out.append(line + ".")
     return out
 
 

@@ -23,7 +23,11 @@ import functools
 import re
 from typing import Any, Callable
 
-import orjson
+try:  # orjson is optional here: the worker process may run in a venv without it
+    import orjson
+except ImportError:  # pragma: no cover - exercised in the worker's bare venv
+    orjson = None  # type: ignore[assignment]
+import json
 
 from replay.plugins import is_plugin_spec, load_object
 
@@ -73,7 +77,8 @@ def _suffix(key: str) -> str:
     """Path suffix of member ``key``: ``.key`` or ``["key"]`` (keys repeat a lot: cached)."""
     if _IDENT.match(key):
         return "." + key
-    return "[" + orjson.dumps(key).decode() + "]"
+    text = orjson.dumps(key).decode() if orjson is not None else json.dumps(key, ensure_ascii=False)
+    return "[" + text + "]"
 
 
 def null_paths(obj: Any, root: str = "$") -> list[str]:

@@ -1,0 +1,272 @@
+"""The out-of-process side: ``<python> -m replay.worker``, JSON lines over stdin/stdout.
+
+A side given ``--old-python PATH`` / ``--new-python PATH`` runs its tool serializer and tool
+parser here, in that interpreter (a virtualenv, or a checkout of main with its own
+``PYTHONPATH``), so that main and a PR branch of the same package run in one audit. The parent
+(:class:`replay.sides.WorkerSide`) starts this process once per audit, feeds it batches of
+exchanges, and restarts it after a crash or a hang.
+
+The worker imports only the standard library, :mod:`replay.parsers`, :mod:`replay.stream`,
+:mod:`replay.plugins`, :mod:`replay.deadline` and (for serializer work) :mod:`replay.tools`, all of
+which run without third-party packages (orjson is used when importable, else :mod:`json`), plus
+whatever the user's serializer and parser import. The parent puts the directory holding its own
+``replay`` package on the worker's ``PYTHONPATH`` after the user's paths, and the worker drops the
+current directory from ``sys.path`` (``python -m`` puts it first), so the user's package comes
+from their paths or their venv.
+
+Protocol (version :data:`PROTOCOL`). One JSON object per line, UTF-8, each way. The parent
+writes a request line only when the worker has answered every item of the previous one.
+
+``{"op": "init", "protocol": 1, "serializer": SPEC | null, "parser": SPEC | null, "timeout": S}``
+    Resolve the specs once (:func:`replay.tools.get_serializer`, :func:`replay.parsers.get_parser`;
+    a bad spec is an error here, before any work). ``timeout`` (seconds, 0 = none) limits each
+    parse and each streamed replay, as in process (:func:`replay.deadline.deadline`). Answer::
+
+        {"ok": true, "protocol": 1, "python": "3.12.3", "executable": "/venv/bin/python",
+         "pid": 123, "replay": "/path/of/replay/package",
+         "parsers": {FAMILY: {"name": NAME, "markers": [...]}, ...}}
+
+    ``parsers``: for every built-in family of this worker, the parser class the side uses on it
+    (the spec's class where it applies, by the rule of
+    :meth:`replay.pipeline.ParserResolver`), with its ``name`` and ``markers``. On failure:
+    ``{"ok": false, "error": "..."}``.
+
+``{"op": "serialize", "items": [{"k": K, "tools": [TOOL, ...]}, ...]}``
+    Serialize each item's tool list (OpenAI form) with the side's serializer. One answer line per
+    item, in order: ``{"k": K, "tools": [DICT, ...]}`` or ``{"k": K, "error": "Type: message"}``.
+
+``{"op": "replay", "items": [{"k": K, "family": F, "text": T, "tools": [...] | null,
+"reasoning_open": bool, "chunkings": [[LEN, ...], ...]}, ...]}``
+    For each item: a new parser of family ``F``'s class; its whole-text parse of ``T``; then, for
+    each chunking (given as the lengths in chars of its deltas, which join to ``T``), a new parser
+    fed each delta and then ``finish()``. One answer line per item, in order::
+
+        {"k": K,
+         "parse": {"content": C, "reasoning": R, "calls": [[NAME, ARGUMENTS], ...]} | {"error": E},
+         "streams": [{"events": [[STEP, CONTENT, REASONING, [[INDEX, NAME, ARGUMENTS], ...]], ...]}
+                     | {"error": E}, ...]}
+
+    ``events``: what ``feed`` (steps ``0 .. n-1``) and ``finish`` (step ``n``) returned, empty
+    events left out. The parent joins them with :func:`replay.stream.assemble_openai`, the same
+    code that joins an in-process replay. ``error``: ``"Type: message"`` of what the parser
+    raised (``ReplayTimeout: took more than 0.5 s`` past the timeout). ``{"k": K, "error": E}``
+    when the whole item failed (a family this worker does not know).
+
+``{"op": "exit"}`` or end of input: exit 0.
+
+A user's ``print`` cannot break the protocol: the worker answers on a duplicate of its original
+stdout and points file descriptor 1 (and ``sys.stdout``) at stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from typing import Any, BinaryIO
+
+PROTOCOL = 1
+
+try:  # faster when the worker's interpreter has it; the stdlib otherwise
+    import orjson
+except ImportError:  # pragma: no cover - the bare-venv tests run this branch in the worker
+    orjson = None  # type: ignore[assignment]
+
+
+def dumps(obj: Any) -> bytes:
+    """One protocol line (no trailing newline): orjson when it can, else stdlib :mod:`json` with
+    ASCII escapes (strings holding lone surrogates, which orjson refuses, and big ints).
+
+    Raises TypeError/ValueError for a value that is not JSON (the caller reports it per item)."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(obj)
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+    return json.dumps(obj, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def loads(line: bytes | str) -> Any:
+    """Decode one protocol line; stdlib :mod:`json` when orjson refuses it (lone surrogates)."""
+    if orjson is not None:
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(line)
+
+
+def _err(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Worker:
+    """The state of one worker: the side's serializer and parser classes, resolved at ``init``."""
+
+    def __init__(self) -> None:
+        self.serializer: Any = None
+        self.parsers: dict[str, Any] = {}
+        self.timeout = 0.0
+
+    # --- init ------------------------------------------------------------------------------
+    def init(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Resolve the specs of ``msg`` (see the module docstring); returns the answer."""
+        from replay.parsers import families, get_parser
+
+        if msg.get("protocol") != PROTOCOL:
+            return {"ok": False, "error": f"protocol {msg.get('protocol')} asked, this worker speaks {PROTOCOL} ({__file__})"}
+        self.timeout = float(msg.get("timeout") or 0)
+        try:
+            if msg.get("serializer"):
+                from replay.tools import get_serializer
+
+                self.serializer = get_serializer(msg["serializer"])
+            plugin = get_parser(msg["parser"]) if msg.get("parser") else None
+        except Exception as exc:
+            return {"ok": False, "error": _err(exc)}
+        own = _family_of(plugin) if plugin is not None else None
+        for cls in families():
+            use = cls
+            if plugin is not None and (own is None or own == cls.name):
+                use = plugin
+            self.parsers[cls.name] = use
+        return {
+            "ok": True,
+            "protocol": PROTOCOL,
+            "python": platform.python_version(),
+            "executable": sys.executable,
+            "pid": os.getpid(),
+            "replay": os.path.dirname(os.path.abspath(__file__)),
+            "parsers": {
+                fam: {"name": str(getattr(cls, "name", cls.__name__)), "markers": [str(m) for m in getattr(cls, "markers", ())]}
+                for fam, cls in self.parsers.items()
+            },
+        }
+
+    # --- serialize -------------------------------------------------------------------------
+    def serialize(self, item: dict[str, Any]) -> dict[str, Any]:
+        """One ``serialize`` item -> its answer (never raises)."""
+        k = item.get("k")
+        if self.serializer is None:
+            return {"k": k, "error": "WorkerError: this side has no serializer"}
+        try:
+            return {"k": k, "tools": [self.serializer(t) for t in item.get("tools") or ()]}
+        except Exception as exc:
+            return {"k": k, "error": _err(exc)}
+
+    # --- replay ----------------------------------------------------------------------------
+    def replay(self, item: dict[str, Any]) -> dict[str, Any]:
+        """One ``replay`` item -> its answer (never raises for a parser fault)."""
+        from replay.deadline import deadline
+        from replay.stream import new_parser
+
+        k = item.get("k")
+        cls = self.parsers.get(item.get("family"))
+        if cls is None:
+            return {"k": k, "error": f"WorkerError: no tool parser family {item.get('family')!r} in this worker's replay"}
+        text = item["text"]
+        tools = item.get("tools")
+        ro = bool(item.get("reasoning_open"))
+        out: dict[str, Any] = {"k": k}
+        try:
+            with deadline(self.timeout):
+                res = new_parser(cls, tools, reasoning_open=ro).parse(text)
+            out["parse"] = {
+                "content": res.content,
+                "reasoning": getattr(res, "reasoning", ""),
+                "calls": [[c.name, c.arguments] for c in res.calls],
+            }
+        except Exception as exc:
+            out["parse"] = {"error": _err(exc)}
+        streams = []
+        for lens in item.get("chunkings") or ():
+            try:
+                with deadline(self.timeout):
+                    events = _replay_events(new_parser(cls, tools, reasoning_open=ro), text, lens)
+                streams.append({"events": events})
+            except Exception as exc:
+                streams.append({"error": _err(exc)})
+        out["streams"] = streams
+        return out
+
+
+def _replay_events(parser: Any, text: str, lens: list[int]) -> list[list[Any]]:
+    """Feed ``text`` cut into deltas of ``lens`` chars, then ``finish()``; the non-empty events as
+    ``[step, content, reasoning, [[index, name, arguments], ...]]``."""
+    events: list[list[Any]] = []
+    pos = 0
+    for step, n in enumerate(lens):
+        _event(events, step, parser.feed(text[pos : pos + n]))
+        pos += n
+    _event(events, len(lens), parser.finish())
+    return events
+
+
+def _event(events: list[list[Any]], step: int, d: Any) -> None:
+    calls = [[c.index, c.name, c.arguments] for c in d.calls]
+    reasoning = getattr(d, "reasoning", "")
+    if d.content or reasoning or calls:
+        events.append([step, d.content, reasoning, calls])
+
+
+def _family_of(cls: Any) -> str | None:
+    """The built-in family a parser class belongs to by its ``name`` (None: any other name)."""
+    from replay.parsers import get_parser
+
+    try:
+        return get_parser(str(getattr(cls, "name", ""))).name
+    except ValueError:
+        return None
+
+
+def serve(inp: BinaryIO, out: BinaryIO) -> int:
+    """Answer requests from ``inp`` on ``out`` until ``exit`` or end of input; returns 0."""
+    worker = Worker()
+
+    def send(obj: dict[str, Any]) -> None:
+        try:
+            line = dumps(obj)
+        except (TypeError, ValueError) as exc:  # a serializer or parser returned something not JSON
+            line = dumps({"k": obj.get("k"), "error": f"WorkerError: answer is not JSON: {exc}"})
+        out.write(line + b"\n")
+        out.flush()
+
+    for raw in inp:
+        if not raw.strip():
+            continue
+        try:
+            msg = loads(raw)
+        except ValueError as exc:
+            send({"ok": False, "error": f"WorkerError: request is not JSON: {exc}"})
+            continue
+        op = msg.get("op")
+        if op == "exit":
+            break
+        if op == "init":
+            send(worker.init(msg))
+        elif op == "serialize":
+            for item in msg.get("items", ()):
+                send(worker.serialize(item))
+        elif op == "replay":
+            for item in msg.get("items", ()):
+                send(worker.replay(item))
+        else:
+            send({"ok": False, "error": f"WorkerError: unknown op {op!r}"})
+    return 0
+
+
+def main() -> int:
+    """Entry point: protect the protocol stream from user prints, then :func:`serve` stdin."""
+    # ``python -m`` puts the current directory first (unless PYTHONSAFEPATH took effect, 3.11+):
+    # drop it so the user's package comes from their paths, not from wherever the audit runs
+    if not getattr(sys.flags, "safe_path", False) and sys.path and sys.path[0] in ("", ".", os.getcwd()):
+        del sys.path[0]
+    proto_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return serve(sys.stdin.buffer, proto_out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
