@@ -31,6 +31,7 @@ import pyarrow as pa
 from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries
 from replay.sql import connect
+from replay.verdicts import write_exemplars
 
 #: ``stage(name, total) -> context manager yielding advance(n)``; how a caller shows progress.
 StageFn = Callable[[str, int | None], ContextManager[Callable[[int], None]]]
@@ -83,26 +84,35 @@ class Report:
     headlines: list[str]
 
 
-def write_report(run_dir: Path, meta: dict[str, Any]) -> Report:
-    """(Re)write ``report.md`` from the run's tables, running each report query once."""
+def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True) -> Report:
+    """(Re)write ``report.md`` and ``exemplars/`` from the run's tables, running each report query
+    once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`)."""
     con = connect(run_dir)
     results = run_report_queries(con)
     lines = headlines(con, meta, results)
+    exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
     path = Path(run_dir) / "report.md"
-    path.write_text(markdown_report(con, meta, results, lines), encoding="utf-8")
+    path.write_text(markdown_report(con, meta, results, lines, exemplars), encoding="utf-8")
     con.close()
     return Report(path=path, results=results, headlines=lines)
 
 
 def audit(
-    paths: list[str | Path], out: str | Path, cfg: AuditConfig, stage: StageFn = _no_progress, capture_format: str | None = None
+    paths: list[str | Path],
+    out: str | Path,
+    cfg: AuditConfig,
+    stage: StageFn = _no_progress,
+    capture_format: str | None = None,
+    *,
+    redact: bool = True,
 ) -> AuditResult:
     """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
 
     ``cfg``: the sides and chunkings (:class:`replay.pipeline.AuditConfig`). ``stage``: optional
     progress callback (see :data:`StageFn`). ``capture_format``: read every capture as this format
     (:data:`replay.capture.detect.FORMATS`; None: detect per file); server logs holding only token
-    ids are decoded with ``cfg.tokenizer``. Returns an :class:`AuditResult`.
+    ids are decoded with ``cfg.tokenizer``. ``redact``: mask message text in the exemplars.
+    Returns an :class:`AuditResult`.
     Raises FileNotFoundError for a missing input path and ValueError for a bad serializer or parser
     spec, before anything is written; faults in the data itself never raise (they are rows).
     """
@@ -118,12 +128,14 @@ def audit(
         close_sides(cfg)
         raise
     try:
-        return _run(files, run_dir, cfg, stage, capture_format)
+        return _run(files, run_dir, cfg, stage, capture_format, redact)
     finally:
         close_sides(cfg)
 
 
-def _run(files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None) -> AuditResult:
+def _run(
+    files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None, redact: bool = True
+) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
     meta: dict[str, Any] = {
@@ -152,7 +164,7 @@ def _run(files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, cap
 
     t0 = time.perf_counter()
     meta["seconds"] = seconds
-    report = write_report(run_dir, meta)
+    report = write_report(run_dir, meta, redact=redact)
     seconds["report"] = time.perf_counter() - t0
     write_meta(run_dir, meta)
     return AuditResult(run_dir=run_dir, meta=meta, report=report, seconds=seconds)

@@ -2,7 +2,8 @@
 
 Every command is a thin layer over the library (:mod:`replay.audit`, :mod:`replay.capture`,
 :mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query or
-spec error, 2 bad usage (typer's).
+spec error, 2 bad usage (typer's, and a bad ``--fail-on`` expression), 3 a ``--fail-on`` condition
+held (:data:`replay.verdicts.FAIL_ON_EXIT`).
 """
 
 from __future__ import annotations
@@ -81,6 +82,15 @@ OldPath = Annotated[
 ]
 NewPath = Annotated[Optional[str], typer.Option("--new-pythonpath", help="Directories put first on the --new-python worker's import path.")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
+FailOnOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--fail-on",
+        help="Exit with code 3 when the verdict table shows this: VERDICT (any check), CHECK:VERDICT or CHECK:VERDICT>N "
+        "(e.g. broken, dropped-call:broken>0, null-leak:still-wrong>10). Repeatable.",
+    ),
+]
+NoRedactOpt = Annotated[bool, typer.Option("--no-redact", help="Write message text in the exemplars as captured (default: masked).")]
 CaptureFormatOpt = Annotated[
     Optional[str],
     typer.Option("--capture-format", help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
@@ -94,6 +104,28 @@ ChunkingsOpt = Annotated[
 def _fail(msg: str, code: int = 1) -> None:
     err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _gates(fail_on: Optional[list[str]]) -> list[Any]:
+    """Parse every ``--fail-on`` before any work; a bad one is a usage error (exit 2)."""
+    from replay.verdicts import FailOnError, parse_fail_on
+
+    try:
+        return [parse_fail_on(e) for e in fail_on or []]
+    except FailOnError as exc:
+        _fail(str(exc), 2)
+    return []
+
+
+def _gate(gates: list[Any], verdicts: Any) -> None:
+    """Print a line per ``--fail-on`` that holds (stderr) and exit with code 3 when any does."""
+    from replay.verdicts import FAIL_ON_EXIT, tripped
+
+    hits = tripped(gates, verdicts)
+    for line in hits:
+        err.print(f"[bold red]failed:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    if hits:
+        raise typer.Exit(FAIL_ON_EXIT)
 
 
 def _config(
@@ -270,15 +302,18 @@ def audit(
     chunkings: ChunkingsOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
     capture_format: CaptureFormatOpt = None,
+    fail_on: FailOnOpt = None,
+    no_redact: NoRedactOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
 
-    Example: replay audit samples/ --out runs/samples
+    Example: replay audit samples/ --out runs/samples --fail-on broken
     """
     from replay.audit import audit as run_audit
     from replay.report import rich_table, summary_by_side
 
+    gates = _gates(fail_on)
     cfg = _config(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
@@ -287,14 +322,16 @@ def audit(
     run_dir = out or _default_out()
     try:
         with _progress(quiet) as stage:
-            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format)
+            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format, redact=not no_redact)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
+    console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
     for line in result.report.headlines:
         console.print(f"• {line}", highlight=False, markup=False, soft_wrap=True)
     total = sum(result.seconds.values())
     console.print(f"\nWrote {result.report.path} and the tables in {run_dir}/ ({total:.2f} s).", highlight=False)
+    _gate(gates, result.report.results["verdicts"])
 
 
 @app.command()
@@ -447,7 +484,7 @@ def query(
     name: Annotated[Optional[str], typer.Argument(help="A query of queries/ (omit with --sql, or with --list).")] = None,
     run: Annotated[Optional[Path], typer.Option("--run", help="Run folder.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv | md")] = "table",
-    sql: Annotated[Optional[str], typer.Option("--sql", help="Run this SQL on the run's tables (views: exchanges, tools, ingest_errors, renders, streams, calls).")] = None,
+    sql: Annotated[Optional[str], typer.Option("--sql", help="Run this SQL on the run's tables (views: exchanges, tools, ingest_errors, renders, streams, calls; derived: verdict_pairs, verdicts_by_exchange, fidelity_exchanges).")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the queries with their titles.")] = False,
 ) -> None:
     """Run a query of queries/ (or any SQL) on a run and print the result.
@@ -488,18 +525,20 @@ def query(
 
 
 @app.command()
-def report(run: RunOpt) -> None:
-    """Rewrite RUN/report.md from the run's tables and print it.
+def report(run: RunOpt, fail_on: FailOnOpt = None, no_redact: NoRedactOpt = False) -> None:
+    """Rewrite RUN/report.md (and RUN/exemplars/) from the run's tables and print it.
 
-    Example: replay report --run runs/samples
+    Example: replay report --run runs/samples --fail-on dropped-call:broken>0
     """
     from replay.audit import read_meta, write_report
 
+    gates = _gates(fail_on)
     try:
-        path = write_report(run, read_meta(run)).path
+        written = write_report(run, read_meta(run), redact=not no_redact)
     except FileNotFoundError as exc:
         _fail(str(exc))
-    sys.stdout.write(path.read_text(encoding="utf-8"))
+    sys.stdout.write(written.path.read_text(encoding="utf-8"))
+    _gate(gates, written.results["verdicts"])
 
 
 @app.command()

@@ -44,6 +44,7 @@ from replay.render.chat_template import request_messages
 from replay.sides import BATCH, BATCH_CHARS, RemoteParser, SideError, WorkerError, open_sides, side_specs
 from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, new_parser, replay_stream, same_call, split
 from replay.tools import get_serializer, leaked_nulls
+from replay.verdicts import markup_leak
 
 SIDES = ("old", "new", "reference")
 
@@ -466,6 +467,7 @@ class StreamPlan:
     ro: bool = False
     sides: _Sides | None = None
     ref_calls: list[Any] = field(default_factory=list)
+    ref_content: str = ""  # the reference whole-text parse's content (content leaks are judged against it)
     streams: list[dict[str, Any]] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
     chunks: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
@@ -524,6 +526,7 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
         plan.done = True
         return plan
     ref_calls = plan.ref_calls = list(whole.calls)
+    plan.ref_content = whole.content
     n_whole = len(ref_calls)
     plan.streams.append(
         {
@@ -538,6 +541,7 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
             "reasoning": whole.reasoning,
             "reasoning_open": ro,
             "finish_reason": "tool_calls" if ref_calls else "stop",
+            "content_leak": markup_leak(whole.content, None, sides.reference.markers),
         }
     )
     for i, c in enumerate(ref_calls):
@@ -654,6 +658,7 @@ def judge_side(plan: StreamPlan, side: str, pname: str, chunks: list[tuple[str, 
     the parse row, then a row per chunking, each call compared with the reference's."""
     xid = plan.xid
     n_whole = len(plan.ref_calls)
+    leak_markers = tuple(plan.sides.reference.markers) if plan.sides is not None else ()
 
     def judge(chunking: str, n_deltas: int, content: str, reasoning: str, got: list[tuple[int, str | None, str]]) -> None:
         plan.streams.append(
@@ -669,6 +674,7 @@ def judge_side(plan: StreamPlan, side: str, pname: str, chunks: list[tuple[str, 
                 "reasoning": reasoning,
                 "reasoning_open": plan.ro,
                 "finish_reason": "tool_calls" if got else "stop",
+                "content_leak": markup_leak(content, plan.ref_content, leak_markers),
             }
         )
         for index, name, args in got:

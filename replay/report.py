@@ -102,7 +102,10 @@ def _by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
     return {r[key]: r for r in rows}
 
 
-REPORT_QUERIES = ("summary", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats")
+REPORT_QUERIES = (
+    "verdicts", "fidelity", "smallest_failures",
+    "summary", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats",
+)
 
 
 def run_report_queries(con: Any) -> dict[str, pa.Table]:
@@ -263,15 +266,25 @@ def _side_lines(sides: dict[str, Any]) -> list[str]:
 
 
 def markdown_report(
-    con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | None = None, lines: list[str] | None = None
+    con: Any,
+    meta: dict[str, Any],
+    results: dict[str, pa.Table] | None = None,
+    lines: list[str] | None = None,
+    exemplars: list[Any] | None = None,
 ) -> str:
-    """The whole ``report.md``: headline sentences, the summary table, and one section per check.
+    """The whole ``report.md``: the verdict table (with the fidelity sentence and the ``exemplars``
+    of :func:`replay.verdicts.write_exemplars`, if given), headline sentences, the summary table,
+    and one section per check.
 
     ``con``: a connection from :func:`replay.sql.connect`; ``meta``: ``run.json`` contents;
     ``results`` / ``lines``: the query results and headline sentences when already computed.
     """
+    from replay.verdicts import verdict_markdown
+
     opts = meta.get("options", {})
+    results = results if results is not None else run_report_queries(con)
     parts = ["# replay audit", ""]
+    parts.append(verdict_markdown(results["verdicts"], results["fidelity"], exemplars or []))
     parts.append(
         "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`{enc}; "
         "parsers old = `{op}`, new = `{np}` (reference: the built-in whole-text parse).".format(

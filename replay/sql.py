@@ -8,6 +8,7 @@ so every query runs on every run. A query file's first comment lines are its tit
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from importlib import resources
@@ -15,6 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
+try:  # DuckDB 2
+    from duckdb.sqltypes import VARCHAR
+except ImportError:  # DuckDB 1
+    from duckdb.typing import VARCHAR
 import pyarrow as pa
 
 from replay import tables
@@ -47,18 +53,53 @@ def _parse(name: str, text: str) -> Query:
     return Query(name=name, title=title, doc="\n".join(header[1:]).strip(), sql=text)
 
 
-def list_queries() -> dict[str, Query]:
-    """Every query shipped with the package, by name (the ``.sql`` file stem), sorted."""
-    out = {}
+def _query_files() -> list[Any]:
+    """The ``.sql`` files of ``queries/``, sorted by name: the checkout's own folder beside the
+    ``replay`` package when there is one (``python -m replay`` from a checkout), else the installed
+    ``replay.queries`` package data."""
     # a checkout's own queries/ beside the package first (an editable install may map
     # replay.queries to another checkout), else the installed package data
-    local = Path(__file__).resolve().parent.parent / "queries"
-    root = local if (local / "summary.sql").is_file() else resources.files("replay.queries")
-    for entry in sorted(root.iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".sql"):
-            name = entry.name[: -len(".sql")]
+    here = Path(__file__).resolve().parent.parent / "queries"
+    folder: Any = here if (here / "summary.sql").is_file() else resources.files("replay.queries")
+    return sorted((e for e in folder.iterdir() if e.name.endswith(".sql")), key=lambda p: p.name)
+
+
+def list_queries() -> dict[str, Query]:
+    """Every query shipped with the package, by name (the ``.sql`` file stem), sorted. Files whose
+    name starts with ``_`` are view definitions (see :func:`connect`), not queries."""
+    out = {}
+    for entry in _query_files():
+        name = entry.name[: -len(".sql")]
+        if not name.startswith("_"):
             out[name] = _parse(name, entry.read_text(encoding="utf-8"))
     return out
+
+
+def canonical_json(text: str | None) -> str | None:
+    """``text`` as canonical JSON (keys sorted, no spaces, an integral float written as an int),
+    so two argument texts that are the same JSON value compare equal in SQL; None when ``text`` is
+    None or not JSON. Registered on every connection as the SQL function ``canonical_json``."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, TypeError):
+        return None
+    return json.dumps(_integral(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    return value
 
 
 def get_query(name: str) -> Query:
@@ -75,7 +116,9 @@ DEFAULT_MEMORY_LIMIT = "1GB"
 
 
 def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with a view per table of the run in ``run_dir``.
+    """An in-memory DuckDB connection with a view per table of the run in ``run_dir``, the derived
+    views of ``queries/_*.sql`` (``fidelity_exchanges``, ``verdict_pairs``: one per file, named
+    after it without the ``_``) and the SQL function ``canonical_json`` (:func:`canonical_json`).
 
     Memory is capped at ``$REPLAY_DUCKDB_MEMORY`` (default :data:`DEFAULT_MEMORY_LIMIT`); past it
     DuckDB spills to ``<run>/.duckdb_tmp``. Raises FileNotFoundError when ``run_dir`` is not a run
@@ -97,6 +140,10 @@ def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{_quote(path)}')")
         else:
             con.register(name, pa.Table.from_batches([], schema=schema))  # an empty view of the schema
+    con.create_function("canonical_json", canonical_json, [VARCHAR], VARCHAR, null_handling="special", side_effects=False)
+    for entry in _query_files():  # queries/_NAME.sql: the view NAME, which queries build on
+        if entry.name.startswith("_"):
+            con.execute(f"CREATE VIEW {entry.name[1:-len('.sql')]} AS {entry.read_text(encoding='utf-8')}")
     return con
 
 

@@ -127,6 +127,10 @@ STREAMS = pa.schema(
         pa.field("reasoning_open", pa.bool_()),  # the logged prompt opened the reasoning section
         pa.field("finish_reason", pa.string()),  # tool_calls when any call was streamed, else stop
         pa.field("error", pa.string()),  # parser exception; the row's counts are then null
+        # call markup (a marker of the family's parser: <tool_call>, [TOOL_CALLS], ...) in `content`:
+        # on old/new rows, a marker occurring more often than in the reference's content (markup the
+        # reference does not leave); on the reference row, any marker at all
+        pa.field("content_leak", pa.bool_()),
     ]
 )
 
