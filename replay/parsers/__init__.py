@@ -146,13 +146,24 @@ def get_parser(spec: str) -> type:
     ``spec``: a built-in name or alias (see :data:`PARSERS`, case-insensitive) or a plugin spec
     ``module:attr`` / ``path/to/file.py:attr`` loaded with :func:`replay.plugins.load_object`.
     The object must have ``parse``, ``feed``, ``finish`` and ``markers`` (the
-    :class:`~replay.parsers.base.ToolParser` protocol).
+    :class:`~replay.parsers.base.ToolParser` protocol), or be a serving framework's parser class,
+    which :mod:`replay.adapters` wraps; so is a shorthand ``sglang/NAME``, ``vllm/NAME``,
+    ``trtllm/NAME`` (raises :class:`replay.adapters.AdapterError`, a ValueError, when the
+    framework is not installed here or lacks the name).
 
     Raises :class:`UnknownParserError` (listing the known names) for an unknown name or an object
     that is not a parser; :class:`replay.plugins.PluginError` when a plugin cannot be imported.
     """
+    from replay import adapters  # stdlib only; a framework is imported only for its own specs
+
+    if adapters.is_framework_spec(spec):
+        return adapters.resolve(spec)
     if is_plugin_spec(spec):
+        adapters.before_plugin_import(spec)
         obj = load_object(spec)
+        adapted = None if all(hasattr(obj, a) for a in _REQUIRED) else adapters.adapt(obj, spec)
+        if adapted is not None:
+            return adapted
         missing = [a for a in (*_REQUIRED, "markers") if not hasattr(obj, a)]
         if missing or not callable(obj):
             raise UnknownParserError(

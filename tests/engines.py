@@ -1,0 +1,162 @@
+"""Virtualenvs holding real releases of serving frameworks, built once and cached.
+
+Used by the tests that audit real releases (``tests/test_engines_sglang.py``,
+``tests/test_engines_vllm.py``) and runnable by hand::
+
+    python tests/engines.py sglang==0.5.4 sglang==0.5.23     # prints each venv's python
+
+The cache folder is ``$REPLAY_ENGINES_CACHE`` (default ``~/.cache/replay-engines``); a venv for
+``sglang==0.5.4`` lives in ``<cache>/sglang-0.5.4``. A venv is built in a temporary folder beside
+it, checked (the framework's parsers import), marked complete and renamed into place in one step,
+under a file lock: a half-built venv is never reused, and two test processes never build the same
+one at once. A folder without the completion mark (a build killed during its rename window cannot
+leave one: rename is atomic) is removed and rebuilt.
+
+How each framework installs without a GPU is in ``../shared/docs/real-engines.md``:
+
+- SGLang: ``--no-deps sglang==X`` plus the dozen small packages its tool parsers import (about
+  440 MB and 25 s per venv, plus downloads); no torch, the adapter stubs what would import it.
+- vLLM: ``--no-deps vllm==X`` plus torch 2.13.0 (the CPU build pip finds on this machine's disk;
+  elsewhere pip downloads it) and about 25 small packages (about 2.2 GB per venv).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+#: What SGLang's tool parsers import, besides sglang itself (installed with ``--no-deps``).
+SGLANG_DEPS = (
+    "pydantic",
+    "orjson",
+    "partial_json_parser",
+    "numpy",
+    "psutil",
+    "pybase64",
+    "requests",
+    "msgspec",
+    "openai",
+    "IPython",
+    "tqdm",
+    "regex",
+)
+
+#: What vLLM's tool parsers import on CPU, besides vllm itself (``--no-deps``) and torch.
+VLLM_DEPS = (
+    "transformers",
+    "pydantic",
+    "partial_json_parser",
+    "regex",
+    "openai",
+    "msgspec",
+    "orjson",
+    "numpy",
+    "cbor2",
+    "psutil",
+    "pyzmq",
+    "aiohttp",
+    "requests",
+    "openai_harmony",
+    "fastapi",
+    "pillow",
+    "pybase64",
+    "cachetools",
+    "prometheus_client",
+    "cloudpickle",
+    "uvloop",
+    "py-cpuinfo",
+    "ijson",
+    "mistral-common",
+    "sentencepiece",
+    "tiktoken",
+    "blake3",
+    "gguf",
+    "einops",
+    "setproctitle",
+)
+
+#: The marker file a complete venv holds (its content: the requirement it was built for).
+DONE = "replay-engine-ok"
+
+
+class EngineBuildError(RuntimeError):
+    """A venv could not be built: the message names the requirement and pip's last output."""
+
+
+def cache_dir() -> Path:
+    """The cache folder: ``$REPLAY_ENGINES_CACHE`` or ``~/.cache/replay-engines`` (created)."""
+    root = Path(os.environ.get("REPLAY_ENGINES_CACHE") or Path.home() / ".cache" / "replay-engines")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _run(cmd: list[str], what: str) -> None:
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise EngineBuildError(f"{what}: {' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+
+
+def _install_plan(requirement: str) -> tuple[list[list[str]], str]:
+    """The pip argument lists for ``requirement`` and a Python line that checks the venv."""
+    name = requirement.split("==")[0].strip().lower()
+    if name == "sglang":
+        return (
+            [["--no-deps", requirement], list(SGLANG_DEPS)],
+            "import importlib.util as u; assert u.find_spec('sglang') and u.find_spec('partial_json_parser')",
+        )
+    if name == "vllm":
+        return (
+            [
+                ["--no-deps", requirement],
+                ["torch==2.13.0"],  # the CPU build this machine keeps on disk (pip's find-links)
+                list(VLLM_DEPS),
+                ["--no-deps", "xgrammar", "apache-tvm-ffi"],
+            ],
+            "import importlib.util as u, torch; "
+            "assert u.find_spec('vllm.tool_parsers') or u.find_spec('vllm.entrypoints.openai.tool_parsers')",
+        )
+    raise EngineBuildError(f"no install plan for {requirement!r} (known: sglang==X, vllm==X)")
+
+
+def engine_python(requirement: str, *, root: Path | None = None) -> Path:
+    """The ``bin/python`` of a venv holding ``requirement`` (``sglang==0.5.4``), built if needed.
+
+    ``root``: the cache folder (default :func:`cache_dir`). The venv is built with the running
+    interpreter's ``venv`` module and pip from the package index. Raises
+    :class:`EngineBuildError` when a step fails (no network, no such release).
+    """
+    root = root or cache_dir()
+    folder = root / requirement.replace("==", "-")
+    python = folder / "bin" / "python"
+    if (folder / DONE).is_file():
+        return python
+    with open(root / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / DONE).is_file():  # another process built it while we waited
+            return python
+        if folder.exists():  # no completion mark: an interrupted build; never reuse it
+            shutil.rmtree(folder)
+        for stale in root.glob(f"{folder.name}.building-*"):  # left by a killed build; we hold the lock
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = root / f"{folder.name}.building-{os.getpid()}"
+        try:
+            _run([sys.executable, "-m", "venv", str(tmp)], f"venv for {requirement}")
+            plan, check = _install_plan(requirement)
+            pip = [str(tmp / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+            for args in plan:
+                _run(pip + args, f"installing {requirement}")
+            _run([str(tmp / "bin" / "python"), "-c", check], f"checking {requirement}")
+            (tmp / DONE).write_text(requirement + "\n")
+            os.rename(tmp, folder)  # a venv's python finds its prefix from pyvenv.cfg: renaming is safe
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return python
+
+
+if __name__ == "__main__":
+    for req in sys.argv[1:] or ["sglang==0.5.4", "sglang==0.5.23"]:
+        print(engine_python(req))
