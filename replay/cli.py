@@ -84,7 +84,7 @@ NewPath = Annotated[Optional[str], typer.Option("--new-pythonpath", help="Direct
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
 RedactOpt = Annotated[
     bool,
-    typer.Option("--redact", help="Hash message text at ingest, in the tables too (roles, structure, lengths and tool schemas kept; the logged prompt and raw completion dropped, so no re-streaming). Secrets are dropped with or without it; exemplars mask text unless --no-redact."),
+    typer.Option("--redact", help="Hash message text at ingest, in the tables too (roles, structure, lengths and tool schemas kept; the logged prompt and raw completion dropped, so no re-streaming). Secrets are dropped with or without it; exemplars mask text unless --exemplar-text."),
 ]
 MaxLineOpt = Annotated[
     int, typer.Option("--max-line-bytes", min=1, help="Longest capture line read (decompressed bytes); a longer one is skipped without being held and counted as line-too-long.")
@@ -97,7 +97,7 @@ FailOnOpt = Annotated[
         "(e.g. broken, dropped-call:broken>0, null-leak:still-wrong>10). Repeatable.",
     ),
 ]
-NoRedactOpt = Annotated[bool, typer.Option("--no-redact", help="Write message text in the exemplars as captured (default: masked).")]
+ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", help="Write message text in the exemplars and report as captured (default: masked, lengths and hashes kept).")]
 CaptureFormatOpt = Annotated[
     Optional[str],
     typer.Option("--capture-format", help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
@@ -312,7 +312,7 @@ def audit(
     max_line_bytes: MaxLineOpt = 32 << 20,
     capture_format: CaptureFormatOpt = None,
     fail_on: FailOnOpt = None,
-    no_redact: NoRedactOpt = False,
+    exemplar_text: ExemplarTextOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
@@ -328,14 +328,14 @@ def audit(
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
-    if redact and no_redact:
-        _fail("--redact (hash message text at ingest) and --no-redact (show it in the exemplars) contradict each other", 2)
+    if redact and exemplar_text:
+        _fail("--redact (hash message text at ingest) and --exemplar-text (show it in the exemplars) contradict each other", 2)
     cfg.options.update(redact=redact, max_line_bytes=max_line_bytes)
     run_dir = out or _default_out()
     try:
         with _progress(quiet) as stage:
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
-                               redact=not no_redact, hash_text=redact, max_line_bytes=max_line_bytes)
+                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
@@ -541,7 +541,7 @@ def query(
 
 
 @app.command()
-def report(run: RunOpt, fail_on: FailOnOpt = None, no_redact: NoRedactOpt = False) -> None:
+def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOpt = False) -> None:
     """Rewrite RUN/report.md (and RUN/exemplars/) from the run's tables and print it.
 
     Example: replay report --run runs/samples --fail-on dropped-call:broken>0
@@ -550,7 +550,7 @@ def report(run: RunOpt, fail_on: FailOnOpt = None, no_redact: NoRedactOpt = Fals
 
     gates = _gates(fail_on)
     try:
-        written = write_report(run, read_meta(run), redact=not no_redact)
+        written = write_report(run, read_meta(run), redact=not exemplar_text)
     except FileNotFoundError as exc:
         _fail(str(exc))
     sys.stdout.write(written.path.read_text(encoding="utf-8"))

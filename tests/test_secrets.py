@@ -309,11 +309,11 @@ def test_planted_bug_no_redaction_leaks_in_every_format(captures: Path, tmp_path
         assert [s for s in ALWAYS if s in text], f"{name}: nothing planted reaches the tables"
 
 
-def test_redact_and_no_redact_together_is_a_usage_error(captures: Path, tmp_path: Path) -> None:
+def test_redact_and_exemplar_text_together_is_a_usage_error(captures: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from replay.cli import app
 
-    result = CliRunner().invoke(app, ["audit", str(captures / "v1"), "--out", str(tmp_path / "run"), "--redact", "--no-redact", "-q"])
+    result = CliRunner().invoke(app, ["audit", str(captures / "v1"), "--out", str(tmp_path / "run"), "--redact", "--exemplar-text", "-q"])
     assert result.exit_code == 2
     assert not (tmp_path / "run").exists()

@@ -402,7 +402,7 @@ def test_report_leads_with_verdicts_and_a_redacted_exemplar(stream_capture, plug
     assert [c["name"] for c in doc["expected"]["calls"]] == ["read"] and doc["got_new"]["calls"] == []
     assert doc["got_new"]["finish_reason"] == "stop"
     assert "a.py" not in json.dumps(doc) and "a.py" not in text.split("## Summary")[0]
-    res = runner.invoke(app, ["report", "--run", str(run), "--no-redact"])
+    res = runner.invoke(app, ["report", "--run", str(run), "--exemplar-text"])
     assert res.exit_code == 0
     doc = json.loads((run / "exemplars" / "dropped-call.json").read_text(encoding="utf-8"))
     assert doc["redacted"] is False and '"a.py"' in doc["completion"]
