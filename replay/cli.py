@@ -38,7 +38,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+# a CI log or a pipe is not a terminal: rich would then wrap to 80 columns and cut the check
+# names of the verdict table; tables there get room for their widest row instead
+console = Console() if Console().is_terminal else Console(width=160)
 err = Console(stderr=True)
 
 # --- shared options -------------------------------------------------------------------------------
