@@ -39,8 +39,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # a CI log or a pipe is not a terminal: rich would then wrap to 80 columns and cut the check
-# names of the verdict table; tables there get room for their widest row instead
-console = Console() if Console().is_terminal else Console(width=160)
+# names of the verdict table; there tables and lines take the room they need
+console = Console() if Console().is_terminal else Console(width=100_000)
 err = Console(stderr=True)
 
 # --- shared options -------------------------------------------------------------------------------
