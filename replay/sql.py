@@ -3,7 +3,8 @@
 Every ``.parquet`` file of a run folder becomes a view of the same name (``exchanges``,
 ``tools``, ``ingest_errors``, ``renders``, ``streams``, ``calls``); a table whose file is missing
 (a run that stopped after ingest) becomes an empty view of its schema from :mod:`replay.tables`,
-so every query runs on every run. A query file's first comment lines are its title and meaning.
+and a column of the schema that an older run's file lacks reads as null, so every query runs on
+every run. A query file's first comment lines are its title and meaning.
 """
 
 from __future__ import annotations
@@ -94,10 +95,21 @@ def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
     for name, schema in tables.TABLES.items():
         path = run / f"{name}.parquet"
         if path.is_file():
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{_quote(path)}')")
+            src = f"read_parquet('{_quote(path)}')"
+            missing = [f for f in schema if f.name not in _columns(con, src)]
+            if missing:  # a run written by an older replay: its columns, then the new ones as null
+                con.register(f"_{name}_schema", pa.Table.from_batches([], schema=pa.schema(missing)))
+                cols = ", ".join(f'"{f.name}"' for f in missing)
+                con.execute(f"CREATE VIEW {name} AS SELECT f.*, s.* FROM {src} f LEFT JOIN (SELECT {cols} FROM _{name}_schema) s ON false")
+            else:
+                con.execute(f"CREATE VIEW {name} AS SELECT * FROM {src}")
         else:
             con.register(name, pa.Table.from_batches([], schema=schema))  # an empty view of the schema
     return con
+
+
+def _columns(con: duckdb.DuckDBPyConnection, src: str) -> set[str]:
+    return {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
 
 
 def _quote(path: Path) -> str:
