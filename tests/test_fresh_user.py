@@ -40,3 +40,54 @@ def test_a_run_written_by_an_older_replay_still_reports_and_queries(tmp_path: Pa
     result = invoke("stream", "--run", out, "--chunkings", "whole", "-q")
     assert result.exit_code == 0, result.output
     assert summary(out)["new"]["calls_dropped"] == 0
+
+
+def _word_tokenizer(path: Path) -> Path:
+    """A tokenizer.json of 4 words (ids 0-3) written for these tests."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+
+    tok = Tokenizer(WordLevel({"sun": 0, "in": 1, "Lisbon": 2, "[UNK]": 3}, unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    tok.save(str(path))
+    return path
+
+
+def test_token_ids_out_of_the_tokenizers_range_are_an_error_of_their_line(tmp_path: Path) -> None:
+    """A server log decoded with --tokenizer (output ids not logged are the steps' ids): an id past the vocabulary or negative made the
+    tokenizer raise OverflowError out of ingest (a traceback, nothing written); now the line is an
+    ingest error naming the field and the id, and the good lines around it are exchanges."""
+    tok = _word_tokenizer(tmp_path / "tokenizer.json")
+    base = {"model": "Qwen/Qwen3-8B", "request": {"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]}}
+    lines = [
+        {**base, "request_id": "good", "prompt_token_ids": [0, 1], "step_token_ids": [[0], [1, 2]]},
+        {**base, "request_id": "past-vocab", "prompt_token_ids": [0], "step_token_ids": [[0], [2**31 - 1]]},
+        {**base, "request_id": "negative", "prompt_token_ids": [-5], "step_token_ids": [[0]]},
+        {**base, "request_id": "good2", "output_token_ids": [2, 2]},
+    ]
+    cap = tmp_path / "srv.jsonl"
+    cap.write_text("".join(json.dumps(l) + "\n" for l in lines), encoding="utf-8")
+    out = tmp_path / "run"
+    result = invoke("ingest", cap, "--out", out, "--tokenizer", tok, "--capture-format", "serverlog")
+    assert result.exit_code == 0, result.output
+    assert query_json(out, "SELECT exchange_id, server_output_text AS t FROM exchanges ORDER BY source_line") == [
+        {"exchange_id": "good", "t": "sun in Lisbon"},
+        {"exchange_id": "good2", "t": "Lisbon Lisbon"},
+    ]
+    errors = query_json(out, "SELECT source_line AS line, reason, detail FROM ingest_errors ORDER BY 1")
+    assert [(e["line"], e["reason"]) for e in errors] == [(2, "bad-token-id"), (3, "bad-token-id")]
+    assert errors[0]["detail"].startswith("output_token_ids[1] = 2147483647: out of range for the tokenizer (ids 0..3)")
+    assert errors[1]["detail"].startswith("prompt_token_ids[0] = -5: out of range")
+
+
+def test_a_reader_mapping_that_raises_is_an_error_of_its_line(tmp_path: Path) -> None:
+    """Any exception of a JSON-lines reader's mapping (not only CaptureError) is one
+    `internal-error` at its line; the lines after it are still read."""
+    from replay.capture.jsonlines import read_json_lines
+
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"n": 1}\n{"n": 0}\n{"n": 2}\n', encoding="utf-8")
+    units = list(read_json_lines(path, lambda obj: [{"x": 1 // obj["n"]}]))
+    assert [(u.line, u.error.reason if u.error else None) for u in units] == [(1, None), (2, "internal-error"), (3, None)]
+    assert units[1].error.detail == "ZeroDivisionError: integer division or modulo by zero"
