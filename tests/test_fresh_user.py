@@ -91,3 +91,18 @@ def test_a_reader_mapping_that_raises_is_an_error_of_its_line(tmp_path: Path) ->
     units = list(read_json_lines(path, lambda obj: [{"x": 1 // obj["n"]}]))
     assert [(u.line, u.error.reason if u.error else None) for u in units] == [(1, None), (2, "internal-error"), (3, None)]
     assert units[1].error.detail == "ZeroDivisionError: integer division or modulo by zero"
+
+
+def test_a_serializer_plugin_that_returns_no_dict_fails_its_renders(tmp_path: Path) -> None:
+    """`--new-serializer file.py:fn` where fn returns a string rendered near-empty prompts with no
+    error; now every request with tools fails on that side with the reason on its renders row, in
+    process and in a worker alike."""
+    import sys
+
+    plugin = tmp_path / "ser.py"
+    plugin.write_text("def as_text(tool):\n    return 'not a dict'\n")
+    for extra in ([], ["--new-python", sys.executable]):
+        out = _audit(tmp_path / ("w" if extra else "p"), "--new-serializer", f"{plugin}:as_text", *extra)
+        rows = query_json(out, "SELECT side, count(error) AS failed, any_value(error) AS error FROM renders GROUP BY side ORDER BY side")
+        assert [(r["side"], r["failed"]) for r in rows] == [("new", 2), ("old", 0), ("reference", 0)], rows
+        assert f"serializer {plugin}:as_text returned str, expected a dict" in rows[0]["error"]
