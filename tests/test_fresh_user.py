@@ -106,3 +106,28 @@ def test_a_serializer_plugin_that_returns_no_dict_fails_its_renders(tmp_path: Pa
         rows = query_json(out, "SELECT side, count(error) AS failed, any_value(error) AS error FROM renders GROUP BY side ORDER BY side")
         assert [(r["side"], r["failed"]) for r in rows] == [("new", 2), ("old", 0), ("reference", 0)], rows
         assert f"serializer {plugin}:as_text returned str, expected a dict" in rows[0]["error"]
+
+
+def test_a_truncated_har_is_one_error_with_a_one_line_reason(tmp_path: Path) -> None:
+    """A HAR cut in the middle of its second entry: the first entry is read, the cut is one
+    `bad-json` error at entry 2 whose detail is one line (yajl's multi-line caret drawing, with
+    `(right here) ------^`, ended up in the table and the terminal)."""
+    entry = {
+        "request": {"method": "POST", "url": "https://gw.example/v1/chat/completions", "headers": [],
+                    "postData": {"mimeType": "application/json", "text": json.dumps({"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]})}},
+        "response": {"status": 200, "content": {"mimeType": "application/json", "text": json.dumps(
+            {"id": "c1", "object": "chat.completion", "model": "Qwen/Qwen3-8B",
+             "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}]})}},
+    }
+    text = json.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"}, "entries": [entry, entry]}})
+    cut = text[: text.rindex('"request"') + 40]
+    har = tmp_path / "cut.har"
+    har.write_text(cut, encoding="utf-8")
+    out = tmp_path / "run"
+    result = invoke("ingest", har, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert query_json(out, "SELECT count(*) AS n FROM exchanges") == [{"n": 1}]
+    errors = query_json(out, "SELECT source_line AS line, reason, detail FROM ingest_errors")
+    assert [(e["line"], e["reason"]) for e in errors] == [(2, "bad-json")]
+    assert errors[0]["detail"].startswith("HAR is not JSON after entry 1: ") and "\n" not in errors[0]["detail"]
+    assert "right here" not in result.output
