@@ -4,6 +4,7 @@ a clear error (or is counted per record), never a traceback, and the run goes on
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -131,3 +132,24 @@ def test_a_truncated_har_is_one_error_with_a_one_line_reason(tmp_path: Path) -> 
     assert [(e["line"], e["reason"]) for e in errors] == [(2, "bad-json")]
     assert errors[0]["detail"].startswith("HAR is not JSON after entry 1: ") and "\n" not in errors[0]["detail"]
     assert "right here" not in result.output
+
+
+def test_a_side_interpreter_that_is_too_old_or_no_python_and_a_missing_pythonpath_are_named(tmp_path: Path) -> None:
+    """`--old-python` an old Python failed with its bare SyntaxError, and a `--old-pythonpath`
+    directory that does not exist surfaced only as the plugin's ModuleNotFoundError: each now says
+    what is wrong, before any work."""
+    old = tmp_path / "python3.8"  # answers the version probe as a Python 3.8, fails the worker as one
+    old.write_text('#!/bin/sh\nif [ "$1" = "-c" ]; then echo "3 8"; exit 0; fi\necho "SyntaxError: invalid syntax" >&2\nexit 1\n')
+    old.chmod(0o755)
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    cases = [
+        (["--old-python", str(old)], f"--old-python {old}: the worker did not start: the worker exited (exit code 1): SyntaxError: invalid syntax (it is Python 3.8; the worker needs Python 3.10 or newer)"),
+        (["--old-python", "/bin/sh"], "(it does not run as a Python interpreter)"),
+        (["--new-python", sys.executable, "--new-pythonpath", f"{tmp_path}:{tmp_path / 'nowhere'}"], f"--new-pythonpath: no such directory: {tmp_path / 'nowhere'}"),
+    ]
+    for args, message in cases:
+        out = tmp_path / "run"
+        result = invoke("audit", capture, "--out", out, "-q", *args)
+        assert result.exit_code == 1, result.output
+        assert message in " ".join(result.output.split()), result.output
+        assert not out.exists()
