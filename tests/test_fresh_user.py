@@ -153,3 +153,30 @@ def test_a_side_interpreter_that_is_too_old_or_no_python_and_a_missing_pythonpat
         assert result.exit_code == 1, result.output
         assert message in " ".join(result.output.split()), result.output
         assert not out.exists()
+
+
+def test_a_record_that_is_not_of_the_forced_format_is_an_error_not_an_empty_exchange(tmp_path: Path) -> None:
+    """`--capture-format serverlog|litellm|otel` on another format's file gave exchanges with
+    nothing in them (a HAR as one server-log exchange, OTel exports as LiteLLM rows) or skipped
+    every line (LiteLLM rows as OTel), and an export whose `resourceSpans` is not an array stopped
+    the ingest with AttributeError; each such line is now a `bad-field` error saying why."""
+    cap = tmp_path / "other.jsonl"
+    cap.write_text(
+        json.dumps({"log": {"version": "1.2", "entries": []}}) + "\n"
+        + json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "GET /", "attributes": []}]}]}]}) + "\n"
+        + json.dumps({"call_type": "acompletion", "model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}) + "\n"
+        + json.dumps({"resourceSpans": "nope"}) + "\n",
+        encoding="utf-8",
+    )
+    expected = {
+        "serverlog": [(1, "not a server log line"), (2, "not a server log line"), (3, "not a server log line"), (4, "not a server log line")],
+        "litellm": [(1, "not a LiteLLM row"), (2, "not a LiteLLM row"), (4, "not a LiteLLM row")],
+        "otel": [(1, "not an OTLP export"), (3, "not an OTLP export"), (4, "resourceSpans must be an array, got str")],
+    }
+    for fmt, errors in expected.items():
+        out = tmp_path / fmt
+        result = invoke("ingest", cap, "--out", out, "--capture-format", fmt)
+        assert result.exit_code == 0, result.output
+        got = query_json(out, "SELECT source_line AS line, reason, detail FROM ingest_errors ORDER BY 1")
+        assert [(e["line"], e["detail"][: len(m)]) for e, (_l, m) in zip(got, errors)] == errors, (fmt, got)
+        assert all(e["reason"] == "bad-field" for e in got)

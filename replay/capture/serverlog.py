@@ -121,11 +121,18 @@ def _first(obj: dict, *keys: str) -> Any:
     return None
 
 
+#: Keys of which a server-log line has at least one (what the server logged of the prompt or output).
+LOG_KEYS = ("prompt", "prompt_token_ids", "output_text", "text", "output_token_ids", "token_ids", "steps", "deltas", "step_token_ids", "delta_token_ids")
+
+
 def record_from_log(obj: dict, tokenizer: Any = None) -> list[dict]:
     """The v1-form record of one server-log line (keys: module docstring). ``tokenizer``: decodes
     what was logged as ids only; None leaves it undecoded (and said in ``capture_lacks``).
     Raises :class:`CaptureError` (``bad-field``) for a value of the wrong type, ``bad-token-id``
-    for a token id out of the tokenizer's range."""
+    for a token id out of the tokenizer's range, and ``bad-field`` for a line with none of
+    :data:`LOG_KEYS` (not a server log)."""
+    if not any(obj.get(k) is not None for k in LOG_KEYS):
+        raise CaptureError("bad-field", f"not a server log line: none of {', '.join(LOG_KEYS)}; keys: {', '.join(list(obj)[:6])}")
     request = obj.get("request")
     lacks: list[str] = ["served"]
     if request is None:
