@@ -180,3 +180,23 @@ def test_a_record_that_is_not_of_the_forced_format_is_an_error_not_an_empty_exch
         got = query_json(out, "SELECT source_line AS line, reason, detail FROM ingest_errors ORDER BY 1")
         assert [(e["line"], e["detail"][: len(m)]) for e, (_l, m) in zip(got, errors)] == errors, (fmt, got)
         assert all(e["reason"] == "bad-field" for e in got)
+
+
+
+def _fails_with(tmp_path: Path, args: list[str], message: str) -> None:
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    out = tmp_path / "run"
+    result = invoke("audit", capture, "--out", out, "-q", *args)
+    assert result.exit_code == 1, (args, result.output)
+    assert message in " ".join(result.output.split()), result.output
+    assert "❌" not in result.output and not out.exists()
+
+
+def test_a_bad_spec_names_its_option_and_a_negative_timeout_is_refused(tmp_path: Path) -> None:
+    """Spec errors did not say which of --parser/--old-parser/--new-serializer/... was wrong, and
+    a negative --replay-timeout silently meant no limit."""
+    _fails_with(tmp_path, ["--parser", "bogus"], "error: --parser bogus: unknown tool parser 'bogus'")
+    _fails_with(tmp_path, ["--old-parser", "json:loads"], "error: --old-parser json:loads: 'json:loads' is not a tool parser")
+    _fails_with(tmp_path, ["--new-serializer", "nope"], "error: --new-serializer nope: unknown serializer 'nope'")
+    _fails_with(tmp_path, ["--replay-timeout", "-1"], "error: --replay-timeout -1: seconds must be 0 (no limit) or more")
+
