@@ -200,3 +200,10 @@ def test_a_bad_spec_names_its_option_and_a_negative_timeout_is_refused(tmp_path:
     _fails_with(tmp_path, ["--new-serializer", "nope"], "error: --new-serializer nope: unknown serializer 'nope'")
     _fails_with(tmp_path, ["--replay-timeout", "-1"], "error: --replay-timeout -1: seconds must be 0 (no limit) or more")
 
+
+def test_a_date_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    """`--date 2026-13-45` is in the form YYYY-MM-DD; the error said "expected YYYY-MM-DD"."""
+    _fails_with(tmp_path, ["--date", "2026-13-45"], "error: --date '2026-13-45': not a calendar date (month must be in 1..12)")
+    _fails_with(tmp_path, ["--date", "2025-02-30"], "error: --date '2025-02-30': not a calendar date (day is out of range for month)")
+    _fails_with(tmp_path, ["--date", "tomorrow"], "error: --date 'tomorrow': expected YYYY-MM-DD")
+
