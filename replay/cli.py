@@ -37,8 +37,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
+console = Console(emoji=False)  # ":x:" in a path or spec is text, not an emoji code
+err = Console(stderr=True, emoji=False)
 
 # --- shared options -------------------------------------------------------------------------------
 RunOpt = Annotated[Path, typer.Option("--run", help="Run folder (made by `replay audit` or `replay ingest`).")]

@@ -207,3 +207,12 @@ def test_a_date_that_does_not_exist_says_so(tmp_path: Path) -> None:
     _fails_with(tmp_path, ["--date", "2025-02-30"], "error: --date '2025-02-30': not a calendar date (day is out of range for month)")
     _fails_with(tmp_path, ["--date", "tomorrow"], "error: --date 'tomorrow': expected YYYY-MM-DD")
 
+
+def test_colon_words_in_a_message_are_not_turned_into_emoji(tmp_path: Path) -> None:
+    """rich's emoji codes turned ':x:' of a spec or a capture path into ❌ in errors and headlines."""
+    _fails_with(tmp_path, ["--reference-parser", "nosuch:x:"], "error: --reference-parser nosuch:x:: 'nosuch:x:': expected 'module:attr'")
+    capture = write_capture(tmp_path / "c.jsonl", NAMES)
+    result = invoke("audit", capture, "--out", tmp_path / "a:x:b", "--chunkings", "whole")
+    assert result.exit_code == 0, result.output
+    assert "❌" not in result.output
+    assert "a:x:b/report.md" in "".join(result.output.split())
