@@ -216,3 +216,23 @@ def test_colon_words_in_a_message_are_not_turned_into_emoji(tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     assert "❌" not in result.output
     assert "a:x:b/report.md" in "".join(result.output.split())
+
+
+def test_the_ingest_headline_counts_skipped_records(tmp_path: Path) -> None:
+    """README: `lines - blank_lines - skipped = exchanges + errors`; the headline said "Ingested 2
+    lines: 1 exchange, 0 errors." for a HAR whose page load was skipped, so its numbers did not add up."""
+    entry = {
+        "request": {"method": "POST", "url": "https://gw.example/v1/chat/completions", "headers": [],
+                    "postData": {"mimeType": "application/json", "text": json.dumps({"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]})}},
+        "response": {"status": 200, "content": {"mimeType": "application/json", "text": json.dumps(
+            {"id": "c1", "object": "chat.completion", "model": "Qwen/Qwen3-8B",
+             "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}]})}},
+    }
+    page = {"request": {"method": "GET", "url": "https://gw.example/index.html", "headers": []}, "response": {"status": 200, "content": {"text": "<html></html>"}}}
+    har = tmp_path / "g.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"}, "entries": [page, entry]}}), encoding="utf-8")
+    out = tmp_path / "run"
+    result = invoke("audit", har, "--out", out, "--chunkings", "whole")
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "Ingested 2 lines: 1 exchange, 0 errors, 1 skipped (not an LLM exchange)." in report
