@@ -96,6 +96,23 @@ def _fail(msg: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def _captures(paths: list[Path]) -> list[Path]:
+    """The capture files ``paths`` name (:func:`replay.capture.discover`); fails naming the path
+    that does not exist, or the folders when they hold no capture file at all."""
+    from replay.capture import discover
+
+    try:
+        files = discover([str(p) for p in paths])
+    except FileNotFoundError as exc:
+        _fail(str(exc))
+    if not files:
+        _fail(
+            f"no capture file in {', '.join(str(p) for p in paths)}: folders are searched for .jsonl, .ndjson, .json, "
+            ".sse and .har files (plain, .zst or .gz); name other files directly (e.g. *.txt with --capture-format sse)"
+        )
+    return files
+
+
 def _config(
     old_serializer: str,
     new_serializer: str,
@@ -284,6 +301,7 @@ def audit(
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
+    _captures(paths)
     run_dir = out or _default_out()
     try:
         with _progress(quiet) as stage:
@@ -312,12 +330,9 @@ def ingest(
     from replay.audit import versions, write_meta
     import dataclasses
 
-    from replay.capture import discover, ingest as run_ingest
+    from replay.capture import ingest as run_ingest
 
-    try:
-        files = discover([str(p) for p in paths])
-    except FileNotFoundError as exc:
-        _fail(str(exc))
+    files = _captures(paths)
     tok = None
     if tokenizer is not None:
         from replay.render import load_tokenizer

@@ -236,3 +236,18 @@ def test_the_ingest_headline_counts_skipped_records(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "Ingested 2 lines: 1 exchange, 0 errors, 1 skipped (not an LLM exchange)." in report
+
+
+def test_a_folder_without_capture_files_is_an_error(tmp_path: Path) -> None:
+    """An empty folder, or one of `.txt` transcripts, audited "0 lines: 0 exchanges" and wrote an
+    empty report; now both commands say no capture file was found and how to name files."""
+    (tmp_path / "caps").mkdir()
+    (tmp_path / "caps" / "stream.txt").write_text('data: {"choices": []}\n\n', encoding="utf-8")
+    for cmd in ("audit", "ingest"):
+        out = tmp_path / cmd
+        result = invoke(cmd, tmp_path / "caps", "--out", out)
+        assert result.exit_code == 1, result.output
+        assert f"error: no capture file in {tmp_path / 'caps'}: folders are searched for .jsonl" in " ".join(result.output.split())
+        assert not out.exists()
+    result = invoke("ingest", tmp_path / "caps" / "stream.txt", "--out", tmp_path / "named", "--capture-format", "sse")
+    assert result.exit_code == 0, result.output
