@@ -371,6 +371,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
 
     try:
         n = count_exchanges(run)
+        meta = read_meta(run)  # a run.json that is not JSON fails here, before any table is rewritten
         validate_specs(cfg)
     except (FileNotFoundError, ValueError) as exc:
         close_sides(cfg)
@@ -381,7 +382,6 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
                 counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
     finally:
         sides = close_sides(cfg)
-    meta = read_meta(run)
     if sides:
         meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
@@ -389,7 +389,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
         given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
     meta["options"] = {**meta.get("options", {}), **given}
     write_meta(run, meta)
-    write_report(run, meta)
+    try:
+        write_report(run, meta)
+    except ValueError as exc:  # a table of the run DuckDB cannot read
+        _fail(f"{which} done, report.md not written: {exc}")
     wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
     console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
 
@@ -512,7 +515,7 @@ def report(run: RunOpt) -> None:
 
     try:
         path = write_report(run, read_meta(run)).path
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
     sys.stdout.write(path.read_text(encoding="utf-8"))
 

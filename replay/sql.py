@@ -80,7 +80,7 @@ def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
 
     Memory is capped at ``$REPLAY_DUCKDB_MEMORY`` (default :data:`DEFAULT_MEMORY_LIMIT`); past it
     DuckDB spills to ``<run>/.duckdb_tmp``. Raises FileNotFoundError when ``run_dir`` is not a run
-    (it has no ``exchanges.parquet``).
+    (it has no ``exchanges.parquet``), :class:`QueryError` naming a table file DuckDB cannot read.
     """
     run = Path(run_dir)
     if not (run / "exchanges.parquet").is_file():
@@ -96,7 +96,12 @@ def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
         path = run / f"{name}.parquet"
         if path.is_file():
             src = f"read_parquet('{_quote(path)}')"
-            missing = [f for f in schema if f.name not in _columns(con, src)]
+            try:
+                have = _columns(con, src)
+            except duckdb.Error as exc:  # a truncated or foreign file
+                first = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+                raise QueryError(f"{path}: not a readable Parquet table ({first}); re-run the stage that writes it") from None
+            missing = [f for f in schema if f.name not in have]
             if missing:  # a run written by an older replay: its columns, then the new ones as null
                 con.register(f"_{name}_schema", pa.Table.from_batches([], schema=pa.schema(missing)))
                 cols = ", ".join(f'"{f.name}"' for f in missing)

@@ -251,3 +251,26 @@ def test_a_folder_without_capture_files_is_an_error(tmp_path: Path) -> None:
         assert not out.exists()
     result = invoke("ingest", tmp_path / "caps" / "stream.txt", "--out", tmp_path / "named", "--capture-format", "sse")
     assert result.exit_code == 0, result.output
+
+
+def test_a_damaged_run_folder_is_named_not_a_traceback(tmp_path: Path) -> None:
+    """A truncated table or a run.json that is not JSON made `replay report`, `render` and
+    `stream` end in a traceback; each now names the file, and render/stream fail before rewriting."""
+    out = _audit(tmp_path)
+    good_meta = (out / "run.json").read_bytes()
+    data = (out / "calls.parquet").read_bytes()
+    (out / "calls.parquet").write_bytes(data[: len(data) // 2])
+    for args in (["report"], ["query", "summary"]):
+        result = invoke(*args, "--run", out)
+        assert result.exit_code == 1, result.output
+        assert f"error: {out / 'calls.parquet'}: not a readable Parquet table" in " ".join(result.output.split())
+    (out / "calls.parquet").write_bytes(data)
+    (out / "run.json").write_text("{bad", encoding="utf-8")
+    before = (out / "renders.parquet").stat().st_mtime_ns
+    for args in (["report"], ["render"], ["stream", "--chunkings", "whole"]):
+        result = invoke(*args, "--run", out)
+        assert result.exit_code == 1, (args, result.output)
+        assert f"error: {out / 'run.json'}: not JSON (Expecting property name" in " ".join(result.output.split())
+    assert (out / "renders.parquet").stat().st_mtime_ns == before
+    (out / "run.json").write_bytes(good_meta)
+    assert invoke("report", "--run", out).exit_code == 0
