@@ -70,9 +70,13 @@ def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
 
 
 def read_meta(run_dir: Path) -> dict[str, Any]:
-    """Read ``run.json``; an empty dict when the run has none (a run made by ``replay ingest`` alone)."""
+    """Read ``run.json``; an empty dict when the run has none (a run made by ``replay ingest`` alone).
+    Raises ValueError naming the file when it is not JSON."""
     p = Path(run_dir) / "run.json"
-    return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
+    try:
+        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{p}: not JSON ({exc})") from None
 
 
 @dataclass

@@ -39,9 +39,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # a CI log or a pipe is not a terminal: rich would then wrap to 80 columns and cut the check
-# names of the verdict table; there tables and lines take the room they need
-console = Console() if Console().is_terminal else Console(width=100_000)
-err = Console(stderr=True)
+# names of the verdict table; there tables and lines take the room they need.
+# emoji off: ":x:" in a path or spec is text, not an emoji code
+console = Console(emoji=False) if Console().is_terminal else Console(width=100_000, emoji=False)
+err = Console(stderr=True, emoji=False)
 
 # --- shared options -------------------------------------------------------------------------------
 RunOpt = Annotated[Path, typer.Option("--run", help="Run folder (made by `replay audit` or `replay ingest`).")]
@@ -135,6 +136,23 @@ def _gate(gates: list[Any], verdicts: Any) -> None:
         err.print(f"[bold red]failed:[/] {escape(line)}", highlight=False, soft_wrap=True)
     if hits:
         raise typer.Exit(FAIL_ON_EXIT)
+
+
+def _captures(paths: list[Path]) -> list[Path]:
+    """The capture files ``paths`` name (:func:`replay.capture.discover`); fails naming the path
+    that does not exist, or the folders when they hold no capture file at all."""
+    from replay.capture import discover
+
+    try:
+        files = discover([str(p) for p in paths])
+    except FileNotFoundError as exc:
+        _fail(str(exc))
+    if not files:
+        _fail(
+            f"no capture file in {', '.join(str(p) for p in paths)}: folders are searched for .jsonl, .ndjson, .json, "
+            ".sse and .har files (plain, .zst or .gz); name other files directly (e.g. *.txt with --capture-format sse)"
+        )
+    return files
 
 
 def _config(
@@ -333,6 +351,7 @@ def audit(
     if redact and exemplar_text:
         _fail("--redact (hash message text at ingest) and --exemplar-text (show it in the exemplars) contradict each other", 2)
     cfg.options.update(redact=redact, max_line_bytes=max_line_bytes)
+    _captures(paths)
     run_dir = out or _default_out()
     try:
         with _progress(quiet) as stage:
@@ -366,13 +385,10 @@ def ingest(
     from replay.audit import versions, write_meta
     import dataclasses
 
-    from replay.capture import discover, ingest as run_ingest
+    from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size
 
-    try:
-        files = discover([str(p) for p in paths])
-    except FileNotFoundError as exc:
-        _fail(str(exc))
+    files = _captures(paths)
     tok = None
     if tokenizer is not None:
         from replay.render import load_tokenizer
@@ -411,6 +427,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
 
     try:
         n = count_exchanges(run)
+        meta = read_meta(run)  # a run.json that is not JSON fails here, before any table is rewritten
         validate_specs(cfg)
     except (FileNotFoundError, ValueError) as exc:
         close_sides(cfg)
@@ -421,7 +438,6 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
                 counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
     finally:
         sides = close_sides(cfg)
-    meta = read_meta(run)
     if sides:
         meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
@@ -429,7 +445,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
         given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
     meta["options"] = {**meta.get("options", {}), **given}
     write_meta(run, meta)
-    write_report(run, meta)
+    try:
+        write_report(run, meta)
+    except ValueError as exc:  # a table of the run DuckDB cannot read
+        _fail(f"{which} done, report.md not written: {exc}")
     wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
     console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
 
@@ -553,7 +572,7 @@ def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOp
     gates = _gates(fail_on)
     try:
         written = write_report(run, read_meta(run), redact=not exemplar_text)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
     sys.stdout.write(written.path.read_text(encoding="utf-8"))
     _gate(gates, written.results["verdicts"])

@@ -852,25 +852,40 @@ def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
     return s_out.count, c_out.count
 
 
+def _named(option: str, spec: str, resolve: Any) -> None:
+    """``resolve(spec)``; its ValueError is raised again, same class, with ``option`` first in the
+    message (so the user sees which of the six spec options is wrong)."""
+    try:
+        resolve(spec)
+    except ValueError as exc:
+        try:
+            err = type(exc)(f"{option} {spec}: {exc}")
+        except Exception:  # noqa: BLE001 - a class whose constructor takes other arguments
+            err = ValueError(f"{option} {spec}: {exc}")
+        raise err from None
+
+
 def validate_specs(cfg: AuditConfig) -> None:
     """Resolve every serializer and parser spec once, so a typo fails before any work is done.
 
     In-process specs are resolved here; an out-of-process side's worker is started and resolves
     its own (:func:`replay.sides.open_sides`; the workers are kept for the run). Raises
     ValueError (UnknownSerializerError, UnknownParserError, PluginError, ChunkingError,
-    SideError) naming the spec.
+    SideError) naming the option and the spec; ValueError for a negative ``replay_timeout``.
     """
     for side in ("old", "new"):
         if getattr(cfg, f"{side}_pythonpath") and not getattr(cfg, f"{side}_python"):
             raise SideError(f"--{side}-pythonpath needs --{side}-python (the interpreter to run that side in)")
+    if cfg.replay_timeout < 0:
+        raise ValueError(f"--replay-timeout {cfg.replay_timeout:g}: seconds must be 0 (no limit) or more")
     specs = side_specs(cfg)
     for spec in specs.values():
         if spec.in_process:
-            get_serializer(spec.serializer)
+            _named(f"--{spec.side}-serializer", spec.serializer, get_serializer)
             if spec.parser is not None:
-                get_parser(spec.parser)
+                _named(f"--{spec.side}-parser", spec.parser, get_parser)
     if cfg.parser is not None:
-        get_parser(cfg.parser)
+        _named("--parser", cfg.parser, get_parser)
     if not cfg.chunkings:
         raise ChunkingError("no chunking given")
     for chunking in cfg.chunkings:

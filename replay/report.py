@@ -135,6 +135,7 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
             f"Ingested {_n(ingest.get('lines'), 'line')}: {_n(ingest.get('exchanges'), 'exchange')}, "
             f"{_n(ingest.get('errors'), 'error')}" + (f" ({reasons})" if reasons else "")
             + (f", {_n(blank, 'blank line')}" if blank else "")
+            + (f", {ingest.get('skipped')} skipped (not an LLM exchange)" if ingest.get("skipped") else "")
             + (f"; {_n(dup, 'repeated id')} kept apart as `<id>@<file>:<line>`" if dup else "")
             + ("; first: " + _first_error(con) + "." if ingest.get("errors") else ".")
         )

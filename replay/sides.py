@@ -96,6 +96,20 @@ def side_specs(cfg: Any) -> dict[str, SideSpec]:
     }
 
 
+def _python_version(python: str | os.PathLike) -> tuple[int, int] | None:
+    """``(major, minor)`` of the interpreter at ``python`` (``sys.version_info`` printed by it
+    within 10 s), or None when it does not run or print that (not a Python)."""
+    try:
+        got = subprocess.run(
+            [str(python), "-c", "import sys; print('%d %d' % sys.version_info[:2])"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )
+        major, minor = got.stdout.split()
+        return int(major), int(minor)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
 def _replay_home() -> str:
     """The directory holding this ``replay`` package (what the worker needs on its path)."""
     return str(Path(__file__).resolve().parent.parent)
@@ -177,6 +191,9 @@ class WorkerSide:
         self.close()
         self._lines = queue.Queue()
         self._stderr = deque(maxlen=40)
+        for entry in self.spec.pythonpath:
+            if not Path(entry).exists():
+                raise SideError(f"--{self.spec.side}-pythonpath: no such directory: {entry}")
         try:
             self.proc = subprocess.Popen(
                 [str(self.spec.python), "-m", "replay.worker"],
@@ -206,6 +223,10 @@ class WorkerSide:
             hint = ""
             if "No module named replay.worker" in str(exc) or "No module named 'replay.worker'" in str(exc):
                 hint = f" (a `replay` package without worker.py comes before {_replay_home()} on its path)"
+            elif (version := _python_version(self.spec.python)) is None:
+                hint = " (it does not run as a Python interpreter)"
+            elif version < (3, 10):
+                hint = f" (it is Python {version[0]}.{version[1]}; the worker needs Python 3.10 or newer)"
             raise SideError(f"{self.option}: the worker did not start: {exc}{hint}") from None
         if not isinstance(answer, dict) or not answer.get("ok"):
             self.close()

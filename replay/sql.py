@@ -3,7 +3,8 @@
 Every ``.parquet`` file of a run folder becomes a view of the same name (``exchanges``,
 ``tools``, ``ingest_errors``, ``renders``, ``streams``, ``calls``); a table whose file is missing
 (a run that stopped after ingest) becomes an empty view of its schema from :mod:`replay.tables`,
-so every query runs on every run. A query file's first comment lines are its title and meaning.
+and a column of the schema that an older run's file lacks reads as null, so every query runs on
+every run. A query file's first comment lines are its title and meaning.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
 
     Memory is capped at ``$REPLAY_DUCKDB_MEMORY`` (default :data:`DEFAULT_MEMORY_LIMIT`); past it
     DuckDB spills to ``<run>/.duckdb_tmp``. Raises FileNotFoundError when ``run_dir`` is not a run
-    (it has no ``exchanges.parquet``).
+    (it has no ``exchanges.parquet``), :class:`QueryError` naming a table file DuckDB cannot read.
     """
     run = Path(run_dir)
     if not (run / "exchanges.parquet").is_file():
@@ -137,7 +138,19 @@ def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
     for name, schema in tables.TABLES.items():
         path = run / f"{name}.parquet"
         if path.is_file():
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{_quote(path)}')")
+            src = f"read_parquet('{_quote(path)}')"
+            try:
+                have = _columns(con, src)
+            except duckdb.Error as exc:  # a truncated or foreign file
+                first = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+                raise QueryError(f"{path}: not a readable Parquet table ({first}); re-run the stage that writes it") from None
+            missing = [f for f in schema if f.name not in have]
+            if missing:  # a run written by an older replay: its columns, then the new ones as null
+                con.register(f"_{name}_schema", pa.Table.from_batches([], schema=pa.schema(missing)))
+                cols = ", ".join(f'"{f.name}"' for f in missing)
+                con.execute(f"CREATE VIEW {name} AS SELECT f.*, s.* FROM {src} f LEFT JOIN (SELECT {cols} FROM _{name}_schema) s ON false")
+            else:
+                con.execute(f"CREATE VIEW {name} AS SELECT * FROM {src}")
         else:
             con.register(name, pa.Table.from_batches([], schema=schema))  # an empty view of the schema
     con.create_function("canonical_json", canonical_json, [VARCHAR], VARCHAR, null_handling="special", side_effects=False)
@@ -145,6 +158,10 @@ def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
         if entry.name.startswith("_"):
             con.execute(f"CREATE VIEW {entry.name[1:-len('.sql')]} AS {entry.read_text(encoding='utf-8')}")
     return con
+
+
+def _columns(con: duckdb.DuckDBPyConnection, src: str) -> set[str]:
+    return {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
 
 
 def _quote(path: Path) -> str:

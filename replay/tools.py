@@ -303,6 +303,21 @@ SERIALIZERS: dict[str, Serializer] = {
 }
 
 
+def _checked(spec: str, fn: Serializer) -> Serializer:
+    """``fn`` with its result checked: a plugin serializer that returns anything but a dict raises
+    ``TypeError`` (recorded on that request's ``renders`` row) instead of rendering garbage."""
+
+    def serializer(tool: dict) -> dict:
+        out = fn(tool)
+        if not isinstance(out, dict):
+            raise TypeError(f"serializer {spec} returned {type(out).__name__}, expected a dict (the tool declaration the renderer sees)")
+        return out
+
+    serializer.__name__ = getattr(fn, "__name__", "serializer")
+    serializer.__doc__ = fn.__doc__
+    return serializer
+
+
 def get_serializer(spec: str) -> Serializer:
     """Return the serializer that ``spec`` names.
 
@@ -312,7 +327,8 @@ def get_serializer(spec: str) -> Serializer:
 
     Raises :class:`UnknownSerializerError` for an unknown built-in name (listing the built-ins),
     :class:`replay.plugins.PluginError` when a plugin cannot be loaded, and
-    :class:`UnknownSerializerError` when the loaded object is not callable.
+    :class:`UnknownSerializerError` when the loaded object is not callable. A plugin's result is
+    checked on each call: not a dict raises ``TypeError``.
     """
     if spec in SERIALIZERS:
         return SERIALIZERS[spec]
@@ -320,7 +336,7 @@ def get_serializer(spec: str) -> Serializer:
         obj = load_object(spec)
         if not callable(obj):
             raise UnknownSerializerError(f"{spec!r}: {type(obj).__name__} object is not callable")
-        return obj
+        return obj if obj in SERIALIZERS.values() else _checked(spec, obj)
     raise UnknownSerializerError(
         f"unknown serializer {spec!r}: built-ins are {', '.join(SERIALIZERS)}; "
         "or give a plugin as 'module:attr' or 'path/to/file.py:attr'"

@@ -5,6 +5,7 @@ case is in tests/test_sides.py."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,9 +145,6 @@ def test_a_worker_that_cannot_restart_marks_the_rest_of_its_side(tmp_path: Path)
 def test_a_side_that_cannot_start_fails_before_any_work(tmp_path: Path, args: list[str], message: str) -> None:
     if args[1] == "/bin/false" and not Path(args[1]).exists():
         pytest.skip("no /bin/false")
-    (tmp_path / "shadow" / "replay").mkdir(parents=True)
-    (tmp_path / "shadow" / "replay" / "__init__.py").write_text("")  # an old replay without the worker
-    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
     out = tmp_path / "run"
     result = invoke("audit", capture, "--out", out, "-q", *args)

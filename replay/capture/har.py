@@ -138,7 +138,8 @@ def read_har(path: Path, source: str, on_read: Callable[[int], None] | None = No
                     yield Unit(n, None, raw, skipped=True)
                 else:
                     yield exchange(n, None, rec, raw)
-    except ijson.JSONError as exc:
-        yield failed(n + 1, None, "bad-json", f"HAR is not JSON after entry {n}: {exc}")
+    except ijson.JSONError as exc:  # yajl's message draws a caret under the text on more lines
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        yield failed(n + 1, None, "bad-json", f"HAR is not JSON after entry {n}: {first}")
     except Exception as exc:  # noqa: BLE001 - decompression faults of every kind
         yield failed(n + 1, None, "corrupt-stream", f"after entry {n}: {type(exc).__name__}: {exc}")

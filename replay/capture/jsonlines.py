@@ -4,7 +4,8 @@
 each with :func:`replay.capture.v1.decode_line` and hands the object to a pure mapping function
 ``to_records(obj) -> list`` (v1-form records; None for a record that is not an exchange; a
 :class:`CaptureError` for one that failed). Units: a blank line is ``blank``; a line that does not
-decode, or whose mapping raises :class:`CaptureError`, is one error at that line; a line mapping to
+decode, or whose mapping raises :class:`CaptureError` (or any other exception: reason
+``internal-error``), is one error at that line; a line mapping to
 an empty list is one ``skipped``; a line mapping to N items gives N units at that line (an OTLP
 export line holding several spans), None items ``skipped``. A ``{...}`` document spread over several lines (a
 pretty-printed export) is not JSON lines: it is read whole, at most :data:`WHOLE_MAX_BYTES`, as
@@ -34,6 +35,9 @@ def _units(line: int, offset: int, raw: bytes, obj: Any, to_records: Callable[[A
         recs = to_records(obj)
     except CaptureError as exc:
         yield Unit(line, offset, raw, error=exc)
+        return
+    except Exception as exc:  # noqa: BLE001 - a fault of the mapping must not stop the run
+        yield Unit(line, offset, raw, error=CaptureError("internal-error", f"{type(exc).__name__}: {exc}"))
         return
     if not recs:
         yield Unit(line, offset, raw, skipped=True)

@@ -42,11 +42,18 @@ def _maybe_json(value: Any) -> Any:
     return value
 
 
+#: Fields of which a LiteLLM spend-log row / standard logging payload has at least one.
+ROW_KEYS = ("call_type", "messages", "response", "proxy_server_request", "model_parameters")
+
+
 def record_from_row(obj: dict) -> list[dict]:
     """The v1-form record of one LiteLLM row (mapping: module docstring). Raises
-    :class:`CaptureError` (``bad-field``) when ``messages`` or ``response`` has the wrong type."""
+    :class:`CaptureError` (``bad-field``) when ``messages`` or ``response`` has the wrong type, or
+    the object has none of :data:`ROW_KEYS` (not a LiteLLM row)."""
     if isinstance(obj.get("standard_logging_object"), dict):
         obj = obj["standard_logging_object"]
+    if not any(k in obj for k in ROW_KEYS):
+        raise CaptureError("bad-field", f"not a LiteLLM row: none of {', '.join(ROW_KEYS)}; keys: {', '.join(list(obj)[:6])}")
     call_type = obj.get("call_type") if isinstance(obj.get("call_type"), str) else ""
     route = "messages" if "anthropic" in call_type else "responses" if call_type.endswith("responses") else "chat.completions"
     lacks = ["raw_completion", "stream"]

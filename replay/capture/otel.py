@@ -203,14 +203,25 @@ def span_record(span: dict) -> dict | None:
 def records_from_export(obj: dict) -> list[dict | CaptureError]:
     """The records of one OTLP export object (``resourceSpans``) or one span: one item per span, in
     order: its record, None for a span without ``gen_ai.*`` attributes (skipped), or the
-    :class:`CaptureError` of a span that cannot be mapped, so the other spans still count."""
+    :class:`CaptureError` of a span that cannot be mapped, so the other spans still count. Raises
+    :class:`CaptureError` (``bad-field``) for an object that is neither an export nor a span, or
+    an export whose ``resourceSpans``/``scopeSpans``/``spans`` are not arrays of objects."""
     if "resourceSpans" not in obj:
+        if "attributes" not in obj:  # neither an export nor a span: not OTel at all
+            raise CaptureError("bad-field", f"not an OTLP export (no 'resourceSpans') nor a span (no 'attributes'); keys: {', '.join(list(obj)[:6])}")
         spans = [obj]
     else:
         spans = []
-        for rs in obj.get("resourceSpans") or ():
-            for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or ():
-                spans.extend(s for s in (ss or {}).get("spans") or () if isinstance(s, dict))
+        if not isinstance(obj["resourceSpans"] or [], list):
+            raise CaptureError("bad-field", f"resourceSpans must be an array, got {type(obj['resourceSpans']).__name__}")
+        for r, rs in enumerate(obj["resourceSpans"] or ()):
+            if not isinstance(rs, dict):
+                raise CaptureError("bad-field", f"resourceSpans[{r}] must be an object, got {type(rs).__name__}")
+            scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
+            if not isinstance(scopes, list) or not all(isinstance(ss, dict) and isinstance(ss.get("spans") or [], list) for ss in scopes):
+                raise CaptureError("bad-field", f"resourceSpans[{r}].scopeSpans must be an array of objects with a 'spans' array")
+            for ss in scopes:
+                spans.extend(s for s in ss.get("spans") or () if isinstance(s, dict))
     out: list[dict | CaptureError] = []
     for i, span in enumerate(spans):
         try:

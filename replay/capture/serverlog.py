@@ -51,6 +51,29 @@ def _decode(tokenizer: Any, ids: list[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
+def _vocab_size(tokenizer: Any) -> int | None:
+    """Ids the tokenizer knows, added tokens included (``tokenizers.Tokenizer.get_vocab_size``,
+    else ``len()`` of a transformers tokenizer); None when it says neither."""
+    try:
+        if hasattr(tokenizer, "get_vocab_size"):
+            return int(tokenizer.get_vocab_size(with_added_tokens=True))
+        return int(len(tokenizer))
+    except Exception:  # noqa: BLE001 - no size known: the decode itself is then the check
+        return None
+
+
+def _check_ids(tokenizer: Any, ids: list[int] | None, where: str) -> None:
+    """Raises :class:`CaptureError` (``bad-token-id``) for an id the tokenizer cannot decode: a
+    negative one, or one past its vocabulary (a log written with another model's tokenizer)."""
+    if not ids:
+        return
+    size = _vocab_size(tokenizer)
+    for i, v in enumerate(ids):
+        if v < 0 or (size is not None and v >= size):
+            bound = f"0..{size - 1}" if size is not None else "not negative"
+            raise CaptureError("bad-token-id", f"{where}[{i}] = {v}: out of range for the tokenizer (ids {bound}); was it logged with another tokenizer?")
+
+
 def decode_steps(tokenizer: Any, step_ids: list[list[int]]) -> list[str]:
     """The text of each streaming step from the token ids of each step (rules: module docstring).
 
@@ -98,10 +121,18 @@ def _first(obj: dict, *keys: str) -> Any:
     return None
 
 
+#: Keys of which a server-log line has at least one (what the server logged of the prompt or output).
+LOG_KEYS = ("prompt", "prompt_token_ids", "output_text", "text", "output_token_ids", "token_ids", "steps", "deltas", "step_token_ids", "delta_token_ids")
+
+
 def record_from_log(obj: dict, tokenizer: Any = None) -> list[dict]:
     """The v1-form record of one server-log line (keys: module docstring). ``tokenizer``: decodes
     what was logged as ids only; None leaves it undecoded (and said in ``capture_lacks``).
-    Raises :class:`CaptureError` (``bad-field``) for a value of the wrong type."""
+    Raises :class:`CaptureError` (``bad-field``) for a value of the wrong type, ``bad-token-id``
+    for a token id out of the tokenizer's range, and ``bad-field`` for a line with none of
+    :data:`LOG_KEYS` (not a server log)."""
+    if not any(obj.get(k) is not None for k in LOG_KEYS):
+        raise CaptureError("bad-field", f"not a server log line: none of {', '.join(LOG_KEYS)}; keys: {', '.join(list(obj)[:6])}")
     request = obj.get("request")
     lacks: list[str] = ["served"]
     if request is None:
@@ -127,6 +158,10 @@ def record_from_log(obj: dict, tokenizer: Any = None) -> list[dict]:
         if out_ids is None:
             out_ids = [v for s in step_ids for v in s]
     if tokenizer is not None:
+        _check_ids(tokenizer, prompt_ids if prompt is None else None, "prompt_token_ids")
+        _check_ids(tokenizer, out_ids if text is None else None, "output_token_ids")
+        if steps is None and step_ids is not None:
+            _check_ids(tokenizer, [v for st in step_ids for v in st], "step_token_ids (flattened)")
         if prompt is None and prompt_ids is not None:
             prompt = _decode(tokenizer, prompt_ids)
         if steps is None and step_ids is not None:

@@ -14,6 +14,7 @@ A spec names one renderer:
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Any
 
 #: The date templates read when ``--date`` is not given: fixed, so that two runs of one capture
@@ -21,12 +22,17 @@ from typing import Any
 DEFAULT_DATE = _dt.date(2026, 1, 1)
 
 
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
 def parse_date(text: str) -> _dt.date:
     """``YYYY-MM-DD`` -> ``datetime.date``; raises ValueError naming the accepted form."""
+    if not _DATE.fullmatch(text or ""):
+        raise ValueError(f"--date {text!r}: expected YYYY-MM-DD")
     try:
         return _dt.date.fromisoformat(text)
-    except (TypeError, ValueError):
-        raise ValueError(f"--date {text!r}: expected YYYY-MM-DD") from None
+    except ValueError as exc:  # the form is right, the day does not exist
+        raise ValueError(f"--date {text!r}: not a calendar date ({exc})") from None
 
 
 def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> Any:

@@ -1,0 +1,276 @@
+"""Faults a new user hit following README.md, then trying bad options and bad captures: each gives
+a clear error (or is counted per record), never a traceback, and the run goes on where it can."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from sides_data import invoke, query_json, summary, write_capture
+
+NAMES = [["read"], ["read", "edit"]]
+
+
+def _audit(tmp_path: Path, *args: str) -> Path:
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    out = tmp_path / "run"
+    result = invoke("audit", capture, "--out", out, "-q", "--chunkings", "whole,char", *args)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_a_run_written_by_an_older_replay_still_reports_and_queries(tmp_path: Path) -> None:
+    """An older run lacks the columns added since (capture_format, served_*, prompt_ids_sha256):
+    `replay report`, `replay query` and `replay stream` read those as null instead of failing with
+    DuckDB's binder error (a traceback for report and stream)."""
+    out = _audit(tmp_path)
+    ex = pq.read_table(out / "exchanges.parquet")
+    pq.write_table(ex.drop(["capture_format", "capture_lacks", "served_markup"]), out / "exchanges.parquet")
+    rn = pq.read_table(out / "renders.parquet")
+    pq.write_table(rn.drop(["prompt_ids_sha256", "tokens_differing"]), out / "renders.parquet")
+
+    result = invoke("report", "--run", out)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and "calls" in result.output
+    got = summary(out)
+    assert got["old"]["exchanges"] == 2 and got["old"]["calls_whole"] == 3
+    assert query_json(out, "SELECT count(*) AS n FROM exchanges WHERE capture_format IS NULL") == [{"n": 2}]
+    result = invoke("stream", "--run", out, "--chunkings", "whole", "-q")
+    assert result.exit_code == 0, result.output
+    assert summary(out)["new"]["calls_dropped"] == 0
+
+
+def _word_tokenizer(path: Path) -> Path:
+    """A tokenizer.json of 4 words (ids 0-3) written for these tests."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+
+    tok = Tokenizer(WordLevel({"sun": 0, "in": 1, "Lisbon": 2, "[UNK]": 3}, unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    tok.save(str(path))
+    return path
+
+
+def test_token_ids_out_of_the_tokenizers_range_are_an_error_of_their_line(tmp_path: Path) -> None:
+    """A server log decoded with --tokenizer (output ids not logged are the steps' ids): an id past the vocabulary or negative made the
+    tokenizer raise OverflowError out of ingest (a traceback, nothing written); now the line is an
+    ingest error naming the field and the id, and the good lines around it are exchanges."""
+    tok = _word_tokenizer(tmp_path / "tokenizer.json")
+    base = {"model": "Qwen/Qwen3-8B", "request": {"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]}}
+    lines = [
+        {**base, "request_id": "good", "prompt_token_ids": [0, 1], "step_token_ids": [[0], [1, 2]]},
+        {**base, "request_id": "past-vocab", "prompt_token_ids": [0], "step_token_ids": [[0], [2**31 - 1]]},
+        {**base, "request_id": "negative", "prompt_token_ids": [-5], "step_token_ids": [[0]]},
+        {**base, "request_id": "good2", "output_token_ids": [2, 2]},
+    ]
+    cap = tmp_path / "srv.jsonl"
+    cap.write_text("".join(json.dumps(l) + "\n" for l in lines), encoding="utf-8")
+    out = tmp_path / "run"
+    result = invoke("ingest", cap, "--out", out, "--tokenizer", tok, "--capture-format", "serverlog")
+    assert result.exit_code == 0, result.output
+    assert query_json(out, "SELECT exchange_id, server_output_text AS t FROM exchanges ORDER BY source_line") == [
+        {"exchange_id": "good", "t": "sun in Lisbon"},
+        {"exchange_id": "good2", "t": "Lisbon Lisbon"},
+    ]
+    errors = query_json(out, "SELECT source_line AS line, reason, detail FROM ingest_errors ORDER BY 1")
+    assert [(e["line"], e["reason"]) for e in errors] == [(2, "bad-token-id"), (3, "bad-token-id")]
+    assert errors[0]["detail"].startswith("output_token_ids[1] = 2147483647: out of range for the tokenizer (ids 0..3)")
+    assert errors[1]["detail"].startswith("prompt_token_ids[0] = -5: out of range")
+
+
+def test_a_reader_mapping_that_raises_is_an_error_of_its_line(tmp_path: Path) -> None:
+    """Any exception of a JSON-lines reader's mapping (not only CaptureError) is one
+    `internal-error` at its line; the lines after it are still read."""
+    from replay.capture.jsonlines import read_json_lines
+
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"n": 1}\n{"n": 0}\n{"n": 2}\n', encoding="utf-8")
+    units = list(read_json_lines(path, lambda obj: [{"x": 1 // obj["n"]}]))
+    assert [(u.line, u.error.reason if u.error else None) for u in units] == [(1, None), (2, "internal-error"), (3, None)]
+    assert units[1].error.detail == "ZeroDivisionError: integer division or modulo by zero"
+
+
+def test_a_serializer_plugin_that_returns_no_dict_fails_its_renders(tmp_path: Path) -> None:
+    """`--new-serializer file.py:fn` where fn returns a string rendered near-empty prompts with no
+    error; now every request with tools fails on that side with the reason on its renders row, in
+    process and in a worker alike."""
+    import sys
+
+    plugin = tmp_path / "ser.py"
+    plugin.write_text("def as_text(tool):\n    return 'not a dict'\n")
+    for extra in ([], ["--new-python", sys.executable]):
+        out = _audit(tmp_path / ("w" if extra else "p"), "--new-serializer", f"{plugin}:as_text", *extra)
+        rows = query_json(out, "SELECT side, count(error) AS failed, any_value(error) AS error FROM renders GROUP BY side ORDER BY side")
+        assert [(r["side"], r["failed"]) for r in rows] == [("new", 2), ("old", 0), ("reference", 0)], rows
+        assert f"serializer {plugin}:as_text returned str, expected a dict" in rows[0]["error"]
+
+
+def test_a_truncated_har_is_one_error_with_a_one_line_reason(tmp_path: Path) -> None:
+    """A HAR cut in the middle of its second entry: the first entry is read, the cut is one
+    `bad-json` error at entry 2 whose detail is one line (yajl's multi-line caret drawing, with
+    `(right here) ------^`, ended up in the table and the terminal)."""
+    entry = {
+        "request": {"method": "POST", "url": "https://gw.example/v1/chat/completions", "headers": [],
+                    "postData": {"mimeType": "application/json", "text": json.dumps({"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]})}},
+        "response": {"status": 200, "content": {"mimeType": "application/json", "text": json.dumps(
+            {"id": "c1", "object": "chat.completion", "model": "Qwen/Qwen3-8B",
+             "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}]})}},
+    }
+    text = json.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"}, "entries": [entry, entry]}})
+    cut = text[: text.rindex('"request"') + 40]
+    har = tmp_path / "cut.har"
+    har.write_text(cut, encoding="utf-8")
+    out = tmp_path / "run"
+    result = invoke("ingest", har, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert query_json(out, "SELECT count(*) AS n FROM exchanges") == [{"n": 1}]
+    errors = query_json(out, "SELECT source_line AS line, reason, detail FROM ingest_errors")
+    assert [(e["line"], e["reason"]) for e in errors] == [(2, "bad-json")]
+    assert errors[0]["detail"].startswith("HAR is not JSON after entry 1: ") and "\n" not in errors[0]["detail"]
+    assert "right here" not in result.output
+
+
+def test_a_side_interpreter_that_is_too_old_or_no_python_and_a_missing_pythonpath_are_named(tmp_path: Path) -> None:
+    """`--old-python` an old Python failed with its bare SyntaxError, and a `--old-pythonpath`
+    directory that does not exist surfaced only as the plugin's ModuleNotFoundError: each now says
+    what is wrong, before any work."""
+    old = tmp_path / "python3.8"  # answers the version probe as a Python 3.8, fails the worker as one
+    old.write_text('#!/bin/sh\nif [ "$1" = "-c" ]; then echo "3 8"; exit 0; fi\necho "SyntaxError: invalid syntax" >&2\nexit 1\n')
+    old.chmod(0o755)
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    cases = [
+        (["--old-python", str(old)], f"--old-python {old}: the worker did not start: the worker exited (exit code 1): SyntaxError: invalid syntax (it is Python 3.8; the worker needs Python 3.10 or newer)"),
+        (["--old-python", "/bin/sh"], "(it does not run as a Python interpreter)"),
+        (["--new-python", sys.executable, "--new-pythonpath", f"{tmp_path}:{tmp_path / 'nowhere'}"], f"--new-pythonpath: no such directory: {tmp_path / 'nowhere'}"),
+    ]
+    for args, message in cases:
+        out = tmp_path / "run"
+        result = invoke("audit", capture, "--out", out, "-q", *args)
+        assert result.exit_code == 1, result.output
+        assert message in " ".join(result.output.split()), result.output
+        assert not out.exists()
+
+
+def test_a_record_that_is_not_of_the_forced_format_is_an_error_not_an_empty_exchange(tmp_path: Path) -> None:
+    """`--capture-format serverlog|litellm|otel` on another format's file gave exchanges with
+    nothing in them (a HAR as one server-log exchange, OTel exports as LiteLLM rows) or skipped
+    every line (LiteLLM rows as OTel), and an export whose `resourceSpans` is not an array stopped
+    the ingest with AttributeError; each such line is now a `bad-field` error saying why."""
+    cap = tmp_path / "other.jsonl"
+    cap.write_text(
+        json.dumps({"log": {"version": "1.2", "entries": []}}) + "\n"
+        + json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "GET /", "attributes": []}]}]}]}) + "\n"
+        + json.dumps({"call_type": "acompletion", "model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}) + "\n"
+        + json.dumps({"resourceSpans": "nope"}) + "\n",
+        encoding="utf-8",
+    )
+    expected = {
+        "serverlog": [(1, "not a server log line"), (2, "not a server log line"), (3, "not a server log line"), (4, "not a server log line")],
+        "litellm": [(1, "not a LiteLLM row"), (2, "not a LiteLLM row"), (4, "not a LiteLLM row")],
+        "otel": [(1, "not an OTLP export"), (3, "not an OTLP export"), (4, "resourceSpans must be an array, got str")],
+    }
+    for fmt, errors in expected.items():
+        out = tmp_path / fmt
+        result = invoke("ingest", cap, "--out", out, "--capture-format", fmt)
+        assert result.exit_code == 0, result.output
+        got = query_json(out, "SELECT source_line AS line, reason, detail FROM ingest_errors ORDER BY 1")
+        assert [(e["line"], e["detail"][: len(m)]) for e, (_l, m) in zip(got, errors)] == errors, (fmt, got)
+        assert all(e["reason"] == "bad-field" for e in got)
+
+
+
+def _fails_with(tmp_path: Path, args: list[str], message: str) -> None:
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    out = tmp_path / "run"
+    result = invoke("audit", capture, "--out", out, "-q", *args)
+    assert result.exit_code == 1, (args, result.output)
+    assert message in " ".join(result.output.split()), result.output
+    assert "❌" not in result.output and not out.exists()
+
+
+def test_a_bad_spec_names_its_option_and_a_negative_timeout_is_refused(tmp_path: Path) -> None:
+    """Spec errors did not say which of --parser/--old-parser/--new-serializer/... was wrong, and
+    a negative --replay-timeout silently meant no limit."""
+    _fails_with(tmp_path, ["--parser", "bogus"], "error: --parser bogus: unknown tool parser 'bogus'")
+    _fails_with(tmp_path, ["--old-parser", "json:loads"], "error: --old-parser json:loads: 'json:loads' is not a tool parser")
+    _fails_with(tmp_path, ["--new-serializer", "nope"], "error: --new-serializer nope: unknown serializer 'nope'")
+    _fails_with(tmp_path, ["--replay-timeout", "-1"], "error: --replay-timeout -1: seconds must be 0 (no limit) or more")
+
+
+def test_a_date_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    """`--date 2026-13-45` is in the form YYYY-MM-DD; the error said "expected YYYY-MM-DD"."""
+    _fails_with(tmp_path, ["--date", "2026-13-45"], "error: --date '2026-13-45': not a calendar date (month must be in 1..12)")
+    _fails_with(tmp_path, ["--date", "2025-02-30"], "error: --date '2025-02-30': not a calendar date (day is out of range for month)")
+    _fails_with(tmp_path, ["--date", "tomorrow"], "error: --date 'tomorrow': expected YYYY-MM-DD")
+
+
+def test_colon_words_in_a_message_are_not_turned_into_emoji(tmp_path: Path) -> None:
+    """rich's emoji codes turned ':x:' of a spec or a capture path into ❌ in errors and headlines."""
+    _fails_with(tmp_path, ["--reference-parser", "nosuch:x:"], "error: --reference-parser nosuch:x:: 'nosuch:x:': expected 'module:attr'")
+    capture = write_capture(tmp_path / "c.jsonl", NAMES)
+    result = invoke("audit", capture, "--out", tmp_path / "a:x:b", "--chunkings", "whole")
+    assert result.exit_code == 0, result.output
+    assert "❌" not in result.output
+    assert "a:x:b/report.md" in "".join(result.output.split())
+
+
+def test_the_ingest_headline_counts_skipped_records(tmp_path: Path) -> None:
+    """README: `lines - blank_lines - skipped = exchanges + errors`; the headline said "Ingested 2
+    lines: 1 exchange, 0 errors." for a HAR whose page load was skipped, so its numbers did not add up."""
+    entry = {
+        "request": {"method": "POST", "url": "https://gw.example/v1/chat/completions", "headers": [],
+                    "postData": {"mimeType": "application/json", "text": json.dumps({"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]})}},
+        "response": {"status": 200, "content": {"mimeType": "application/json", "text": json.dumps(
+            {"id": "c1", "object": "chat.completion", "model": "Qwen/Qwen3-8B",
+             "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}]})}},
+    }
+    page = {"request": {"method": "GET", "url": "https://gw.example/index.html", "headers": []}, "response": {"status": 200, "content": {"text": "<html></html>"}}}
+    har = tmp_path / "g.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"}, "entries": [page, entry]}}), encoding="utf-8")
+    out = tmp_path / "run"
+    result = invoke("audit", har, "--out", out, "--chunkings", "whole")
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "Ingested 2 lines: 1 exchange, 0 errors, 1 skipped (not an LLM exchange)." in report
+
+
+def test_a_folder_without_capture_files_is_an_error(tmp_path: Path) -> None:
+    """An empty folder, or one of `.txt` transcripts, audited "0 lines: 0 exchanges" and wrote an
+    empty report; now both commands say no capture file was found and how to name files."""
+    (tmp_path / "caps").mkdir()
+    (tmp_path / "caps" / "stream.txt").write_text('data: {"choices": []}\n\n', encoding="utf-8")
+    for cmd in ("audit", "ingest"):
+        out = tmp_path / cmd
+        result = invoke(cmd, tmp_path / "caps", "--out", out)
+        assert result.exit_code == 1, result.output
+        assert f"error: no capture file in {tmp_path / 'caps'}: folders are searched for .jsonl" in " ".join(result.output.split())
+        assert not out.exists()
+    result = invoke("ingest", tmp_path / "caps" / "stream.txt", "--out", tmp_path / "named", "--capture-format", "sse")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_damaged_run_folder_is_named_not_a_traceback(tmp_path: Path) -> None:
+    """A truncated table or a run.json that is not JSON made `replay report`, `render` and
+    `stream` end in a traceback; each now names the file, and render/stream fail before rewriting."""
+    out = _audit(tmp_path)
+    good_meta = (out / "run.json").read_bytes()
+    data = (out / "calls.parquet").read_bytes()
+    (out / "calls.parquet").write_bytes(data[: len(data) // 2])
+    for args in (["report"], ["query", "summary"]):
+        result = invoke(*args, "--run", out)
+        assert result.exit_code == 1, result.output
+        assert f"error: {out / 'calls.parquet'}: not a readable Parquet table" in " ".join(result.output.split())
+    (out / "calls.parquet").write_bytes(data)
+    (out / "run.json").write_text("{bad", encoding="utf-8")
+    before = (out / "renders.parquet").stat().st_mtime_ns
+    for args in (["report"], ["render"], ["stream", "--chunkings", "whole"]):
+        result = invoke(*args, "--run", out)
+        assert result.exit_code == 1, (args, result.output)
+        assert f"error: {out / 'run.json'}: not JSON (Expecting property name" in " ".join(result.output.split())
+    assert (out / "renders.parquet").stat().st_mtime_ns == before
+    (out / "run.json").write_bytes(good_meta)
+    assert invoke("report", "--run", out).exit_code == 0
