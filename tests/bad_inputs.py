@@ -248,7 +248,7 @@ CASES: list[Case] = [
          {"bad-field": 1}, lines=1),
     Case("token-id-over-int64", _write("int64.jsonl", b'{"route": "chat.completions", "request": {}, "server": {"prompt_token_ids": [1, 18446744073709551616]}}\n'),
          {"bad-field": 1}, lines=1),
-    Case("json-nested-100k-line", _write("deep.jsonl", b"[" * _DEEP + b"]" * _DEEP + b"\n"), {"not-object": 1}, lines=1),
+    Case("json-nested-100k-line", _write("deep.jsonl", b"[" * _DEEP + b"]" * _DEEP + b"\n"), {"too-deep": 1}, lines=1),
     Case("json-nested-100k-in-request", _write("deep-req.jsonl",
          b'{"route": "chat.completions", "request": {"messages": ' + b"[" * _DEEP + b"]" * _DEEP + b"}}\n" + jl(good(1))),
          {"too-deep": 1}, exchanges=1, lines=2),
@@ -410,7 +410,7 @@ FORMAT_CASES: list[Case] = [
          exchanges=1, lines=1),
     # OpenTelemetry, LiteLLM, server logs
     Case("otel-span-without-gen-ai", _files(o__jsonl=_otel({"traceId": "a", "spanId": "b", "name": "GET /", "attributes": []}) + b"\n"), lines=1, skipped=1),
-    Case("otel-spans-not-a-list", _files(o__jsonl=orjson.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": "x"}]}]}) + b"\n"), lines=1, skipped=1),
+    Case("otel-spans-not-a-list", _files(o__jsonl=orjson.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": "x"}]}]}) + b"\n"), {"bad-field": 1}, lines=1),
     Case("litellm-messages-not-list", _files(l__jsonl=orjson.dumps({"request_id": "x", "call_type": "acompletion", "model": "m", "messages": '{"a": 1}', "response": "{}"}) + b"\n"),
          {"bad-field": 1}, lines=1),
     Case("serverlog-token-id-over-int32", _files(l__jsonl=orjson.dumps({"request_id": "x", "model": "m", "prompt_token_ids": [1, 2**40], "output_text": "hi"}) + b"\n"),

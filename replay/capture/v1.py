@@ -69,7 +69,7 @@ REASONS = (
     "request-not-object",  # `request` is not an object
     "tools-not-list",  # `request.tools` is present, not null and not an array
     "tool-not-object",  # an entry of `request.tools` is not an object
-    "too-deep",  # `request` or a tool nested deeper than orjson writes (254 levels)
+    "too-deep",  # the line nests deeper than orjson reads (1,024), or `request`/a tool deeper than it writes (254)
     "bad-field",  # another field of the wrong type or value (route, ts, model, response, stream, server.*)
 )
 
@@ -412,7 +412,7 @@ def _stream_payloads(stream: Any) -> list[dict]:
 def decode_line(raw: bytes) -> dict:
     """One JSON-lines record: ``raw`` (bytes of one line, a leading UTF-8 BOM ignored) decoded as
     UTF-8 and parsed as a JSON object. Raises :class:`CaptureError` (``not-utf8``, ``bad-json``,
-    ``not-object``). Every line-based reader (:mod:`replay.capture.readers`) decodes with this."""
+    ``not-object``, ``too-deep``). Every line-based reader (:mod:`replay.capture.readers`) decodes with this."""
     if raw.startswith(_BOM):
         raw = raw[3:]
     try:
@@ -422,6 +422,10 @@ def decode_line(raw: bytes) -> dict:
     try:
         rec = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
+        # orjson reads at most 1,024 nested arrays/objects; its message for that has changed
+        # between releases ("recursion depth exceeded", "depth limit exceeded")
+        if "depth" in str(exc).lower():
+            raise CaptureError("too-deep", f"the line nests arrays/objects deeper than 1,024 levels: {exc}") from None
         raise CaptureError("bad-json", _what_it_looks_like(text) + str(exc)) from None
     if not isinstance(rec, dict):
         raise CaptureError("not-object", f"line is a JSON {type(rec).__name__}, not an object")
