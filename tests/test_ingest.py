@@ -433,6 +433,8 @@ def test_empty_file_writes_empty_tables(tmp_path: Path) -> None:
     stats = ingest(tmp_path, out)
     assert (stats.files, stats.lines, stats.exchanges, stats.errors, stats.tools) == (3, 0, 0, 0, 0)
     assert str(stats) == "0 lines: 0 exchanges, 0 errors"
+    assert str(IngestStats(lines=1, exchanges=1)) == "1 line: 1 exchange, 0 errors"
+    assert str(IngestStats(lines=12345, exchanges=12344, errors=1)) == "12,345 lines: 12,344 exchanges, 1 error"
     for table, schema in (("exchanges", EXCHANGES), ("tools", TOOLS), ("ingest_errors", INGEST_ERRORS)):
         t = pq.read_table(out / f"{table}.parquet")
         assert t.num_rows == 0 and t.schema.remove_metadata() == schema

@@ -79,8 +79,11 @@ class IngestStats:
     redactions: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        skipped = f", {self.skipped} skipped" if self.skipped else ""
-        return f"{self.lines} lines: {self.exchanges} exchanges, {self.errors} errors{skipped}"
+        def n(count: int, noun: str) -> str:
+            return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+        skipped = f", {self.skipped:,} skipped" if self.skipped else ""
+        return f"{n(self.lines, 'line')}: {n(self.exchanges, 'exchange')}, {n(self.errors, 'error')}{skipped}"
 
 
 class _Writer:
