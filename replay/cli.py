@@ -138,6 +138,19 @@ def _gate(gates: list[Any], verdicts: Any) -> None:
         raise typer.Exit(FAIL_ON_EXIT)
 
 
+def _tokenizer(path: Optional[Path]) -> Any:
+    """The tokenizer ``--tokenizer`` names (:func:`replay.render.load_tokenizer`), None without
+    one; fails naming the option when it cannot be loaded."""
+    if path is None:
+        return None
+    from replay.render import load_tokenizer
+
+    try:
+        return load_tokenizer(path)
+    except Exception as exc:
+        _fail(f"--tokenizer {path}: {exc}")
+
+
 def _captures(paths: list[Path]) -> list[Path]:
     """The capture files ``paths`` name (:func:`replay.capture.discover`); fails naming the path
     that does not exist, or the folders when they hold no capture file at all."""
@@ -177,16 +190,11 @@ def _config(
 ) -> Any:
     from replay.pipeline import AuditConfig
     from replay.sides import split_pythonpath
-    from replay.render import ChatTemplateRenderer, JsonToolsRenderer, load_tokenizer
+    from replay.render import ChatTemplateRenderer, JsonToolsRenderer
     from replay.render.chat_template import special_tokens_from
     from replay.stream import default_chunkings
 
-    tok = None
-    if tokenizer is not None:
-        try:
-            tok = load_tokenizer(tokenizer)
-        except Exception as exc:
-            _fail(f"--tokenizer {tokenizer}: {exc}")
+    tok = _tokenizer(tokenizer)
     from replay.render.specs import DEFAULT_DATE, parse_date, renderer_from_spec
 
     try:
@@ -389,14 +397,7 @@ def ingest(
     from replay.capture.files import file_size
 
     files = _captures(paths)
-    tok = None
-    if tokenizer is not None:
-        from replay.render import load_tokenizer
-
-        try:
-            tok = load_tokenizer(tokenizer)
-        except Exception as exc:
-            _fail(f"--tokenizer {tokenizer}: {exc}")
+    tok = _tokenizer(tokenizer)
     from replay.capture.detect import FORMATS
 
     if capture_format is not None and capture_format not in FORMATS:
