@@ -76,7 +76,7 @@ def _audit(tmp_path: Path, cls: str, *extra: str) -> tuple[subprocess.CompletedP
     proc = subprocess.run(
         [sys.executable, "-m", "replay", "audit", str(ROOT / "samples" / "coding-agent.jsonl"), "--out", str(out),
          "--new-parser", f"{plugin}:{cls}", "--chunkings", "whole", *extra],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+        check=False, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
     )
     return proc, out
 
@@ -108,3 +108,39 @@ def test_garbage_parser_in_a_worker(tmp_path: Path) -> None:
     rows = pq.read_table(out / "streams.parquet").to_pylist()
     errors = [r["error"] for r in rows if r["side"] == "new" and r["chunking"] == "whole" and r["error"]]
     assert len(errors) == 6 and all("call index str '0', not an int" in e for e in errors), errors
+
+
+def test_vllm_tokenizer_that_does_not_load_is_a_spec_error(tmp_path: Path) -> None:
+    """``vllm/hermes?tokenizer=PATH`` (or $REPLAY_VLLM_TOKENIZER) naming a missing or broken file
+    is an AdapterError naming the spec and the path when the side is resolved, not a misleading
+    per-row error ("Couldn't instantiate the backend tokenizer ... sentencepiece") on every row."""
+    from replay.adapters import AdapterError
+    from replay.adapters.vllm import check_tokenizer
+
+    missing = tmp_path / "nope" / "tokenizer.json"
+    with pytest.raises(AdapterError, match=r"vllm/hermes: tokenizer .*nope/tokenizer.json \(from \?tokenizer=\) does not exist"):
+        check_tokenizer("vllm/hermes", str(missing), "?tokenizer=")
+    broken = tmp_path / "tokenizer.json"
+    broken.write_text("{not json")
+    with pytest.raises(AdapterError, match=r"vllm/hermes: tokenizer .*tokenizer.json \(from \$REPLAY_VLLM_TOKENIZER\) does not load: "):
+        check_tokenizer("vllm/hermes", str(broken), "$REPLAY_VLLM_TOKENIZER")
+    assert check_tokenizer("vllm/hermes", None, "?tokenizer=") is None
+
+
+VLLM_VENV = Path(os.environ.get("REPLAY_ENGINES_CACHE", Path.home() / ".cache" / "replay-engines")) / "vllm-0.33.0" / "bin" / "python"
+
+
+@pytest.mark.engines
+@pytest.mark.skipif(not VLLM_VENV.exists(), reason="no cached vLLM 0.33.0 venv (tests/engines.py builds it)")
+def test_vllm_missing_tokenizer_stops_the_audit_at_start(tmp_path: Path) -> None:
+    """The same through the CLI in a real vLLM venv: exit 1 with the error, before any work."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REPLAY_VLLM_TOKENIZER")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "replay", "audit", str(ROOT / "samples" / "coding-agent.jsonl"), "--out", str(tmp_path / "run"),
+         "--new-python", str(VLLM_VENV), "--new-parser", f"vllm/hermes?tokenizer={tmp_path}/none.json"],
+        check=False, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout[-1000:]
+    assert f"vllm/hermes: tokenizer {tmp_path}/none.json (from ?tokenizer=) does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "run" / "streams.parquet").exists()
