@@ -170,3 +170,21 @@ def test_fail_on_a_run_whose_checks_never_ran_is_an_error(tmp_path: Path) -> Non
     # both stages: the gate is evaluated (samples: 0 broken)
     assert _cli("stream", "--run", str(run)).returncode == 0
     assert _cli("report", "--run", str(run), "--fail-on", "broken").returncode == 0
+
+
+def test_report_of_an_ingest_only_run_says_nothing_was_judged(tmp_path: Path) -> None:
+    """report.md of a run made by `replay ingest` alone said "no exchange has both a served
+    response and a raw completion" (false: the coding agent has 7) and listed sides as `None`
+    under an all-zero verdict table; it now says that nothing was rendered or re-streamed."""
+    run = tmp_path / "run"
+    assert _cli("ingest", str(ROOT / "samples" / "coding-agent.jsonl"), "--out", str(run)).returncode == 0
+    proc = _cli("report", "--run", str(run))
+    assert proc.returncode == 0, proc.stderr[-1000:]
+    text = (run / "report.md").read_text()
+    assert "Not judged: this run was not rendered or re-streamed" in text
+    assert "no exchange has both a served response and a raw completion" not in text
+    assert "old = `None`" not in text
+    # after render + stream the note is gone
+    assert _cli("render", "--run", str(run)).returncode == 0 and _cli("stream", "--run", str(run)).returncode == 0
+    assert _cli("report", "--run", str(run)).returncode == 0
+    assert "Not judged" not in (run / "report.md").read_text()
