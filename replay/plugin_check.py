@@ -34,9 +34,7 @@ def _text(value: Any, what: str) -> None:
 
 
 def _calls(d: Any, method: str) -> list[Any]:
-    calls = getattr(d, "calls", None)
-    if calls is None:
-        calls = ()
+    calls = getattr(d, "calls", ())
     if not isinstance(calls, (list, tuple)):
         raise PluginResultError(f"{method} returned calls of type {_kind(calls)}, not a list")
     return list(calls)

@@ -45,6 +45,11 @@ class ParseDictArgs(HermesParser):
         r = super().parse(text)
         return ParseResult(r.content, tuple(ToolCall(c.name, {"x": 1}) for c in r.calls), r.reasoning)
 
+class CallsNone(HermesParser):
+    def feed(self, delta):
+        d = super().feed(delta)
+        return StreamDelta(d.content, None, d.reasoning)
+
 class ParseNone(HermesParser):
     def parse(self, text): return None
 
@@ -63,6 +68,7 @@ CASES = {
     "StrIndex": ("whole", "call index str '0', not an int", 6),
     "IntName": ("whole", "call 0 name is int 42, not a string", 6),
     "ParseDictArgs": ("parse", ") arguments is dict {'x': 1}, not a string", 6),
+    "CallsNone": ("whole", "feed() returned calls of type NoneType, not a list", 7),
     "ParseNone": ("parse", "parse() returned NoneType None, not a ParseResult", 7),
     "ParseCallDicts": ("parse", "parse() call 0 is dict", 6),
 }
