@@ -299,8 +299,10 @@ def markdown_report(
         parts += [
             "## Verdicts",
             "",
-            "Not judged: this run was not rendered or re-streamed (no `renders` or `streams` rows, as after "
-            "`replay ingest` alone). Run `replay render --run RUN` and `replay stream --run RUN`, or `replay audit`.",
+            (
+                "Not judged: this run was not rendered or re-streamed (no `renders` or `streams` rows, as after "
+                "`replay ingest` alone). Run `replay render --run RUN` and `replay stream --run RUN`, or `replay audit`."
+            ),
             "",
         ]
     else:
