@@ -576,6 +576,12 @@ def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOp
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
     sys.stdout.write(written.path.read_text(encoding="utf-8"))
+    from replay.verdicts import unjudged
+
+    for line in unjudged(gates, run):
+        err.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    if unjudged(gates, run):
+        raise typer.Exit(1)
     _gate(gates, written.results["verdicts"])
 
 

@@ -39,6 +39,7 @@ from replay import tables
 from replay.deadline import ReplayTimeout, deadline  # noqa: F401  (ReplayTimeout: part of this module's API)
 from replay.parsers import family_for_model, get_parser
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.plugin_check import check_parse_result
 from replay.render.base import RenderError, Renderer, count_tokens
 from replay.render.chat_template import request_messages
 from replay.sides import BATCH, BATCH_CHARS, RemoteParser, SideError, WorkerError, open_sides, side_specs
@@ -518,7 +519,7 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
     ro = plan.ro = prompt_opens_reasoning(ex.get("server_prompt"))
     try:
         with deadline(cfg.replay_timeout):
-            whole = new_parser(sides.reference, plan.tools, reasoning_open=ro).parse(text)
+            whole = check_parse_result(new_parser(sides.reference, plan.tools, reasoning_open=ro).parse(text))
     except Exception as exc:
         plan.streams.append(
             {"exchange_id": xid, "side": "reference", "parser": sides.reference.name, "chunking": "parse", "error": f"{type(exc).__name__}: {exc}"}
@@ -590,7 +591,7 @@ def replay_in_process(plan: StreamPlan, cls: type, chunks: list[tuple[str, Any]]
     entries' error texts (``Type: message``)."""
     try:
         with deadline(limit):
-            parse: Any = new_parser(cls, plan.tools, reasoning_open=plan.ro).parse(plan.text)
+            parse: Any = check_parse_result(new_parser(cls, plan.tools, reasoning_open=plan.ro).parse(plan.text))
     except Exception as exc:
         parse = f"{type(exc).__name__}: {exc}"
     streams: list[Any] = []

@@ -294,19 +294,32 @@ def markdown_report(
     opts = meta.get("options", {})
     results = results if results is not None else run_report_queries(con)
     parts = ["# replay audit", ""]
-    parts.append(verdict_markdown(results["verdicts"], results["fidelity"], exemplars or []))
-    parts.append(
-        "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`{enc}; "
-        "parsers old = `{op}`, new = `{np}` (reference: the built-in whole-text parse).".format(
-            old=opts.get("old_serializer"),
-            new=opts.get("new_serializer"),
-            ref=opts.get("reference_serializer"),
-            renderer=opts.get("renderer"),
-            enc=f", reference encoder `{opts['reference_encoder']}`" if opts.get("reference_encoder") else "",
-            op=opts.get("old_parser") or "family default",
-            np=opts.get("new_parser") or "family default",
+    judged = run_sql(con, "SELECT (SELECT count(*) FROM renders) + (SELECT count(*) FROM streams) AS n").column("n")[0].as_py()
+    if not judged:  # made by `replay ingest` alone: an all-zero table would read as judged
+        parts += [
+            "## Verdicts",
+            "",
+            (
+                "Not judged: this run was not rendered or re-streamed (no `renders` or `streams` rows, as after "
+                "`replay ingest` alone). Run `replay render --run RUN` and `replay stream --run RUN`, or `replay audit`."
+            ),
+            "",
+        ]
+    else:
+        parts.append(verdict_markdown(results["verdicts"], results["fidelity"], exemplars or []))
+    if judged:
+        parts.append(
+            "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`{enc}; "
+            "parsers old = `{op}`, new = `{np}` (reference: the built-in whole-text parse).".format(
+                old=opts.get("old_serializer"),
+                new=opts.get("new_serializer"),
+                ref=opts.get("reference_serializer"),
+                renderer=opts.get("renderer"),
+                enc=f", reference encoder `{opts['reference_encoder']}`" if opts.get("reference_encoder") else "",
+                op=opts.get("old_parser") or "family default",
+                np=opts.get("new_parser") or "family default",
+            )
         )
-    )
     parts.append("")
     results = results if results is not None else run_report_queries(con)
     lines = lines if lines is not None else headlines(con, meta, results)

@@ -256,10 +256,13 @@ def replay_stream(
 ) -> Assembled:
     """Replay one stream: a new parser (:func:`new_parser`), ``feed`` each delta (text),
     ``finish()``, and assemble the events with :func:`assemble_openai`. Parser exceptions
-    propagate."""
+    propagate; a result that is not StreamDelta-shaped raises
+    :class:`replay.plugin_check.PluginResultError`."""
+    from replay.plugin_check import check_stream_delta
+
     parser = new_parser(parser_cls, tools, reasoning_open=reasoning_open)
-    events = [parser.feed(d) for d in deltas]
-    events.append(parser.finish())
+    events = [check_stream_delta(parser.feed(d), "feed()") for d in deltas]
+    events.append(check_stream_delta(parser.finish(), "finish()"))
     return assemble_openai(events)
 
 

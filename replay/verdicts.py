@@ -101,6 +101,34 @@ def tripped(gates: Iterable[FailOn], verdicts: pa.Table) -> list[str]:
     return out
 
 
+#: The table a check's stage writes: render checks need ``renders``, stream checks ``streams``.
+CHECK_TABLE: dict[str, str] = {
+    **{c: "renders" for c in ("null-leak", "prompt-divergence", "render-failure")},
+    **{c: "streams" for c in ("replay-error", "dropped-call", "non-json-join", "argument-mismatch", "content-leak")},
+}
+
+
+def unjudged(gates: Iterable[FailOn], run_dir: Any) -> list[str]:
+    """The gates naming a check (or, with no check, any check) whose stage never ran in the run
+    folder ``run_dir`` (its ``renders.parquet`` or ``streams.parquet`` absent, as after
+    ``replay ingest`` alone), each as a line saying which; empty when every gate can be judged.
+    A gate there would read a count of 0 and pass without anything judged."""
+    from pathlib import Path
+
+    out = []
+    for g in gates:
+        for check in [g.check] if g.check else list(CHECKS):
+            table = CHECK_TABLE[check]
+            if not (Path(run_dir) / f"{table}.parquet").exists():
+                stage = "render" if table == "renders" else "stream"
+                out.append(
+                    f"--fail-on {g.text}: nothing judged for {check}: the run has no {table}.parquet "
+                    f"(run `replay {stage} --run {run_dir}`, or `replay audit`)"
+                )
+                break
+    return out
+
+
 # ------------------------------------------------------------------------------------- redaction
 #: Words kept verbatim by :func:`redact_text`: JSON literals and the structural words of the call
 #: syntaxes (Hermes ``name``/``arguments``, Qwen3-Coder ``<function=…>``, DSML/MiniMax ``invoke``,

@@ -160,6 +160,7 @@ class Worker:
         """One ``replay`` item -> its answer (never raises for a parser fault)."""
         from replay.deadline import deadline
         from replay.stream import new_parser
+        from replay.plugin_check import check_parse_result
 
         k = item.get("k")
         cls = self.parsers.get(item.get("family"))
@@ -171,7 +172,7 @@ class Worker:
         out: dict[str, Any] = {"k": k}
         try:
             with deadline(self.timeout):
-                res = new_parser(cls, tools, reasoning_open=ro).parse(text)
+                res = check_parse_result(new_parser(cls, tools, reasoning_open=ro).parse(text))
             out["parse"] = {
                 "content": res.content,
                 "reasoning": getattr(res, "reasoning", ""),
@@ -199,11 +200,14 @@ def _replay_events(parser: Any, text: str, lens: list[int]) -> list[list[Any]]:
     for step, n in enumerate(lens):
         _event(events, step, parser.feed(text[pos : pos + n]))
         pos += n
-    _event(events, len(lens), parser.finish())
+    _event(events, len(lens), parser.finish(), "finish()")
     return events
 
 
-def _event(events: list[list[Any]], step: int, d: Any) -> None:
+def _event(events: list[list[Any]], step: int, d: Any, method: str = "feed()") -> None:
+    from replay.plugin_check import check_stream_delta
+
+    check_stream_delta(d, method)
     calls = [[c.index, c.name, c.arguments] for c in d.calls]
     reasoning = getattr(d, "reasoning", "")
     if d.content or reasoning or calls:

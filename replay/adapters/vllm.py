@@ -157,10 +157,30 @@ def _serving() -> str:
     return "0.33"
 
 
+def check_tokenizer(spec: str, path: str | None, source: str) -> Any:
+    """Load the tokenizer at ``path`` (given by ``source``: ``?tokenizer=`` or
+    ``$REPLAY_VLLM_TOKENIZER``) when a side is resolved, so that a path that does not exist or
+    does not load is an :class:`AdapterError` naming ``spec`` and the path before any work,
+    not an error on every row. Returns the tokenizer (None when ``path`` is None)."""
+    if not path:
+        return None
+    if not os.path.exists(path):
+        raise AdapterError(f"{spec}: tokenizer {path} (from {source}) does not exist")
+    try:
+        return load_tokenizer(path)
+    except Exception as exc:
+        raise AdapterError(f"{spec}: tokenizer {path} (from {source}) does not load: {type(exc).__name__}: {exc}") from None
+
+
 def _make(parser_cls: type, registry_name: str | None, tokenizer: str | None) -> type:
     key = (parser_cls, registry_name, tokenizer)
     if key in _CACHE:
         return _CACHE[key]
+    spec = f"vllm/{registry_name}" if registry_name else f"vllm parser {parser_cls.__qualname__}"
+    if tokenizer:
+        check_tokenizer(spec, tokenizer, "?tokenizer=")
+    else:
+        check_tokenizer(spec, os.environ.get("REPLAY_VLLM_TOKENIZER"), "$REPLAY_VLLM_TOKENIZER")
     name, markers = adapter_identity("vllm", registry_name, parser_cls, ())
     serving = _serving() if _vllm_installed() else "0.11"
     manager_name = registry_name
