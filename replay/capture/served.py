@@ -38,7 +38,7 @@ has no fragments). Every function here is pure and never raises on a list of dic
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 
@@ -94,6 +94,20 @@ class _Order:
             self.closed.add(idx)
 
 
+def first_choices(chunks: list[dict]) -> Iterator[dict]:
+    """The entries of choice 0 in ``chat.completion.chunk`` payloads, in order: each chunk's
+    ``choices`` items that are objects with ``index`` 0 (a missing index counts as 0). Chunks
+    without a ``choices`` list (usage chunks) give nothing. The OpenAI SDK assembles choice 0 alone
+    for ``message``; the served-side checks read the same entries."""
+    for chunk in chunks:
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            continue
+        for choice in choices:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                yield choice
+
+
 def check_chat_stream(chunks: list[dict]) -> tuple[int, int]:
     """``(name_repeats, index_faults)`` of OpenAI ``chat.completion.chunk`` payloads (choice 0).
 
@@ -104,32 +118,26 @@ def check_chat_stream(chunks: list[dict]) -> tuple[int, int]:
     order = _Order()
     named: set[int] = set()
     repeats = 0
-    for chunk in chunks:
-        choices = chunk.get("choices")
-        if not isinstance(choices, list):
+    for choice in first_choices(chunks):
+        delta = choice.get("delta")
+        tcs = delta.get("tool_calls") if isinstance(delta, dict) else None
+        if not isinstance(tcs, list):
             continue
-        for choice in choices:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        for tc in tcs:
+            if not isinstance(tc, dict):
                 continue
-            delta = choice.get("delta")
-            tcs = delta.get("tool_calls") if isinstance(delta, dict) else None
-            if not isinstance(tcs, list):
-                continue
-            for tc in tcs:
-                if not isinstance(tc, dict):
-                    continue
-                idx = _idx(tc.get("index"))
-                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-                name = fn.get("name")
-                if idx is None or idx not in order.opened:
-                    order.open(idx)
-                else:
-                    order.fragment(idx, closable=False)
-                if isinstance(name, str) and name:
-                    if idx is not None and idx in named:
-                        repeats += 1
-                    elif idx is not None:
-                        named.add(idx)
+            idx = _idx(tc.get("index"))
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            name = fn.get("name")
+            if idx is None or idx not in order.opened:
+                order.open(idx)
+            else:
+                order.fragment(idx, closable=False)
+            if isinstance(name, str) and name:
+                if idx is not None and idx in named:
+                    repeats += 1
+                elif idx is not None:
+                    named.add(idx)
     return repeats, order.faults
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from replay.capture.served import check_served
+from replay.capture.served import check_served, first_choices
 from replay.tools import describe_tool
 
 __all__ = [
@@ -239,37 +239,31 @@ def assemble_chat_stream(chunks: list[dict]) -> tuple[str | None, list[dict] | N
     calls: dict[int, dict] = {}
     finish = None
     saw_calls = False
-    for chunk in chunks:
-        choices = chunk.get("choices")
-        if not isinstance(choices, list):
-            continue
-        for choice in choices:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                if isinstance(delta.get("content"), str):
-                    parts.append(delta["content"])
-                tcs = delta.get("tool_calls")
-                if isinstance(tcs, list):
-                    saw_calls = True
-                    for tc in tcs:
-                        if not isinstance(tc, dict):
-                            continue
-                        idx = _index(tc.get("index"), None)
-                        if idx is None:
-                            idx = max(calls, default=-1) + 1
-                        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-                        acc = calls.setdefault(idx, {"index": idx, "id": None, "name": None, "arguments": None})
-                        if acc["id"] is None and isinstance(tc.get("id"), str):
-                            acc["id"] = tc["id"]
-                        if acc["name"] is None and isinstance(fn.get("name"), str):
-                            acc["name"] = fn["name"]
-                        frag = _json_text(fn.get("arguments"))
-                        if frag is not None:
-                            acc["arguments"] = (acc["arguments"] or "") + frag
-            if choice.get("finish_reason") is not None:
-                finish = _str_or_none(choice["finish_reason"])
+    for choice in first_choices(chunks):
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            if isinstance(delta.get("content"), str):
+                parts.append(delta["content"])
+            tcs = delta.get("tool_calls")
+            if isinstance(tcs, list):
+                saw_calls = True
+                for tc in tcs:
+                    if not isinstance(tc, dict):
+                        continue
+                    idx = _index(tc.get("index"), None)
+                    if idx is None:
+                        idx = max(calls, default=-1) + 1
+                    fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                    acc = calls.setdefault(idx, {"index": idx, "id": None, "name": None, "arguments": None})
+                    if acc["id"] is None and isinstance(tc.get("id"), str):
+                        acc["id"] = tc["id"]
+                    if acc["name"] is None and isinstance(fn.get("name"), str):
+                        acc["name"] = fn["name"]
+                    frag = _json_text(fn.get("arguments"))
+                    if frag is not None:
+                        acc["arguments"] = (acc["arguments"] or "") + frag
+        if choice.get("finish_reason") is not None:
+            finish = _str_or_none(choice["finish_reason"])
     tool_calls = [calls[i] for i in sorted(calls)] if saw_calls else None
     return ("".join(parts) if parts else None), tool_calls, finish
 
