@@ -349,6 +349,7 @@ def audit(
     """
     from replay.audit import audit as run_audit
     from replay.report import rich_table, summary_by_side
+    from replay.verdicts import fidelity_sentence
 
     gates = _gates(fail_on)
     cfg = _config(
@@ -368,6 +369,7 @@ def audit(
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
+    console.print(escape(fidelity_sentence(result.report.results["fidelity"])), highlight=False)
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
     for line in result.report.headlines:
         console.print(f"• {line}", highlight=False, markup=False, soft_wrap=True)

@@ -454,6 +454,21 @@ def _tool_name(tool: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def fidelity_sentence(fidelity: pa.Table) -> str:
+    """One sentence (Markdown) from the ``fidelity`` query's single row: on how many of the
+    compared exchanges the old side's replay did not reproduce what was served, and why; said for
+    the terminal under the verdict table and in ``report.md``, where it explains ``unreliable``."""
+    f = (fidelity.to_pylist() or [{}])[0]
+    if not f.get("exchanges_compared"):
+        return "Replay fidelity: no exchange has both a served response and a raw completion; nothing to compare."
+    return (
+        f"Replay fidelity: the old side's replay did not reproduce what was served on {f['not_reproduced']:,} of "
+        f"{f['exchanges_compared']:,} exchanges (calls differ: {f['calls_differ']:,}, content: {f['content_differs']:,}, "
+        f"finish_reason: {f['finish_reason_differs']:,}, replay errors: {f['replay_errors']:,}); their stream-check "
+        "verdicts are counted in the `unreliable` column. `replay query fidelity`."
+    )
+
+
 def verdict_markdown(verdicts: pa.Table, fidelity: pa.Table, exemplars: list[Exemplar]) -> str:
     """The section ``report.md`` leads with: the verdict table, the fidelity sentence, and for each
     check with broken or still-wrong exchanges its smallest failing chunking and redacted exemplar."""
@@ -466,16 +481,7 @@ def verdict_markdown(verdicts: pa.Table, fidelity: pa.Table, exemplars: list[Exe
         "`changed-wrong`: both wrong, differently). `replay query verdicts`; per exchange: `replay query verdict_exchanges`."
     )
     parts += ["", markdown_table(verdicts), ""]
-    f = (fidelity.to_pylist() or [{}])[0]
-    if f.get("exchanges_compared"):
-        parts.append(
-            f"Replay fidelity: the old side's replay did not reproduce what was served on {f['not_reproduced']:,} of "
-            f"{f['exchanges_compared']:,} exchanges (calls differ: {f['calls_differ']:,}, content: {f['content_differs']:,}, "
-            f"finish_reason: {f['finish_reason_differs']:,}, replay errors: {f['replay_errors']:,}); their stream-check "
-            "verdicts are counted in the `unreliable` column. `replay query fidelity`."
-        )
-    else:
-        parts.append("Replay fidelity: no exchange has both a served response and a raw completion; nothing to compare.")
+    parts.append(fidelity_sentence(fidelity))
     parts.append("")
     for e in exemplars:
         parts += [f"### {e.check}: {e.broken:,} broken, {e.still_wrong:,} still wrong", "", e.markdown, ""]
