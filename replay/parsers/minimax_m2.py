@@ -162,15 +162,10 @@ class MiniMaxM2Parser(StreamParser):
                 return n, (calls or None)
             if not text.startswith(INVOKE_OPEN, q):
                 return _whole_fail(text, q)
-            a = q + len(INVOKE_OPEN)
-            g = text.find(">", a)
+            g, name = _open_tag_name(text, q + len(INVOKE_OPEN))
             if g < 0:
                 return n, None
-            lt = text.find("<", a, g)
-            if lt >= 0:
-                return _whole_fail(text, lt)
-            name = attr_name(text[a:g])
-            if not name:
+            if name is None:
                 return _whole_fail(text, g)
             args: dict[str, Any] = {}
             q = g + 1
@@ -182,15 +177,10 @@ class MiniMaxM2Parser(StreamParser):
                     break
                 if not text.startswith(PARAM_OPEN, q):
                     return _whole_fail(text, q)
-                a = q + len(PARAM_OPEN)
-                g = text.find(">", a)
+                g, key = _open_tag_name(text, q + len(PARAM_OPEN))
                 if g < 0:
                     return n, None
-                lt = text.find("<", a, g)
-                if lt >= 0:
-                    return _whole_fail(text, lt)
-                key = attr_name(text[a:g])
-                if not key:
+                if key is None:
                     return _whole_fail(text, g)
                 v1 = text.find(PARAM_CLOSE, g + 1)
                 if v1 < 0:
@@ -353,6 +343,20 @@ class MiniMaxM2Parser(StreamParser):
                 self._s = i
                 return None
             s = i + 1
+
+
+def _open_tag_name(text: str, a: int) -> tuple[int, str | None]:
+    """The name attribute of an ``<invoke name=...>`` / ``<parameter name=...>`` tag whose
+    attribute text starts at ``a`` (chars): ``(g, name)`` with ``g`` the index of its ``>``;
+    ``(-1, None)`` when the text ends before ``>``; ``(p, None)`` when the tag is malformed at
+    ``p`` (a ``<`` inside it, or no usable name)."""
+    g = text.find(">", a)
+    if g < 0:
+        return -1, None
+    lt = text.find("<", a, g)
+    if lt >= 0:
+        return lt, None
+    return g, (attr_name(text[a:g]) or None)
 
 
 def _whole_fail(text: str, f: int) -> tuple[int, None]:
