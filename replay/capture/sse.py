@@ -216,7 +216,6 @@ def records_from_events(
     ``: request`` comment; returns the request dict, or raises ``ValueError`` (its message becomes a
     ``bad-sidecar`` error of that exchange)."""
     cur: _Pending | None = None
-    pending_request: tuple[Any, int, int] | None = None
     sidecar_used = False
 
     def finish(p: _Pending):
