@@ -15,7 +15,7 @@ one record at line 1.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
@@ -24,10 +24,27 @@ from replay.capture.files import LongLine, open_lines
 from replay.capture.records import Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
-__all__ = ["WHOLE_MAX_BYTES", "read_json_lines"]
+__all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "read_json_lines"]
 
 #: Largest pretty-printed JSON document read whole (bytes, decompressed).
 WHOLE_MAX_BYTES = 256 << 20
+
+
+def decoded_lines(
+    lines: Iterable[tuple[int, int, bytes]], source: str | None = None
+) -> Iterator[tuple[int, int, bytes, Any]]:
+    """The JSON-lines loop shared by every reader of one JSON value a line: takes ``(line, offset,
+    raw)`` from :func:`open_lines` and yields ``(line, offset, raw, obj)``, ``obj`` being the
+    decoded value, or a finished :class:`Unit` (``blank`` for a blank line, ``error`` for a line
+    that :func:`decode_line` rejects) tagged with ``source``."""
+    for line, offset, raw in lines:
+        if not raw.strip():
+            yield line, offset, raw, Unit(line, offset, raw, blank=True, source=source)
+            continue
+        try:
+            yield line, offset, raw, decode_line(raw)
+        except CaptureError as exc:
+            yield line, offset, raw, Unit(line, offset, raw, error=exc, source=source)
 
 
 def _units(line: int, offset: int, raw: bytes, obj: Any, to_records: Callable[[Any], list[dict]]) -> Iterator[Unit]:
@@ -96,13 +113,8 @@ def read_json_lines(
             return
         yield from _units(1, 0, data[:200], obj, to_records)
         return
-    for line, offset, raw in open_lines(path, on_read=on_read):
-        if not raw.strip():
-            yield Unit(line, offset, raw, blank=True)
-            continue
-        try:
-            obj = decode_line(raw)
-        except CaptureError as exc:
-            yield Unit(line, offset, raw, error=exc)
-            continue
-        yield from _units(line, offset, raw, obj, to_records)
+    for line, offset, raw, obj in decoded_lines(open_lines(path, on_read=on_read)):
+        if isinstance(obj, Unit):
+            yield obj
+        else:
+            yield from _units(line, offset, raw, obj, to_records)
