@@ -24,7 +24,7 @@ from replay.capture.files import LongLine, open_lines
 from replay.capture.records import Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
-__all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "read_json_lines"]
+__all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "mapped_units", "read_json_lines"]
 
 #: Largest pretty-printed JSON document read whole (bytes, decompressed).
 WHOLE_MAX_BYTES = 256 << 20
@@ -47,7 +47,11 @@ def decoded_lines(
             yield line, offset, raw, Unit(line, offset, raw, error=exc, source=source)
 
 
-def _units(line: int, offset: int, raw: bytes, obj: Any, to_records: Callable[[Any], list[dict]]) -> Iterator[Unit]:
+def mapped_units(line: int, offset: int | None, raw: bytes, obj: Any, to_records: Callable[[Any], list[dict]]) -> Iterator[Unit]:
+    """The units of one decoded record ``obj`` at ``line`` / ``offset`` mapped by ``to_records``
+    (rules: module docstring): its records, ``skipped`` for None or an empty list, an error unit for
+    a :class:`CaptureError` (returned or raised) or any other exception (``internal-error``).
+    ``raw``: the excerpt bytes of every unit."""
     try:
         recs = to_records(obj)
     except CaptureError as exc:
@@ -111,10 +115,10 @@ def read_json_lines(
         except CaptureError as exc:
             yield Unit(1, 0, data[:200], error=exc)
             return
-        yield from _units(1, 0, data[:200], obj, to_records)
+        yield from mapped_units(1, 0, data[:200], obj, to_records)
         return
     for line, offset, raw, obj in decoded_lines(open_lines(path, on_read=on_read)):
         if isinstance(obj, Unit):
             yield obj
         else:
-            yield from _units(line, offset, raw, obj, to_records)
+            yield from mapped_units(line, offset, raw, obj, to_records)
