@@ -47,6 +47,7 @@ __all__ = [
     "assemble_messages_stream",
     "assemble_responses_stream",
     "decode_line",
+    "json_text",
     "parse_line",
     "parse_record",
     "served_from_response",
