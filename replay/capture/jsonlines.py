@@ -24,7 +24,7 @@ from replay.capture.files import LongLine, open_lines
 from replay.capture.records import Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
-__all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "mapped_units", "read_json_lines"]
+__all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "mapped_units", "read_json_lines", "read_whole"]
 
 #: Largest pretty-printed JSON document read whole (bytes, decompressed).
 WHOLE_MAX_BYTES = 256 << 20
@@ -72,6 +72,20 @@ def mapped_units(line: int, offset: int | None, raw: bytes, obj: Any, to_records
             yield exchange(line, offset, rec, raw)
 
 
+def read_whole(path: Path, limit: int, too_large: str, on_read: Callable[[int], None] | None = None) -> bytes | Unit:
+    """The decompressed bytes of ``path`` (a document read whole), or an error unit at line 1:
+    ``corrupt-stream`` when it cannot be read or decompressed, ``too-large`` (detail
+    ``too_large``, excerpt its first 200 bytes) when it holds more than ``limit`` bytes."""
+    try:
+        with open_binary(path, on_read) as fh:
+            data = fh.read(limit + 1)
+    except Exception as exc:  # noqa: BLE001 - zstd/gzip faults of every kind
+        return failed(1, 0, "corrupt-stream", f"{type(exc).__name__}: {exc}")
+    if len(data) > limit:
+        return failed(1, 0, "too-large", too_large, data[:200])
+    return data
+
+
 def _first_line_is_whole(path: Path) -> bool:
     """True when the first non-blank line of the file is not a JSON value by itself but starts a
     document (``{`` or ``[``): the file is pretty-printed."""
@@ -101,14 +115,9 @@ def read_json_lines(
     except Exception:  # noqa: BLE001 - the line reader below reports the fault
         whole = False
     if whole:
-        try:
-            with open_binary(path, on_read) as fh:
-                data = fh.read(WHOLE_MAX_BYTES + 1)
-        except Exception as exc:  # noqa: BLE001
-            yield failed(1, 0, "corrupt-stream", f"{type(exc).__name__}: {exc}")
-            return
-        if len(data) > WHOLE_MAX_BYTES:
-            yield failed(1, 0, "too-large", f"a pretty-printed document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", data[:200])
+        data = read_whole(path, WHOLE_MAX_BYTES, f"a pretty-printed document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", on_read)
+        if isinstance(data, Unit):
+            yield data
             return
         try:
             obj = decode_line(data)
