@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator
 
 from replay.capture.detect import open_binary
 from replay.capture.files import detect_compression, open_lines
+from replay.capture.jsonlines import decoded_lines
 from replay.capture.records import Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
@@ -170,14 +171,9 @@ class _OutputIndex:
             reader = open_lines(path, on_read=on_read)
         self.index: dict[str, tuple[int, int, int]] = {}
         self.units: list[Unit] = []  # blank and broken output lines, in order
-        for line, offset, raw in reader:
-            if not raw.strip():
-                self.units.append(Unit(line, offset, raw, blank=True, source=source))
-                continue
-            try:
-                obj = decode_line(raw)
-            except CaptureError as exc:
-                self.units.append(Unit(line, offset, raw, error=exc, source=source))
+        for line, offset, raw, obj in decoded_lines(reader, source):
+            if isinstance(obj, Unit):
+                self.units.append(obj)
                 continue
             cid = obj.get("custom_id")
             if not isinstance(cid, str) or role_of(obj) != "output":
@@ -217,14 +213,9 @@ def read_batch(
     try:
         if idx is not None:
             yield from idx.units
-        for line, offset, raw in open_lines(path, on_read=on_read):
-            if not raw.strip():
-                yield Unit(line, offset, raw, blank=True)
-                continue
-            try:
-                obj = decode_line(raw)
-            except CaptureError as exc:
-                yield Unit(line, offset, raw, error=exc)
+        for line, offset, raw, obj in decoded_lines(open_lines(path, on_read=on_read)):
+            if isinstance(obj, Unit):
+                yield obj
                 continue
             role = role_of(obj)
             if role is None:

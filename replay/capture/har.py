@@ -29,7 +29,8 @@ import ijson
 import orjson
 
 from replay.capture.detect import open_binary
-from replay.capture.records import Unit, exchange, failed
+from replay.capture.jsonlines import mapped_units
+from replay.capture.records import Unit, failed
 from replay.capture.sse import events_from_lines, records_from_events
 from replay.capture.v1 import CaptureError
 
@@ -126,18 +127,7 @@ def read_har(path: Path, source: str, on_read: Callable[[int], None] | None = No
             for entry in ijson.items(fh, "log.entries.item", use_float=True):
                 n += 1
                 raw = orjson.dumps(entry)[:400] if isinstance(entry, (dict, list)) else b""
-                try:
-                    rec = entry_record(entry)
-                except CaptureError as exc:
-                    yield Unit(n, None, raw, error=exc)
-                    continue
-                except Exception as exc:  # noqa: BLE001 - a bug in the mapping must not stop the run
-                    yield failed(n, None, "internal-error", repr(exc), raw)
-                    continue
-                if rec is None:
-                    yield Unit(n, None, raw, skipped=True)
-                else:
-                    yield exchange(n, None, rec, raw)
+                yield from mapped_units(n, None, raw, entry, lambda e: [entry_record(e)])
     except ijson.JSONError as exc:  # yajl's message draws a caret under the text on more lines
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         yield failed(n + 1, None, "bad-json", f"HAR is not JSON after entry {n}: {first}")

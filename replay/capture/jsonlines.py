@@ -15,7 +15,7 @@ one record at line 1.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
@@ -24,13 +24,34 @@ from replay.capture.files import LongLine, open_lines
 from replay.capture.records import Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
-__all__ = ["WHOLE_MAX_BYTES", "read_json_lines"]
+__all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "mapped_units", "read_json_lines", "read_whole"]
 
 #: Largest pretty-printed JSON document read whole (bytes, decompressed).
 WHOLE_MAX_BYTES = 256 << 20
 
 
-def _units(line: int, offset: int, raw: bytes, obj: Any, to_records: Callable[[Any], list[dict]]) -> Iterator[Unit]:
+def decoded_lines(
+    lines: Iterable[tuple[int, int, bytes]], source: str | None = None
+) -> Iterator[tuple[int, int, bytes, Any]]:
+    """The JSON-lines loop shared by every reader of one JSON value a line: takes ``(line, offset,
+    raw)`` from :func:`open_lines` and yields ``(line, offset, raw, obj)``, ``obj`` being the
+    decoded value, or a finished :class:`Unit` (``blank`` for a blank line, ``error`` for a line
+    that :func:`decode_line` rejects) tagged with ``source``."""
+    for line, offset, raw in lines:
+        if not raw.strip():
+            yield line, offset, raw, Unit(line, offset, raw, blank=True, source=source)
+            continue
+        try:
+            yield line, offset, raw, decode_line(raw)
+        except CaptureError as exc:
+            yield line, offset, raw, Unit(line, offset, raw, error=exc, source=source)
+
+
+def mapped_units(line: int, offset: int | None, raw: bytes, obj: Any, to_records: Callable[[Any], list[dict]]) -> Iterator[Unit]:
+    """The units of one decoded record ``obj`` at ``line`` / ``offset`` mapped by ``to_records``
+    (rules: module docstring): its records, ``skipped`` for None or an empty list, an error unit for
+    a :class:`CaptureError` (returned or raised) or any other exception (``internal-error``).
+    ``raw``: the excerpt bytes of every unit."""
     try:
         recs = to_records(obj)
     except CaptureError as exc:
@@ -49,6 +70,20 @@ def _units(line: int, offset: int, raw: bytes, obj: Any, to_records: Callable[[A
             yield Unit(line, offset, raw, error=rec)
         else:
             yield exchange(line, offset, rec, raw)
+
+
+def read_whole(path: Path, limit: int, too_large: str, on_read: Callable[[int], None] | None = None) -> bytes | Unit:
+    """The decompressed bytes of ``path`` (a document read whole), or an error unit at line 1:
+    ``corrupt-stream`` when it cannot be read or decompressed, ``too-large`` (detail
+    ``too_large``, excerpt its first 200 bytes) when it holds more than ``limit`` bytes."""
+    try:
+        with open_binary(path, on_read) as fh:
+            data = fh.read(limit + 1)
+    except Exception as exc:  # noqa: BLE001 - zstd/gzip faults of every kind
+        return failed(1, 0, "corrupt-stream", f"{type(exc).__name__}: {exc}")
+    if len(data) > limit:
+        return failed(1, 0, "too-large", too_large, data[:200])
+    return data
 
 
 def _first_line_is_whole(path: Path) -> bool:
@@ -80,29 +115,19 @@ def read_json_lines(
     except Exception:  # noqa: BLE001 - the line reader below reports the fault
         whole = False
     if whole:
-        try:
-            with open_binary(path, on_read) as fh:
-                data = fh.read(WHOLE_MAX_BYTES + 1)
-        except Exception as exc:  # noqa: BLE001
-            yield failed(1, 0, "corrupt-stream", f"{type(exc).__name__}: {exc}")
-            return
-        if len(data) > WHOLE_MAX_BYTES:
-            yield failed(1, 0, "too-large", f"a pretty-printed document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", data[:200])
+        data = read_whole(path, WHOLE_MAX_BYTES, f"a pretty-printed document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", on_read)
+        if isinstance(data, Unit):
+            yield data
             return
         try:
             obj = decode_line(data)
         except CaptureError as exc:
             yield Unit(1, 0, data[:200], error=exc)
             return
-        yield from _units(1, 0, data[:200], obj, to_records)
+        yield from mapped_units(1, 0, data[:200], obj, to_records)
         return
-    for line, offset, raw in open_lines(path, on_read=on_read):
-        if not raw.strip():
-            yield Unit(line, offset, raw, blank=True)
-            continue
-        try:
-            obj = decode_line(raw)
-        except CaptureError as exc:
-            yield Unit(line, offset, raw, error=exc)
-            continue
-        yield from _units(line, offset, raw, obj, to_records)
+    for line, offset, raw, obj in decoded_lines(open_lines(path, on_read=on_read)):
+        if isinstance(obj, Unit):
+            yield obj
+        else:
+            yield from mapped_units(line, offset, raw, obj, to_records)

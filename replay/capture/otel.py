@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from replay.capture.v1 import CaptureError
+from replay.capture.v1 import CaptureError, json_text
 
 __all__ = ["attributes", "records_from_export", "span_record"]
 
@@ -80,12 +80,6 @@ def _json(value: Any) -> Any:
     return value
 
 
-def _args_text(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return orjson.dumps(value).decode()
-
-
 def _message_from_parts(msg: dict) -> dict:
     """A semconv message (role + parts) as a Chat Completions message."""
     role = msg.get("role")
@@ -97,7 +91,7 @@ def _message_from_parts(msg: dict) -> dict:
         if p.get("type") == "text" and isinstance(p.get("content"), str):
             texts.append(p["content"])
         elif p.get("type") == "tool_call":
-            calls.append({"id": p.get("id"), "type": "function", "function": {"name": p.get("name"), "arguments": _args_text(p.get("arguments"))}})
+            calls.append({"id": p.get("id"), "type": "function", "function": {"name": p.get("name"), "arguments": json_text(p.get("arguments"))}})
         elif p.get("type") == "tool_call_response":
             out = {"role": "tool", "tool_call_id": p.get("id")}
             texts.append(p.get("response") if isinstance(p.get("response"), str) else orjson.dumps(p.get("response")).decode())
@@ -173,7 +167,7 @@ def span_record(span: dict) -> dict | None:
             calls = _indexed(c, "tool_calls")
             if calls:
                 message["tool_calls"] = [
-                    {"id": t.get("id"), "type": "function", "function": {"name": t.get("name"), "arguments": _args_text(t.get("arguments"))}}
+                    {"id": t.get("id"), "type": "function", "function": {"name": t.get("name"), "arguments": json_text(t.get("arguments"))}}
                     for t in calls
                 ]
             finish = c.get("finish_reason") or finish

@@ -494,16 +494,18 @@ def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False
     ``served_tool_calls`` arguments by :func:`hash_arguments`, :data:`RAW_TEXT_COLUMNS` set to
     None. ``counts``: see :data:`Redactions`.
     """
+    if hash_text_too:  # dropped first, so neither the key gate nor the scrub reads them
+        for col in RAW_TEXT_COLUMNS:
+            if row.get(col) is not None:
+                row[col] = None
+                if counts is not None:
+                    counts["raw-dropped"] += 1
     st = scrub_text if _row_may_hold_key(row, tools) else _same
+    # the steps can stop joining to the completion only when rule 1 runs on them
     out, steps = row.get("server_output_text"), row.get("server_steps")
-    steps_joined = isinstance(out, str) and isinstance(steps, list) and all(isinstance(x, str) for x in steps) and "".join(steps) == out
+    steps_joined = st is scrub_text and isinstance(out, str) and isinstance(steps, list) and all(isinstance(x, str) for x in steps) and "".join(steps) == out
     for col, val in list(row.items()):
         if val is None or col in _KEEP_COLUMNS:
-            continue
-        if hash_text_too and col in RAW_TEXT_COLUMNS:
-            row[col] = None
-            if counts is not None:
-                counts["raw-dropped"] += 1
             continue
         if isinstance(val, str):
             if _is_json_column(col):

@@ -45,8 +45,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
-from replay.capture.detect import open_binary, sidecar_request_path
+from replay.capture.detect import sidecar_request_path
 from replay.capture.files import LongLine, open_lines
+from replay.capture.jsonlines import read_whole
 from replay.capture.records import Unit, exchange, failed
 
 __all__ = [
@@ -216,7 +217,6 @@ def records_from_events(
     ``: request`` comment; returns the request dict, or raises ``ValueError`` (its message becomes a
     ``bad-sidecar`` error of that exchange)."""
     cur: _Pending | None = None
-    pending_request: tuple[Any, int, int] | None = None
     sidecar_used = False
 
     def finish(p: _Pending):
@@ -360,14 +360,9 @@ def read_body(path: Path, source: str, on_read: Callable[[int], None] | None = N
     """The one unit of a response-body file (module docstring). Errors: ``too-large``,
     ``not-utf8``/``bad-json`` (as ``bad-json``), ``bad-body``, ``bad-sidecar``; a decompression fault
     becomes ``corrupt-stream``."""
-    try:
-        with open_binary(path, on_read) as fh:
-            data = fh.read(BODY_MAX_BYTES + 1)
-    except Exception as exc:  # noqa: BLE001 - zstd/gzip faults of every kind
-        yield failed(1, 0, "corrupt-stream", f"{type(exc).__name__}: {exc}")
-        return
-    if len(data) > BODY_MAX_BYTES:
-        yield failed(1, 0, "too-large", f"a response body file is read whole: more than {BODY_MAX_BYTES} bytes", data[:200])
+    data = read_whole(path, BODY_MAX_BYTES, f"a response body file is read whole: more than {BODY_MAX_BYTES} bytes", on_read)
+    if isinstance(data, Unit):
+        yield data
         return
     try:
         body = orjson.loads(data[3:] if data.startswith(b"\xef\xbb\xbf") else data)

@@ -47,6 +47,7 @@ __all__ = [
     "assemble_messages_stream",
     "assemble_responses_stream",
     "decode_line",
+    "json_text",
     "parse_line",
     "parse_record",
     "served_from_response",
@@ -107,8 +108,10 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _json_text(value: Any) -> str | None:
-    """Arguments as JSON text: strings kept, other values serialized, None kept."""
+def json_text(value: Any) -> str | None:
+    """Tool-call arguments as JSON text (str): strings kept as given, other values serialized
+    with orjson, None kept; None also for a value orjson cannot write (nested past 254 levels).
+    Shared by the v1 parser and the capture readers (OTel) that meet arguments as objects."""
     if value is None or isinstance(value, str):
         return value
     try:
@@ -131,7 +134,7 @@ def _number_text(value: Any) -> str | None:
 
 
 def _call(index: int, id_: Any, name: Any, arguments: Any) -> dict:
-    return {"index": index, "id": _str_or_none(id_), "name": _str_or_none(name), "arguments": _json_text(arguments)}
+    return {"index": index, "id": _str_or_none(id_), "name": _str_or_none(name), "arguments": json_text(arguments)}
 
 
 def _index(value: Any, default: int | None) -> int | None:
@@ -259,7 +262,7 @@ def assemble_chat_stream(chunks: list[dict]) -> tuple[str | None, list[dict] | N
                         acc["id"] = tc["id"]
                     if acc["name"] is None and isinstance(fn.get("name"), str):
                         acc["name"] = fn["name"]
-                    frag = _json_text(fn.get("arguments"))
+                    frag = json_text(fn.get("arguments"))
                     if frag is not None:
                         acc["arguments"] = (acc["arguments"] or "") + frag
         if choice.get("finish_reason") is not None:
@@ -324,7 +327,7 @@ def assemble_messages_stream(events: list[dict]) -> tuple[str | None, list[dict]
         if b["type"] == "text":
             texts.extend(b["text"])
         elif b["type"] == "tool_use":
-            args = b["json"] if b["json"] is not None else _json_text(b["input"])
+            args = b["json"] if b["json"] is not None else json_text(b["input"])
             calls.append(_call(len(calls), b["id"], b["name"], args))
     return ("".join(texts) if texts else None), calls, finish
 
