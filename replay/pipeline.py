@@ -362,6 +362,12 @@ class _Sides:
     old: Any
     new: Any
 
+    def cut_markers(self, side: str) -> tuple[str, ...]:
+        """The markers (strings) that ``side``'s (``"old"``/``"new"``) chunkings are cut at: the
+        reference family's, then the side's parser's own (a plugin or framework parser may add
+        tokens). The re-stream stage and the report's exemplars (:mod:`replay.verdicts`) use it."""
+        return tuple(self.reference.markers) + tuple(getattr(getattr(self, side), "markers", ()))
+
 
 class ParserResolver:
     """Resolve the parser classes of each side for an exchange's model, once per family.
@@ -559,7 +565,6 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
                 "matches_whole": True,
             }
         )
-    markers = tuple(sides.reference.markers)
     for side in ("old", "new"):
         cls = getattr(sides, side)
         if side == "new" and cls is sides.old:
@@ -575,7 +580,7 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
                 deltas: Any = split(
                     text,
                     chunking,
-                    markers=markers + tuple(getattr(cls, "markers", ())),
+                    markers=sides.cut_markers(side),
                     steps=ex.get("server_steps"),
                     tokenizer=cfg.tokenizer,
                 )

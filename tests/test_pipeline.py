@@ -157,3 +157,20 @@ def test_judge_side_compares_each_call_with_the_reference_by_json_value() -> Non
     judge_side(plan, "old", "hermes", [("whole", ["t"]), ("char", ["t"])], rep)
     got = [(c["chunking"], c["index"], c["matches_whole"]) for c in plan.calls]
     assert got == [("parse", 0, True), ("parse", 1, False), ("whole", 0, False), ("whole", 1, False), ("char", 0, False), ("char", 2, False)]
+
+
+def test_a_sides_chunkings_are_cut_at_the_reference_markers_and_its_own() -> None:
+    """plan_stream cuts each side's chunkings (and the report's exemplars re-cut them) at the
+    reference family's markers followed by that side's parser's own markers."""
+    from replay.parsers.hermes import HermesParser
+    from replay.pipeline import _Sides
+    from replay.sides import RemoteParser
+
+    class Extra(HermesParser):
+        markers = ("<call>",)
+
+    remote = RemoteParser(name="w", markers=("[TOOL]",), family="hermes", side="new")
+    sides = _Sides(reference=HermesParser, old=Extra, new=remote)
+    ref = tuple(HermesParser.markers)
+    assert ref and sides.cut_markers("old") == ref + ("<call>",)
+    assert sides.cut_markers("new") == ref + ("[TOOL]",)
