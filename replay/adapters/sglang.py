@@ -52,7 +52,12 @@ import sys
 import types
 from typing import Any, ClassVar
 
-from replay.adapters import AdapterError, FrameworkToolCall, adapter_identity, bot_eot_tokens
+from replay.adapters import (
+    AdapterError,
+    FrameworkToolCall,
+    adapter_identity,
+    bot_eot_tokens,
+)
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta
 
 _CACHE: dict[Any, type] = {}
