@@ -43,7 +43,7 @@ from replay.plugin_check import check_parse_result
 from replay.render.base import RenderError, Renderer, count_tokens
 from replay.render.chat_template import request_messages
 from replay.sides import BATCH, BATCH_CHARS, RemoteParser, SideError, WorkerError, open_sides, side_specs
-from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, new_parser, replay_stream, same_call, split
+from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, json_key, new_parser, replay_stream, split
 from replay.tools import get_serializer, leaked_nulls
 from replay.verdicts import markup_leak
 
@@ -362,6 +362,12 @@ class _Sides:
     old: Any
     new: Any
 
+    def cut_markers(self, side: str) -> tuple[str, ...]:
+        """The markers (strings) that ``side``'s (``"old"``/``"new"``) chunkings are cut at: the
+        reference family's, then the side's parser's own (a plugin or framework parser may add
+        tokens). The re-stream stage and the report's exemplars (:mod:`replay.verdicts`) use it."""
+        return tuple(self.reference.markers) + tuple(getattr(getattr(self, side), "markers", ()))
+
 
 class ParserResolver:
     """Resolve the parser classes of each side for an exchange's model, once per family.
@@ -469,6 +475,7 @@ class StreamPlan:
     sides: _Sides | None = None
     ref_calls: list[Any] = field(default_factory=list)
     ref_content: str = ""  # the reference whole-text parse's content (content leaks are judged against it)
+    ref_keys: list[Any] = field(default_factory=list)  # json_key() of each reference call's arguments (judge_side)
     streams: list[dict[str, Any]] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
     chunks: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
@@ -558,7 +565,6 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
                 "matches_whole": True,
             }
         )
-    markers = tuple(sides.reference.markers)
     for side in ("old", "new"):
         cls = getattr(sides, side)
         if side == "new" and cls is sides.old:
@@ -574,7 +580,7 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
                 deltas: Any = split(
                     text,
                     chunking,
-                    markers=markers + tuple(getattr(cls, "markers", ())),
+                    markers=sides.cut_markers(side),
                     steps=ex.get("server_steps"),
                     tokenizer=cfg.tokenizer,
                 )
@@ -659,6 +665,8 @@ def judge_side(plan: StreamPlan, side: str, pname: str, chunks: list[tuple[str, 
     the parse row, then a row per chunking, each call compared with the reference's."""
     xid = plan.xid
     n_whole = len(plan.ref_calls)
+    if len(plan.ref_keys) != n_whole:  # the reference's argument keys, once per exchange
+        plan.ref_keys = [json_key(c.arguments) for c in plan.ref_calls]
     leak_markers = tuple(plan.sides.reference.markers) if plan.sides is not None else ()
 
     def judge(chunking: str, n_deltas: int, content: str, reasoning: str, got: list[tuple[int, str | None, str]]) -> None:
@@ -680,6 +688,7 @@ def judge_side(plan: StreamPlan, side: str, pname: str, chunks: list[tuple[str, 
         )
         for index, name, args in got:
             ref = plan.ref_calls[index] if 0 <= index < n_whole else None
+            key = plan.ref_keys[index] if ref is not None else None
             plan.calls.append(
                 {
                     "exchange_id": xid,
@@ -689,7 +698,7 @@ def judge_side(plan: StreamPlan, side: str, pname: str, chunks: list[tuple[str, 
                     "name": name,
                     "arguments": args,
                     "arguments_json_ok": _json_object(args),
-                    "matches_whole": ref is not None and ref.name == name and same_call(args, ref.arguments),
+                    "matches_whole": key is not None and ref.name == name and json_key(args) == key,
                 }
             )
 

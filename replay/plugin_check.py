@@ -61,7 +61,28 @@ def check_stream_delta(d: Any, method: str = "feed()") -> Any:
     """``d`` (what ``feed(delta)`` or ``finish()`` returned) if it is StreamDelta-shaped:
     ``content``/``reasoning`` strings (or None), ``calls`` a list/tuple of objects with an int
     ``index`` in 0..2**31-1 (not a bool), ``name`` a string or None, ``arguments`` a string (or
-    None). Raises :class:`PluginResultError` otherwise. Returns ``d`` unchanged."""
+    None). Raises :class:`PluginResultError` otherwise. Returns ``d`` unchanged.
+
+    Called on every delta of every replay (the hot path): a delta whose fields have exactly the
+    expected types passes with a few ``type() is`` tests; anything else (a missing attribute, a
+    subclass, a wrong type) goes through the full check below, which accepts or raises."""
+    try:
+        if type(d.content) is str and type(d.reasoning) is str and not isinstance(d, (str, bytes, dict)):
+            calls = d.calls
+            if type(calls) is list or type(calls) is tuple:
+                for c in calls:
+                    idx, name = c.index, c.name
+                    if not (type(idx) is int and 0 <= idx <= MAX_INDEX and (name is None or type(name) is str) and type(c.arguments) is str):
+                        break
+                else:
+                    return d
+    except AttributeError:
+        pass
+    return _check_stream_delta_fully(d, method)
+
+
+def _check_stream_delta_fully(d: Any, method: str) -> Any:
+    """:func:`check_stream_delta` attribute by attribute, naming the first fault."""
     if not hasattr(d, "content") or isinstance(d, (str, bytes, dict)):
         raise PluginResultError(f"{method} returned {_kind(d)} {d!r:.60}, not a StreamDelta")
     _text(d.content, f"{method} content")

@@ -279,15 +279,23 @@ def _strict(value: Any) -> Any:
     return ("other", repr(value))
 
 
+def json_key(text: str | None) -> Any:
+    """A comparable, hashable form of the JSON value in ``text`` (key order, spacing and escapes
+    ignored; ``true`` is not ``1``; ``1`` equals ``1.0``), or None when ``text`` is None or not
+    JSON. Two texts are the same value when their keys are equal and not None (:func:`same_call`);
+    a caller comparing many texts with one (the re-stream stage, each side's calls with the
+    reference's) computes the one's key once."""
+    try:
+        return _strict(json.loads(text))  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return None
+
+
 def same_call(streamed_args: str, whole_args: str) -> bool:
     """True when two argument texts are the same JSON value (key order, spacing and escapes
     ignored; ``true`` is not ``1``; ``1`` equals ``1.0``). Text that is not JSON -> False."""
-    try:
-        a = json.loads(streamed_args)
-        b = json.loads(whole_args)
-    except (ValueError, TypeError):
-        return False
-    return _strict(a) == _strict(b)
+    a = json_key(streamed_args)
+    return a is not None and a == json_key(whole_args)
 
 
 # ------------------------------------------------------------------------- the property

@@ -287,7 +287,7 @@ def _deltas(ex: dict[str, Any], chunking: str, meta: dict[str, Any], markers: tu
     if chunking == "token":
         return None, "token chunking: re-run with the tokenizer to see the deltas"
     opts = meta.get("options", {})
-    extra: tuple[str, ...] = ()
+    cut = markers
     try:
         resolver = ParserResolver(  # in-process only: an out-of-process side's own markers are not known here
             AuditConfig(
@@ -298,11 +298,11 @@ def _deltas(ex: dict[str, Any], chunking: str, meta: dict[str, Any], markers: tu
         )
         family = resolver.family(ex.get("model"))
         if family is not None:
-            extra = tuple(getattr(resolver.sides(family).new, "markers", ()))
+            cut = resolver.sides(family).cut_markers("new")
     except Exception:  # a plugin that no longer loads: cut with the family's markers only
         pass
     try:
-        return split(text, chunking, markers=markers + extra, steps=ex.get("server_steps")), None
+        return split(text, chunking, markers=cut, steps=ex.get("server_steps")), None
     except ChunkingError as exc:
         return None, f"chunking: {exc}"
 

@@ -194,20 +194,21 @@ class Worker:
 
 def _replay_events(parser: Any, text: str, lens: list[int]) -> list[list[Any]]:
     """Feed ``text`` cut into deltas of ``lens`` chars, then ``finish()``; the non-empty events as
-    ``[step, content, reasoning, [[index, name, arguments], ...]]``."""
+    ``[step, content, reasoning, [[index, name, arguments], ...]]``. Each result is checked with
+    :func:`replay.plugin_check.check_stream_delta` (imported once per stream, not per delta)."""
+    from replay.plugin_check import check_stream_delta
+
     events: list[list[Any]] = []
     pos = 0
     for step, n in enumerate(lens):
-        _event(events, step, parser.feed(text[pos : pos + n]))
+        _event(events, step, check_stream_delta(parser.feed(text[pos : pos + n]), "feed()"))
         pos += n
-    _event(events, len(lens), parser.finish(), "finish()")
+    _event(events, len(lens), check_stream_delta(parser.finish(), "finish()"))
     return events
 
 
-def _event(events: list[list[Any]], step: int, d: Any, method: str = "feed()") -> None:
-    from replay.plugin_check import check_stream_delta
-
-    check_stream_delta(d, method)
+def _event(events: list[list[Any]], step: int, d: Any) -> None:
+    """Append checked delta ``d`` of ``step`` to ``events`` when it carries anything."""
     calls = [[c.index, c.name, c.arguments] for c in d.calls]
     reasoning = getattr(d, "reasoning", "")
     if d.content or reasoning or calls:

@@ -136,3 +136,41 @@ def test_non_finite_numbers_are_no_json_arguments():
         whole = cls().parse(text)
         assert whole.calls == () and whole.content, cls.name
         assert check_stream_equals_whole(cls, text, ["whole", "char", "fixed-3"]) == [], cls.name
+
+
+def test_judge_side_compares_each_call_with_the_reference_by_json_value() -> None:
+    """A call matches the whole-text parse when name and arguments are the same JSON value
+    (spacing, key order and 1 vs 1.0 ignored); other arguments, another name, text that is not
+    JSON, or an index the reference does not have is a mismatch (``matches_whole`` False)."""
+    from replay.parsers.base import ParseResult, ToolCall
+    from replay.pipeline import SideReplay, StreamPlan, judge_side
+    from replay.stream import Assembled, AssembledCall
+
+    plan = StreamPlan(xid="x1", text="t", ref_calls=[ToolCall("read", '{"path": "a.py", "n": 1}'), ToolCall("ls", "{}")])
+    rep = SideReplay(
+        parse=ParseResult(content="", calls=(ToolCall("read", '{"n":1.0,"path":"a.py"}'), ToolCall("ls", '{"x": 1}'))),
+        streams=[
+            Assembled(content="", calls=[AssembledCall(0, "read", '{"path": "b.py", "n": 1}'), AssembledCall(1, "cat", "{}")]),
+            Assembled(content="", calls=[AssembledCall(0, "read", '{"path": "a.py", "n": 1'), AssembledCall(2, "ls", "{}")]),
+        ],
+    )
+    judge_side(plan, "old", "hermes", [("whole", ["t"]), ("char", ["t"])], rep)
+    got = [(c["chunking"], c["index"], c["matches_whole"]) for c in plan.calls]
+    assert got == [("parse", 0, True), ("parse", 1, False), ("whole", 0, False), ("whole", 1, False), ("char", 0, False), ("char", 2, False)]
+
+
+def test_a_sides_chunkings_are_cut_at_the_reference_markers_and_its_own() -> None:
+    """plan_stream cuts each side's chunkings (and the report's exemplars re-cut them) at the
+    reference family's markers followed by that side's parser's own markers."""
+    from replay.parsers.hermes import HermesParser
+    from replay.pipeline import _Sides
+    from replay.sides import RemoteParser
+
+    class Extra(HermesParser):
+        markers = ("<call>",)
+
+    remote = RemoteParser(name="w", markers=("[TOOL]",), family="hermes", side="new")
+    sides = _Sides(reference=HermesParser, old=Extra, new=remote)
+    ref = tuple(HermesParser.markers)
+    assert ref and sides.cut_markers("old") == ref + ("<call>",)
+    assert sides.cut_markers("new") == ref + ("[TOOL]",)

@@ -200,6 +200,17 @@ def adapter_identity(framework: str, registry_name: str | None, framework_cls: t
     return f"{framework}.{label}", own
 
 
+def bot_eot_tokens(parser_cls: type) -> tuple[str, ...]:
+    """``(bot_token, eot_token)`` of an instance of ``parser_cls`` made without arguments, as
+    SGLang detectors and TensorRT-LLM tool parsers declare them (empty strings when absent), for
+    :func:`adapter_identity`'s ``own_tokens``; ``()`` when the class needs constructor arguments."""
+    try:
+        probe = parser_cls()
+        return (str(getattr(probe, "bot_token", "") or ""), str(getattr(probe, "eot_token", "") or ""))
+    except Exception:  # a parser that needs constructor arguments: no own tokens
+        return ()
+
+
 def _framework_module(name: str) -> Any:
     import importlib
 

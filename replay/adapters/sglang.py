@@ -52,7 +52,12 @@ import sys
 import types
 from typing import Any, ClassVar
 
-from replay.adapters import AdapterError, FrameworkToolCall, adapter_identity
+from replay.adapters import (
+    AdapterError,
+    FrameworkToolCall,
+    adapter_identity,
+    bot_eot_tokens,
+)
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta
 
 _CACHE: dict[Any, type] = {}
@@ -159,12 +164,7 @@ def _make(detector_cls: type, key: str, registry_name: str | None) -> type:
     if (detector_cls, key) in _CACHE:
         return _CACHE[(detector_cls, key)]
     fcp = _fcp()
-    try:
-        probe = detector_cls()
-        tokens = (str(getattr(probe, "bot_token", "") or ""), str(getattr(probe, "eot_token", "") or ""))
-    except Exception:  # a detector that needs constructor arguments: no own tokens
-        tokens = ()
-    name, markers = adapter_identity("sglang", registry_name, detector_cls, tokens)
+    name, markers = adapter_identity("sglang", registry_name, detector_cls, bot_eot_tokens(detector_cls))
     adapter = type(
         f"SGLang_{detector_cls.__name__}",
         (SGLangAdapter,),

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from replay.adapters import AdapterError, FrameworkToolCall, adapter_identity, attribute_tools
+from replay.adapters import AdapterError, FrameworkToolCall, adapter_identity, attribute_tools, bot_eot_tokens
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta
 
 _CACHE: dict[Any, type] = {}
@@ -85,12 +85,7 @@ def _make(parser_cls: type, registry_name: str | None) -> type:
     key = (parser_cls, registry_name)
     if key in _CACHE:
         return _CACHE[key]
-    try:
-        probe = parser_cls()
-        tokens = (str(getattr(probe, "bot_token", "") or ""), str(getattr(probe, "eot_token", "") or ""))
-    except Exception:
-        tokens = ()
-    name, markers = adapter_identity("trtllm", registry_name, parser_cls, tokens)
+    name, markers = adapter_identity("trtllm", registry_name, parser_cls, bot_eot_tokens(parser_cls))
     adapter = type(
         f"TRTLLM_{parser_cls.__name__}",
         (TRTLLMAdapter,),
