@@ -11,11 +11,6 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-try:  # the C functions signal wraps: signal.signal() turns each handler it returns into an enum,
-    import _signal as _raw  # about 10 us of the 14 us a deadline took, twice per parse and replay
-except ImportError:  # pragma: no cover - not CPython
-    _raw = signal  # type: ignore[assignment]
-
 
 class ReplayTimeout(Exception):
     """A parse or replay ran past its limit (``AuditConfig.replay_timeout``, a parser that hangs)."""
@@ -39,10 +34,10 @@ def deadline(seconds: float) -> Iterator[None]:
     def _raise(signum: int, frame: Any) -> None:
         raise ReplayTimeout(f"took more than {seconds:g} s")
 
-    previous = _raw.signal(signal.SIGALRM, _raise)
-    _raw.setitimer(signal.ITIMER_REAL, seconds)
+    previous = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
-        _raw.setitimer(signal.ITIMER_REAL, 0)
-        _raw.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
