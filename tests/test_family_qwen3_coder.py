@@ -199,4 +199,4 @@ def test_public_bug_cases():
 def test_public_bug_cases_present():
     if not PUBLIC_BUGS.exists():
         pytest.skip(f"no {PUBLIC_BUGS}")
-    assert sorted(c["id"] for c in public_bug_cases(("qwen3_coder",))) == ["B01", "B02"]
+    assert sorted(c["id"] for c in public_bug_cases(("qwen3_coder",))) == ["B01", "B02", "B51"]
