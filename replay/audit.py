@@ -26,12 +26,12 @@ from typing import Any, Callable, ContextManager
 from replay.capture import discover, ingest
 from replay.capture.files import file_size
 from replay.capture.detect import FORMATS
-from replay.pipeline import AuditConfig, count_exchanges, run_render, run_stream, validate_specs
+from replay.pipeline import AuditConfig, chunking_plan, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
 from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries
-from replay.sql import connect
+from replay.sql import connect, materialize
 from replay.verdicts import write_exemplars
 
 #: ``stage(name, total) -> context manager yielding advance(n)``; how a caller shows progress.
@@ -93,6 +93,7 @@ def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True) ->
     """(Re)write ``report.md`` and ``exemplars/`` from the run's tables, running each report query
     once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`)."""
     con = connect(run_dir)
+    materialize(con, "verdict_pairs")  # read by three report queries: computed once
     results = run_report_queries(con)
     lines = headlines(con, meta, results)
     exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
@@ -172,6 +173,7 @@ def _run(
         run_stream(run_dir, cfg, progress=advance)
     seconds["stream"] = time.perf_counter() - t0
     meta["sides"] = close_sides(cfg)  # interpreter and Python version of each side, worker restarts
+    meta["chunkings"] = chunking_plan(cfg)  # which sides ran which chunkings
 
     t0 = time.perf_counter()
     meta["seconds"] = seconds

@@ -408,6 +408,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
     if which == "re-stream" and given.get("tokenizer") is None:
         given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
     meta["options"] = {**meta.get("options", {}), **given}
+    if which == "re-stream":
+        from replay.pipeline import chunking_plan
+
+        meta["chunkings"] = chunking_plan(cfg)
     write_meta(run, meta)
     try:
         write_report(run, meta)

@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -43,14 +44,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replay import tables
-from replay.deadline import ReplayTimeout, deadline  # noqa: F401  (ReplayTimeout: part of this module's API)
+from replay.deadline import ReplayTimeout, deadline, deadlines_installed  # noqa: F401  (ReplayTimeout: part of this module's API)
 from replay.parsers import family_for_model, get_parser
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 from replay.plugin_check import check_parse_result
 from replay.render.base import RenderError, Renderer, count_tokens
 from replay.render.chat_template import request_messages
 from replay.sides import BATCH, BATCH_CHARS, RemoteParser, SideError, WorkerError, open_sides, side_specs
-from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, json_key, new_parser, replay_stream, split
+from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, json_key, new_parser, replay_stream, split, two_way_splits
 from replay.tools import get_serializer, leaked_nulls
 from replay.verdicts import markup_leak
 
@@ -64,8 +65,10 @@ class AuditConfig:
     Serializer and parser specs are built-in names or ``module:attr`` / ``file.py:attr`` plugins.
     ``parser``: force one family for every exchange (else chosen from the model name).
     ``old_parser``/``new_parser``/``reference_parser``: default to the family's built-in parser.
-    ``chunkings``: names understood by :func:`replay.stream.split`; ``token`` is added when a
-    tokenizer is given. ``old_python``/``new_python``: run that side's serializer and parser in
+    ``chunkings``: names understood by :func:`replay.stream.split`, or ``split-all``; every side
+    replays exactly these. None (the default): each side gets :func:`side_chunkings` (a built-in
+    parser ``recorded`` and ``whole``; any other parser the synthetic chunkings and ``split-all``,
+    with ``token`` when a tokenizer is given). ``old_python``/``new_python``: run that side's serializer and parser in
     this interpreter (:mod:`replay.sides`), with ``old_pythonpath``/``new_pythonpath`` first on
     its import path.
     """
@@ -84,7 +87,7 @@ class AuditConfig:
     new_python: str | None = None
     old_pythonpath: tuple[str, ...] = ()
     new_pythonpath: tuple[str, ...] = ()
-    chunkings: tuple[str, ...] = CHUNKINGS_DEFAULT
+    chunkings: tuple[str, ...] | None = None  # None: the defaults, per side (side_chunkings)
     replay_timeout: float = 10.0  # seconds one parse or one replay may take before it is recorded as an error
     batch_rows: int = 512
     options: dict[str, Any] = field(default_factory=dict)  # as given on the command line, for run.json
@@ -180,49 +183,40 @@ def render_exchange(
     xid = ex["exchange_id"]
     ref_renderer = cfg.reference_renderer or renderer
     renderers = {"old": renderer, "new": renderer, "reference": ref_renderer}
+    specs = cfg.serializer_specs()
     try:
-        request = orjson.loads(ex["request_json"])
+        request = ex["_request"] if "_request" in ex else orjson.loads(ex["request_json"])
         messages = request_messages(ex.get("route"), request)
         client_tools = openai_tools(ex.get("route"), request.get("tools"))
     except Exception as exc:  # request unusable for every side
         return [
-            {"exchange_id": xid, "renderer": renderers[side].name, "side": side, "serializer": cfg.serializer_specs()[side], "error": f"{type(exc).__name__}: {exc}"}
+            {"exchange_id": xid, "renderer": renderers[side].name, "side": side, "serializer": specs[side], "error": f"{type(exc).__name__}: {exc}"}
             for side in SIDES
         ]
     id_tok, ref_vocab = _ids_plan(cfg)
+    tools_key = _digest(client_tools)
     done: dict[tuple[str, bytes], dict[str, Any]] = {}  # (renderer, serialized tools) -> prompt facts already rendered
     ref_ids: list[int] | None = None
     side_ids: dict[str, list[int]] = {}
     rows = []
     for side in SIDES:
         side_renderer = renderers[side]
-        row: dict[str, Any] = {"exchange_id": xid, "renderer": side_renderer.name, "side": side, "serializer": cfg.serializer_specs()[side]}
+        row: dict[str, Any] = {"exchange_id": xid, "renderer": side_renderer.name, "side": side, "serializer": specs[side]}
         row["n_tools"] = len(client_tools or ())
         try:
             if pre is not None and side in pre:
                 serialized = pre[side]
                 if isinstance(serialized, WorkerError):
                     raise serialized
+                tools_facts = _tools_facts(client_tools, serialized)
             else:
-                serialized = [serializers[side](t) for t in client_tools] if client_tools else None
-            leaks = []
-            leaking_tools = 0
-            for i, (c, s) in enumerate(zip(client_tools or (), serialized or ())):
-                paths = leaked_nulls(c, s)
-                leaks.extend({"tool_index": i, "path": p} for p in paths)
-                leaking_tools += bool(paths)
+                tools_facts = _serialize_once(specs[side], serializers[side], client_tools, tools_key)
+            serialized, ser_key, leaks, leaking_tools = tools_facts
             row["leaked_nulls"] = leaks
             row["schemas_with_leaked_null"] = leaking_tools
-            key = (side_renderer.name, orjson.dumps(serialized))
+            key = (side_renderer.name, ser_key)
             if key not in done:
-                prompt, ids = _render(side_renderer, messages, serialized, id_tok, ref_vocab)
-                done[key] = {
-                    "prompt_sha256": _sha(prompt),
-                    "prompt_chars": len(prompt),
-                    "prompt_tokens": _tokens(cfg, prompt, ids, side_renderer is ref_renderer),
-                    "prompt_ids_sha256": _ids_sha(ids) if id_tok is not None else None,
-                    "_ids": ids if id_tok is not None else None,
-                }
+                done[key] = _prompt_facts(cfg, side_renderer, side_renderer is ref_renderer, messages, serialized, ser_key, id_tok, ref_vocab)
             facts = dict(done[key])
             ids = facts.pop("_ids")
             row.update(facts)
@@ -231,7 +225,7 @@ def render_exchange(
                 if side == "reference":
                     ref_ids = ids
         except Exception as exc:  # serializer (ToolDeclarationError, plugin bug) or RenderError
-            kind = "" if isinstance(exc, (RenderError, WorkerError)) else f"{type(exc).__name__}: "
+            kind = "" if isinstance(exc, (RenderError, WorkerError, _CachedError)) else f"{type(exc).__name__}: "
             row["error"] = f"{kind}{exc}"
         rows.append(row)
     prompt = ex.get("server_prompt")
@@ -261,6 +255,110 @@ def render_exchange(
                 row["tokens_differing"] = tokens_differing(ids, ref_ids)
     return rows
 
+
+
+#: Distinct tool lists (and prompts of renderers that read only the tools) kept per process.
+LRU_SIZE = 512
+
+
+class _LRU(OrderedDict):
+    """A dict that keeps its ``size`` most recently used entries (:meth:`get` / :meth:`put`)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: Any, default: Any = None) -> Any:  # type: ignore[override]
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
+        if len(self) > self.size:
+            self.popitem(last=False)
+
+
+_SERIALIZED = _LRU(LRU_SIZE)  # (serializer spec, serializer, tools digest) -> tools facts, or the error raised
+_PROMPTS = _LRU(LRU_SIZE)  # (renderer, is reference, serialized digest) -> prompt facts (tools-only renderers)
+
+
+def _digest(value: Any) -> bytes | None:
+    """A content hash (BLAKE2b, 16 bytes) of a JSON value as orjson writes it (key order kept:
+    serializers and renderers keep the client's order); None when it cannot be written."""
+    try:
+        return hashlib.blake2b(orjson.dumps(value), digest_size=16).digest()
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def _tools_facts(client_tools: Any, serialized: Any) -> tuple[Any, bytes, list[dict[str, Any]], int]:
+    """``(serialized, its digest, leaked nulls, schemas with a leaked null)`` of one side's
+    serialized tools (:func:`replay.tools.leaked_nulls` per tool). The digest is of the
+    serialized JSON (``b""`` + repr when orjson cannot write it, so equal lists still compare
+    equal)."""
+    leaks: list[dict[str, Any]] = []
+    leaking = 0
+    for i, (c, s) in enumerate(zip(client_tools or (), serialized or ())):
+        paths = leaked_nulls(c, s)
+        leaks.extend({"tool_index": i, "path": p} for p in paths)
+        leaking += bool(paths)
+    key = _digest(serialized)
+    return serialized, key if key is not None else repr(serialized).encode("utf-8", "surrogatepass"), leaks, leaking
+
+
+class _CachedError(Exception):
+    """A serializer's failure on a tool list, kept in :data:`_SERIALIZED` and raised again for
+    the next request that sends the same list; its text is the row's ``error`` as it was."""
+
+
+def _serialize_once(spec: str, serializer: Callable, client_tools: Any, tools_key: bytes | None) -> tuple[Any, bytes, list[dict[str, Any]], int]:
+    """:func:`_tools_facts` of ``serializer`` on ``client_tools``, once per distinct tool list in
+    this process (an LRU of :data:`LRU_SIZE` keyed by the serializer spec, the serializer itself
+    and the list's content hash): agents send the same tools in every request. Raises what the serializer raised (the
+    first time; a :class:`_CachedError` with the same row text after)."""
+    key = (spec, serializer, tools_key) if tools_key is not None else None
+    got = _SERIALIZED.get(key) if key is not None else None
+    if got is None:
+        try:
+            serialized = [serializer(t) for t in client_tools] if client_tools else None
+            got = _tools_facts(client_tools, serialized)
+        except Exception as exc:
+            kind = "" if isinstance(exc, (RenderError, WorkerError)) else f"{type(exc).__name__}: "
+            if key is not None:
+                _SERIALIZED.put(key, _CachedError(f"{kind}{exc}"))
+            raise
+        if key is not None:
+            _SERIALIZED.put(key, got)
+    if isinstance(got, _CachedError):
+        raise _CachedError(str(got))
+    return got
+
+
+def _prompt_facts(
+    cfg: AuditConfig, renderer: Any, is_ref: bool, messages: Any, serialized: Any, ser_key: bytes, id_tok: Any, ref_vocab: str | None
+) -> dict[str, Any]:
+    """A side's prompt facts (``prompt_sha256``, ``prompt_chars``, ``prompt_tokens``,
+    ``prompt_ids_sha256``, and ``_ids``). A renderer whose prompt depends on the tools alone
+    (``tools_only``, the json-tools renderer) renders each distinct serialized list once per
+    process (:data:`_PROMPTS`). Raises the renderer's errors."""
+    key = (renderer.name, id(renderer), is_ref, ser_key) if getattr(renderer, "tools_only", False) else None
+    if key is not None:
+        got = _PROMPTS.get(key)
+        if got is not None:
+            return got
+    prompt, ids = _render(renderer, messages, serialized, id_tok, ref_vocab)
+    facts = {
+        "prompt_sha256": _sha(prompt),
+        "prompt_chars": len(prompt),
+        "prompt_tokens": _tokens(cfg, prompt, ids, is_ref),
+        "prompt_ids_sha256": _ids_sha(ids) if id_tok is not None else None,
+        "_ids": ids if id_tok is not None else None,
+    }
+    if key is not None:
+        _PROMPTS.put(key, facts)
+    return facts
 
 def _ids_plan(cfg: AuditConfig) -> tuple[Any, str | None]:
     """``(tokenizer for ids, vocabulary name)`` of a run's token-id comparison, or ``(None, None)``.
@@ -329,6 +427,72 @@ def tokens_differing(ids: list[int], ref: list[int]) -> int:
 # re-stream
 
 
+
+#: The chunkings a side whose parser is its family's built-in replays by default: the built-in
+#: parsers' streamed == whole-text property is proven by the test suite (tests/strategies.py), so
+#: synthetic chunkings there find nothing that ``recorded`` and ``whole`` do not.
+BUILTIN_CHUNKINGS: tuple[str, ...] = ("recorded", "whole")
+#: ``split-all``: every two-way split (``split-K`` for each cut K not inside a marker) of a
+#: completion of at most :data:`SPLIT_ALL_MAX_CHARS` chars; longer completions get none. A real
+#: SGLang release dropped a DeepSeek V3.2 call at exactly one two-way split of 253, which no other
+#: default chunking reached (issue 9, item 4).
+SPLIT_ALL = "split-all"
+SPLIT_ALL_MAX_CHARS = 2000
+
+
+def side_chunkings(cfg: AuditConfig, builtin: bool) -> tuple[str, ...]:
+    """The chunking names one side replays: ``cfg.chunkings`` when given (forced for every side),
+    else :data:`BUILTIN_CHUNKINGS` for a side whose parser is the family's built-in (``builtin``)
+    and, for any other parser (a plugin, a framework adapter, a side in another interpreter),
+    :data:`replay.stream.CHUNKINGS_DEFAULT`, ``token`` with a tokenizer, and :data:`SPLIT_ALL`."""
+    if cfg.chunkings is not None:
+        return tuple(cfg.chunkings)
+    if builtin:
+        return BUILTIN_CHUNKINGS
+    return CHUNKINGS_DEFAULT + (("token",) if cfg.tokenizer is not None else ()) + (SPLIT_ALL,)
+
+
+def chunking_plan(cfg: AuditConfig) -> dict[str, Any]:
+    """Which sides run which chunkings, for ``run.json`` (``chunkings``) and ``report.md``:
+    ``{"forced": bool, "old": {...}, "new": {...}}``, each side with ``parser`` (its spec, or
+    ``"built-in"``), ``in_process``, and the chunking names it replays where its parser is the
+    family's built-in (``builtin``) and where it is not (``other``; absent for a side that has
+    only built-in parsers)."""
+    out: dict[str, Any] = {"forced": cfg.chunkings is not None}
+    for side in ("old", "new"):
+        spec = getattr(cfg, f"{side}_parser")
+        remote = getattr(cfg, f"{side}_python") is not None
+        entry: dict[str, Any] = {"parser": spec or "built-in", "in_process": not remote}
+        if not remote:
+            entry["builtin"] = list(side_chunkings(cfg, True))
+        if spec is not None or remote:
+            entry["other"] = list(side_chunkings(cfg, False))
+        out[side] = entry
+    return out
+
+
+def _cut_side(text: str, names: tuple[str, ...], ex: dict[str, Any], cfg: AuditConfig, markers: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """``[(chunking, deltas or ChunkingError), ...]`` of one side: ``recorded`` only with steps,
+    ``token`` only with a tokenizer, ``split-all`` expanded into its ``split-K`` (for a completion
+    of at most :data:`SPLIT_ALL_MAX_CHARS` chars)."""
+    cut: list[tuple[str, Any]] = []
+    for chunking in names:
+        if chunking == "recorded" and ex.get("server_steps") is None:
+            continue
+        if chunking == "token" and cfg.tokenizer is None:
+            continue
+        if chunking == SPLIT_ALL:
+            if len(text) <= SPLIT_ALL_MAX_CHARS:
+                cut.extend((f"split-{k}", deltas) for k, deltas in two_way_splits(text, markers))
+            continue
+        try:
+            deltas: Any = split(text, chunking, markers=markers, steps=ex.get("server_steps"), tokenizer=cfg.tokenizer)
+        except ChunkingError as exc:
+            deltas = exc
+        cut.append((chunking, deltas))
+    return cut
+
+
 @dataclass
 class _Sides:
     """Parser classes resolved once per family: reference, old, new (an out-of-process side's
@@ -337,6 +501,11 @@ class _Sides:
     reference: type
     old: Any
     new: Any
+    family_builtin: Any = None  # the family's built-in parser class (get_parser(family))
+
+    def builtin(self, side: str) -> bool:
+        """True when ``side``'s parser is the family's built-in parser class (in process, no plugin)."""
+        return getattr(self, side) is self.family_builtin
 
     def cut_markers(self, side: str) -> tuple[str, ...]:
         """The markers (strings) that ``side``'s (``"old"``/``"new"``) chunkings are cut at: the
@@ -393,6 +562,7 @@ class ParserResolver:
                 reference=self._side(self.cfg.reference_parser, family),
                 old=self._for("old", self.cfg.old_parser, family),
                 new=self._for("new", self.cfg.new_parser, family),
+                family_builtin=get_parser(family),
             )
         return self.cache[family]
 
@@ -455,6 +625,8 @@ class StreamPlan:
     streams: list[dict[str, Any]] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
     chunks: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
+    names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # {side: chunking names it replays (side_chunkings)}
+    ref_parse: Any = None  # the reference whole-text ParseResult (reused by a side with the reference's parser)
     done: bool = False
 
 
@@ -541,29 +713,16 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
                 "matches_whole": True,
             }
         )
+    plan.ref_parse = whole
     for side in ("old", "new"):
         cls = getattr(sides, side)
-        if side == "new" and cls is sides.old:
+        names = side_chunkings(cfg, sides.builtin(side))
+        if side == "new" and cls is sides.old and names == plan.names.get("old"):
             plan.chunks["new"] = plan.chunks["old"]
+            plan.names["new"] = names
             continue
-        cut: list[tuple[str, Any]] = []
-        for chunking in cfg.chunkings:
-            if chunking == "recorded" and ex.get("server_steps") is None:
-                continue
-            if chunking == "token" and cfg.tokenizer is None:
-                continue
-            try:
-                deltas: Any = split(
-                    text,
-                    chunking,
-                    markers=sides.cut_markers(side),
-                    steps=ex.get("server_steps"),
-                    tokenizer=cfg.tokenizer,
-                )
-            except ChunkingError as exc:
-                deltas = exc
-            cut.append((chunking, deltas))
-        plan.chunks[side] = cut
+        plan.names[side] = names
+        plan.chunks[side] = _cut_side(text, names, ex, cfg, sides.cut_markers(side))
     return plan
 
 
@@ -571,11 +730,14 @@ def replay_in_process(plan: StreamPlan, cls: type, chunks: list[tuple[str, Any]]
     """Run parser class ``cls`` on a planned exchange in this process: its whole-text parse and a
     streamed replay per chunking, each under ``limit`` seconds. Parser exceptions become the
     entries' error texts (``Type: message``)."""
-    try:
-        with deadline(limit):
-            parse: Any = check_parse_result(new_parser(cls, plan.tools, reasoning_open=plan.ro).parse(plan.text))
-    except Exception as exc:
-        parse = f"{type(exc).__name__}: {exc}"
+    if plan.ref_parse is not None and plan.sides is not None and cls is plan.sides.reference:
+        parse: Any = plan.ref_parse  # the same parser on the same text and tools: parsed once
+    else:
+        try:
+            with deadline(limit):
+                parse = check_parse_result(new_parser(cls, plan.tools, reasoning_open=plan.ro).parse(plan.text))
+        except Exception as exc:
+            parse = f"{type(exc).__name__}: {exc}"
     streams: list[Any] = []
     for _, deltas in chunks:
         if isinstance(deltas, ChunkingError):
@@ -792,7 +954,11 @@ def render_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
     (``request_json`` ``"{}"``) has no rows. Never raises for the data: a side's failure is its
     row's ``error`` (:func:`render_exchange`).
     """
-    ctx = stage_context(spec)
+    with deadlines_installed():
+        return _render_batch(batch, stage_context(spec))
+
+
+def _render_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Table]:
     cfg = ctx.cfg
     serializers = ctx.sides.serializers
     remote = {side: w for side in SIDES if (w := ctx.sides.remote(side)) is not None}
@@ -805,8 +971,10 @@ def render_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
                 if ex["request_json"] == "{}":
                     continue
                 try:
-                    tools = openai_tools(ex.get("route"), orjson.loads(ex["request_json"]).get("tools"))
+                    ex["_request"] = orjson.loads(ex["request_json"])  # decoded once: render_exchange reads it
+                    tools = openai_tools(ex.get("route"), ex["_request"].get("tools"))
                 except Exception:  # render_exchange records it for every side
+                    ex.pop("_request", None)
                     continue
                 for side in remote:
                     pre[i][side] = None
@@ -839,7 +1007,11 @@ def stream_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
     both workers run while this process replays the in-process sides. Never raises for the data
     (:func:`stream_exchange`).
     """
-    ctx = stage_context(spec)
+    with deadlines_installed():
+        return _stream_batch(batch, stage_context(spec))
+
+
+def _stream_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Table]:
     cfg = ctx.cfg
     remote = {side: w for side in ("old", "new") if (w := ctx.sides.remote(side)) is not None}
     s_rows: list[dict[str, Any]] = []
@@ -1007,9 +1179,11 @@ def validate_specs(cfg: AuditConfig) -> None:
                 _named(f"--{spec.side}-parser", spec.parser, get_parser)
     if cfg.parser is not None:
         _named("--parser", cfg.parser, get_parser)
-    if not cfg.chunkings:
+    if cfg.chunkings is not None and not cfg.chunkings:
         raise ChunkingError("no chunking given")
-    for chunking in cfg.chunkings:
+    for chunking in cfg.chunkings or ():
+        if chunking == SPLIT_ALL:
+            continue
         try:
             check_chunking(chunking, tokenizer=cfg.tokenizer)
         except ChunkingError as exc:

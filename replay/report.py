@@ -8,6 +8,8 @@ Sentences name the sides by their serializer or parser so a reader of the PR kno
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -216,12 +218,9 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
             s: scalar(con, "SELECT string_agg(DISTINCT parser, ', ' ORDER BY parser) FROM streams WHERE side = ? AND error IS NULL", [s])
             for s in ("old", "new")
         }
-        chunkings = scalar(con, 
-            "SELECT count(DISTINCT chunking) FROM streams WHERE side IN ('old', 'new') AND chunking <> 'parse'"
-        )
         out.append(
             f"The reference whole-text parse finds {_n(calls_whole, 'call')} in {_n(n_completions, 'raw completion')}, "
-            f"each replayed under {chunkings} chunkings per side."
+            f"replayed under {_chunkings_label(con)}."
         )
         for side in ("old", "new"):
             s = summary.get(side, {})
@@ -274,6 +273,30 @@ def _side_lines(sides: dict[str, Any]) -> list[str]:
         out.append(line + ".")
     return out
 
+
+
+def _chunkings_label(con: Any) -> str:
+    """Which sides ran which chunkings, from the ``streams`` table: ``"old: recorded, whole; new:
+    recorded, whole, char, ..., split-K (312 two-way splits)"`` (one entry when both sides ran the
+    same set). The two-way splits of ``split-all`` are counted, not listed."""
+    got = {}
+    for side in ("old", "new"):
+        rows = con.execute(
+            "SELECT chunking, min(rowid) AS first FROM (SELECT chunking, row_number() OVER () AS rowid FROM streams "
+            "WHERE side = ? AND chunking <> 'parse') GROUP BY chunking ORDER BY first",
+            [side],
+        ).fetchall()
+        order = ("recorded", "whole", "char", "char-raw", "token")
+        names = sorted((r[0] for r in rows if not re.fullmatch(r"split-[0-9]+", r[0])), key=lambda c: (c not in order, order.index(c) if c in order else 0))
+        splits = len(rows) - len(names)
+        if splits == 1:
+            names += [r[0] for r in rows if re.fullmatch(r"split-[0-9]+", r[0])]
+        elif splits:
+            names.append(f"split-K ({splits:,} distinct two-way splits)")
+        got[side] = ", ".join(names) or "none"
+    if got["old"] == got["new"]:
+        return f"the chunkings {got['old']} on both sides"
+    return f"the chunkings old side: {got['old']}; new side: {got['new']}"
 
 def markdown_report(
     con: Any,

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-#: ``chunkings`` value that means "the defaults" (:func:`replay.stream.default_chunkings`, per side).
+#: ``chunkings`` value that means "the defaults", chosen per side (:func:`replay.pipeline.side_chunkings`).
 DEFAULT = None
 
 
@@ -98,7 +98,7 @@ def build_config(spec: RunSpec) -> Any:
             reference_renderer = renderer_from_spec(spec.reference_encoder, date=day)
         except (ImportError, OSError, ValueError) as exc:
             raise ValueError(f"--reference-encoder {spec.reference_encoder}: {exc}") from None
-    chunks = chunkings_of(spec, tok is not None)
+    chunks = tuple(spec.chunkings) if spec.chunkings is not None else None
     options = {
         "old_serializer": spec.old_serializer,
         "new_serializer": spec.new_serializer,
@@ -111,7 +111,7 @@ def build_config(spec: RunSpec) -> Any:
         "parser": spec.parser,
         "old_parser": spec.old_parser,
         "new_parser": spec.new_parser,
-        "chunkings": list(chunks),
+        "chunkings": list(chunks) if chunks is not None else None,  # None: the defaults, per side (run.json "chunkings")
         "replay_timeout": spec.replay_timeout,
         "reference_parser": spec.reference_parser,
         "old_python": spec.old_python,
@@ -140,16 +140,6 @@ def build_config(spec: RunSpec) -> Any:
         options=options,
         spec=spec,
     )
-
-
-def chunkings_of(spec: RunSpec, has_tokenizer: bool) -> tuple[str, ...]:
-    """The chunking names a spec asks for: ``spec.chunkings`` when given, else
-    :func:`replay.stream.default_chunkings` (``token`` added with a tokenizer)."""
-    from replay.stream import default_chunkings
-
-    if spec.chunkings is not None:
-        return tuple(spec.chunkings)
-    return default_chunkings(tokenizer=object() if has_tokenizer else None)
 
 
 _BUILT: dict[RunSpec, Any] = {}

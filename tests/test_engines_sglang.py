@@ -179,8 +179,14 @@ def test_audit_0_5_4_old_against_0_5_23_new(pythons, tmp_path):
     con = duckdb.connect()
     streams = f"read_parquet('{run / 'streams.parquet'}')"
     calls = f"read_parquet('{run / 'calls.parquet'}')"
-    rows = con.execute(f"SELECT count(*), count(error), min(parser), max(parser) FROM {streams} WHERE side IN ('old', 'new')").fetchone()
+    rows = con.execute(f"SELECT count(*) FILTER (WHERE chunking NOT LIKE 'split-%'), count(error), min(parser), max(parser) FROM {streams} WHERE side IN ('old', 'new')").fetchone()
     assert rows[0] == 3 * 2 * 10 and rows[1] == 0 and rows[2] == rows[3] == "hermes"  # parse + 9 chunkings
+    # framework sides are not built-in: by default they also replay split-all, every two-way split
+    # of each completion (none here is over 2,000 chars), the same cuts on both sides
+    splits = con.execute(f"SELECT side, count(*), min(n_deltas), max(n_deltas) FROM {streams} WHERE chunking LIKE 'split-%' GROUP BY side ORDER BY side").fetchall()
+    longest = max(len(t) for t in cap.COMPLETIONS.values())
+    assert [s[0] for s in splits] == ["new", "old"] and splits[0][1:] == splits[1][1:] and 3 < splits[0][1] <= 3 * longest
+    assert splits[0][2] == splits[0][3] == 2
     # an undefined function: the raw call text as content in 0.5.4, nothing in 0.5.23
     content = dict(con.execute(f"SELECT side, content FROM {streams} WHERE exchange_id = 'sg-undefined' AND chunking = 'parse' AND side IN ('old', 'new')").fetchall())
     assert content == {"old": cap.COMPLETIONS["sg-undefined"], "new": ""}

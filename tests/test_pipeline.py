@@ -171,3 +171,72 @@ def test_a_sides_chunkings_are_cut_at_the_reference_markers_and_its_own() -> Non
     ref = tuple(HermesParser.markers)
     assert ref and sides.cut_markers("old") == ref + ("<call>",)
     assert sides.cut_markers("new") == ref + ("[TOOL]",)
+
+
+def test_default_chunkings_per_side_builtin_and_plugin():
+    """Defaults (issue 9 item 4): a side with the family's built-in parser replays recorded and
+    whole; a plugin side the synthetic chunkings plus split-all (every two-way split, none cut
+    inside a marker); --chunkings forces one set on both sides."""
+    from replay.parsers.hermes import HermesParser
+    from replay.pipeline import chunking_plan, plan_stream
+    from replay.stream import two_way_splits
+
+    class Plugin(HermesParser):  # same family name: replaces only Hermes' parser
+        pass
+
+    import sys
+    import types
+
+    mod = types.ModuleType("_plugin_for_chunkings")
+    mod.Plugin = Plugin
+    sys.modules["_plugin_for_chunkings"] = mod
+    try:
+        cfg = AuditConfig(new_parser="_plugin_for_chunkings:Plugin")
+        ex = exchange(server_output_text=CALL, server_steps=[CALL[:7], CALL[7:]])
+        plan = plan_stream(ex, cfg, ParserResolver(cfg))
+        assert [c for c, _ in plan.chunks["old"]] == ["recorded", "whole"]
+        new = [c for c, _ in plan.chunks["new"]]
+        splits = [f"split-{k}" for k, _ in two_way_splits(CALL, HermesParser.markers)]
+        assert new == ["recorded", "whole", "char", "fixed-2", "fixed-3", "fixed-5", "fixed-8", "fixed-13", "fixed-40", *splits]
+        assert "split-3" not in new and len(splits) == len(CALL) - 1 - (len("<tool_call>") - 1) - (len("</tool_call>") - 1)  # no cut inside a marker
+        streams, _ = stream_exchange(ex, cfg, ParserResolver(cfg))
+        assert sum(r["side"] == "new" for r in streams) == 1 + len(new) and sum(r["side"] == "old" for r in streams) == 3
+        plan_meta = chunking_plan(cfg)
+        assert plan_meta["old"] == {"parser": "built-in", "in_process": True, "builtin": ["recorded", "whole"]}
+        assert plan_meta["new"]["other"][-1] == "split-all" and plan_meta["forced"] is False
+        # a completion over 2,000 chars gets no two-way splits
+        long = "x" * 2001 + CALL
+        plan = plan_stream(exchange(server_output_text=long), cfg, ParserResolver(cfg))
+        assert not any(c.startswith("split-") for c, _ in plan.chunks["new"])
+        forced = AuditConfig(new_parser="_plugin_for_chunkings:Plugin", chunkings=("whole", "char"))
+        plan = plan_stream(ex, forced, ParserResolver(forced))
+        assert [c for c, _ in plan.chunks["old"]] == [c for c, _ in plan.chunks["new"]] == ["whole", "char"]
+    finally:
+        del sys.modules["_plugin_for_chunkings"]
+
+
+def test_tool_lists_are_serialized_once_and_rows_stay_the_same():
+    """A tool list sent again is serialized once per process (content hash); the rows of the
+    second exchange are those of the first, a serializer's error included."""
+    from replay import pipeline
+
+    calls = []
+
+    def counting(tool):
+        calls.append(tool["function"]["name"])
+        if tool["function"]["name"] == "bad":
+            raise ValueError("no bad tools")
+        return get_serializer("model-dump")(tool)
+
+    cfg = AuditConfig(renderer=JsonToolsRenderer())
+    sers = {"old": counting, "new": get_serializer("client-fields"), "reference": get_serializer("as-sent")}
+    first = render_exchange(exchange(exchange_id="a"), cfg, sers)
+    second = render_exchange(exchange(exchange_id="b"), cfg, sers)
+    assert calls == ["read"]  # serialized for "a" only
+    assert [{**r, "exchange_id": None} for r in first] == [{**r, "exchange_id": None} for r in second]
+    assert first[0]["leaked_nulls"] == [{"tool_index": 0, "path": "$.function.description"}, {"tool_index": 0, "path": "$.function.strict"}]
+    bad = {"type": "function", "function": {"name": "bad"}}
+    req = json.dumps({"messages": [], "tools": [bad]})
+    errs = [render_exchange(exchange(exchange_id=x, request_json=req), cfg, sers)[0]["error"] for x in "cd"]
+    assert errs == ["ValueError: no bad tools"] * 2 and calls == ["read", "bad"]
+    assert pipeline._digest([TOOL]) != pipeline._digest([bad])

@@ -190,10 +190,11 @@ def test_planted_faulty_parser_in_and_out_of_process_give_identical_tables(tmp_p
     """The bundled samples (10 families, reasoning, recorded steps) with LateFlush as the old
     parser: once in process, once with both sides in worker processes (this interpreter, and
     another Python version when one is installed: the worker then runs replay from this checkout
-    without orjson)."""
+    without orjson). The chunkings are forced: by default an out-of-process side counts as not
+    built-in (it gets the synthetic chunkings) while the in-process new side is built-in."""
     plugin = tmp_path / "late_flush.py"
     plugin.write_text(LATE_FLUSH)
-    args = ["--old-parser", f"{plugin}:LateFlush", "-q"]
+    args = ["--old-parser", f"{plugin}:LateFlush", "--chunkings", "recorded,whole,char,fixed-3,split-all", "-q"]
     inproc, outproc = tmp_path / "in", tmp_path / "out"
     assert invoke("audit", SAMPLES, "--out", inproc, *args).exit_code == 0
     result = invoke("audit", SAMPLES, "--out", outproc, *args, "--old-python", python, "--new-python", python)

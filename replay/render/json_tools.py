@@ -20,10 +20,12 @@ class JsonToolsRenderer:
     """Render ``"\\n".join(json.dumps(tool["function"]) for tool in tools)``.
 
     A tool without a ``function`` object (not OpenAI form) is rendered whole. Messages are not
-    rendered. Raises :class:`RenderError` when a tool is not JSON-serializable.
+    rendered. Raises :class:`RenderError` when a tool is not JSON-serializable. ``tools_only``:
+    the prompt depends on the tools alone, so the pipeline renders each distinct tool list once.
     """
 
     name = "json-tools"
+    tools_only = True
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         lines = []
