@@ -102,7 +102,7 @@ def _chunkings_value(value: Optional[str]) -> Optional[str]:
         return None
     from replay.stream import ChunkingError, check_chunking
 
-    forms = "comma-separated names: recorded, whole, char, char-raw, token, fixed-N, random-SEED, split-K"
+    forms = "comma-separated names: recorded, whole, char, char-raw, token, fixed-N, random-SEED, split-K, split-all"
     names = [c.strip() for c in value.split(",")]
     if not any(names):
         raise typer.BadParameter(f"empty; expected {forms} (omit the option for the defaults)")
@@ -111,6 +111,8 @@ def _chunkings_value(value: Optional[str]) -> Optional[str]:
             raise typer.BadParameter(f"{value!r} has an empty name; expected {forms}")
         if name == "token":
             continue  # needs --tokenizer, checked with it
+        if name == "split-all":
+            continue  # every split-K of a completion (replay.pipeline.SPLIT_ALL)
         try:
             check_chunking(name)
         except ChunkingError:
@@ -201,7 +203,7 @@ CaptureFormatOpt = Annotated[
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (the results are printed all the same).")]
 ChunkingsOpt = Annotated[
     Optional[str],
-    typer.Option(callback=_chunkings_value, help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
+    typer.Option(callback=_chunkings_value, help="Comma-separated chunkings, forced on both sides. Default, per side: recorded,whole where the parser is the family's built-in; for any other parser (a plugin, a framework adapter, --old-python/--new-python) recorded,whole,char,fixed-2,3,5,8,13,40, token with --tokenizer, and split-all (every two-way split of completions up to 2,000 chars). Also char-raw, random-SEED, split-K."),
 ]
 
 

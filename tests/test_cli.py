@@ -38,7 +38,7 @@ def test_help_at_80_columns_is_wrapped_not_cut(command):
     if command == "audit":  # the texts rich cut at 80 columns
         flat = " ".join(text.split()).replace("- ", "-")  # click breaks lines after a hyphen
         assert "(e.g. broken, dropped-call:broken>0, null-leak:still-wrong>10)" in flat
-        assert "recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer" in flat
+        assert "recorded,whole,char,fixed-2,3,5,8,13,40, token with --tokenizer, and split-all" in flat  # the non-built-in default
 
 
 @pytest.mark.parametrize("command", [c for c in COMMANDS if c in ("audit", "ingest", "render", "stream")])
