@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries
+from replay.report_html import write_html_report
 from replay.sql import connect
 from replay.tables import TABLES
 from replay.verdicts import write_exemplars
@@ -125,14 +126,15 @@ class Report:
 
 
 def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True) -> Report:
-    """(Re)write ``report.md`` and ``exemplars/`` from the run's tables, running each report query
-    once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`)."""
+    """(Re)write ``report.md``, ``report.html`` (:mod:`replay.report_html`) and ``exemplars/``
+    from the run's tables, running each report query once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`)."""
     con = connect(run_dir)
     results = run_report_queries(con)
     lines = headlines(con, meta, results)
     exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
     path = Path(run_dir) / "report.md"
     path.write_text(markdown_report(con, meta, results, lines, exemplars), encoding="utf-8")
+    write_html_report(con, Path(run_dir), meta, results, lines, exemplars)
     con.close()
     return Report(path=path, results=results, headlines=lines)
 
