@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,8 @@ from replay.parsers._reasoning import THINK
 from replay.stream import _strict, json_key, replay_stream, split
 
 HERE = Path(__file__).resolve().parent
-SHARED_OUTPUTS = HERE.parents[2].parent / "shared" / "corpus" / "outputs"
+#: the shared corpus beside the checkout (``../shared``), or ``$REPLAY_SHARED``
+SHARED_OUTPUTS = Path(os.environ.get("REPLAY_SHARED") or HERE.parents[2] / "shared") / "corpus" / "outputs"
 SOURCES = ("vllm", "sglang", "trtllm", "llama.cpp")
 #: the streamed runs of every case: one delta, every character, a seeded random split, 3-char steps
 CHUNKINGS = ("whole", "char", "random-0", "fixed-3")
