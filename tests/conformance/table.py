@@ -81,8 +81,25 @@ LLAMA_TOOLS = {
     "empty_args_tool": _tool("empty_args"),
 }
 
-#: the thinking tags of the families whose llama.cpp prompt may open the reasoning section
-_THINK_TAGS = {"harmony": None}
+#: reasoning tags per family where they are not ``<think>``/``</think>`` (None: the family's
+#: prompt never opens a reasoning section), and the families whose llama.cpp thinking flag does not
+#: mean the prompt opened it (the rules of the family test modules' corpus checks)
+_THINK_TAGS: dict[str, tuple[str, str] | None] = {
+    "mistral": ("[THINK]", "[/THINK]"), "seed_oss": ("<seed:think>", "</seed:think>"),
+    "harmony": None, "gemma4": None, "llama3_json": None,
+}
+_NO_FLAG = {"mistral", "llama3_json"}
+
+
+def _prompt_opened(family: str, text: str, ctx: dict) -> bool:
+    """Whether the llama.cpp test's prompt opened the reasoning section: thinking enabled in the
+    test context, or the text closes a section it never opened."""
+    tags = _THINK_TAGS.get(family, THINK)
+    if tags is None:
+        return False
+    if family not in _NO_FLAG and ctx.get("enable_thinking") == "true":
+        return True
+    return tags[1] in text and tags[0] not in text
 
 
 def _llama_case(fname: str, line: int, rec: dict) -> dict | None:
@@ -99,7 +116,6 @@ def _llama_case(fname: str, line: int, rec: dict) -> dict | None:
     tools = [LLAMA_TOOLS[t] for t in ctx.get("tools", []) if t in LLAMA_TOOLS] or None
     family = LLAMA_FORMATS[fname]
     text = rec["text"]
-    ro = ctx.get("enable_thinking") == "true" or (THINK[1] in text and THINK[0] not in text)
     source = rec.get("source", "")
     return {
         "id": f"llama.cpp-{fname.removesuffix('.jsonl')}-{line + 1:03d}",
@@ -108,7 +124,7 @@ def _llama_case(fname: str, line: int, rec: dict) -> dict | None:
         "family": family,
         "text": text,
         "tools": tools,
-        "reasoning_open": ro and family != "harmony",
+        "reasoning_open": _prompt_opened(family, text, ctx),
         "expected": {"calls": [{"name": c["name"], "arguments": c["arguments"]} for c in calls or []],
                      **({"content": rec["expected_content"]} if rec.get("expected_content") is not None else {})},
     }
