@@ -188,77 +188,38 @@ def _config(
     renderer_spec: Optional[str] = None,
     date: Optional[str] = None,
 ) -> Any:
-    from replay.pipeline import AuditConfig
+    """The run's :class:`replay.pipeline.AuditConfig`, built by the library from a
+    :class:`replay.runspec.RunSpec` of these options; fails (exit 1) with the library's message,
+    which names the option."""
+    from replay.runspec import RunSpec, build_config
     from replay.sides import split_pythonpath
-    from replay.render import ChatTemplateRenderer, JsonToolsRenderer
-    from replay.render.chat_template import special_tokens_from
-    from replay.stream import default_chunkings
 
-    tok = _tokenizer(tokenizer)
-    from replay.render.specs import DEFAULT_DATE, parse_date, renderer_from_spec
-
-    try:
-        day = parse_date(date) if date is not None else DEFAULT_DATE
-    except ValueError as exc:
-        _fail(str(exc))
-    if chat_template is not None:
-        try:
-            renderer = ChatTemplateRenderer.from_file(chat_template, special_tokens=special_tokens_from(tokenizer), date=day)
-        except (OSError, ValueError) as exc:
-            _fail(f"--chat-template {chat_template}: {exc}")
-    elif renderer_spec is not None:
-        try:
-            renderer = renderer_from_spec(renderer_spec, date=day)
-        except (ImportError, OSError, ValueError) as exc:
-            _fail(f"--renderer {renderer_spec}: {exc}")
-    else:
-        renderer = JsonToolsRenderer()
-    reference_renderer = None
-    if reference_encoder is not None:
-        try:
-            reference_renderer = renderer_from_spec(reference_encoder, date=day)
-        except (ImportError, OSError, ValueError) as exc:
-            _fail(f"--reference-encoder {reference_encoder}: {exc}")
-    chunks = tuple(c.strip() for c in chunkings.split(",") if c.strip()) if chunkings else default_chunkings(tokenizer=tok)
-    options = {
-        "old_serializer": old_serializer,
-        "new_serializer": new_serializer,
-        "reference_serializer": reference_serializer,
-        "renderer": renderer.name,
-        "chat_template": str(chat_template) if chat_template else None,
-        "tokenizer": str(tokenizer) if tokenizer else None,
-        "reference_encoder": reference_renderer.name if reference_renderer is not None else None,
-        "date": day.isoformat(),
-        "parser": parser,
-        "old_parser": old_parser,
-        "new_parser": new_parser,
-        "chunkings": list(chunks),
-        "replay_timeout": replay_timeout,
-        "reference_parser": reference_parser,
-        "old_python": old_python,
-        "new_python": new_python,
-        "old_pythonpath": old_pythonpath,
-        "new_pythonpath": new_pythonpath,
-    }
-    return AuditConfig(
+    spec = RunSpec(
         old_serializer=old_serializer,
         new_serializer=new_serializer,
         reference_serializer=reference_serializer,
-        renderer=renderer,
-        reference_renderer=reference_renderer,
-        tokenizer=tok,
+        chat_template=str(chat_template) if chat_template is not None else None,
+        tokenizer=str(tokenizer) if tokenizer is not None else None,
+        renderer=renderer_spec,
+        reference_encoder=reference_encoder,
+        date=date,
         parser=parser,
         old_parser=old_parser,
         new_parser=new_parser,
-        chunkings=chunks,
-        replay_timeout=replay_timeout,
         reference_parser=reference_parser,
         old_python=old_python,
         new_python=new_python,
         old_pythonpath=split_pythonpath(old_pythonpath),
         new_pythonpath=split_pythonpath(new_pythonpath),
-        options=options,
+        chunkings=tuple(c.strip() for c in chunkings.split(",") if c.strip()) if chunkings else None,
+        replay_timeout=replay_timeout,
     )
+    try:
+        cfg = build_config(spec)
+    except ValueError as exc:
+        _fail(str(exc))
+    cfg.options.update(old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath)  # as given
+    return cfg
 
 
 class _DoneColumn(ProgressColumn):
