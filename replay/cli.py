@@ -50,9 +50,32 @@ OldSer = Annotated[str, typer.Option(help="Tool serializer of the old side: buil
 NewSer = Annotated[str, typer.Option(help="Tool serializer of the new side.")]
 RefSer = Annotated[str, typer.Option(help="Tool serializer of the reference side.")]
 TemplateOpt = Annotated[
-    Optional[Path], typer.Option("--chat-template", help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer.")
+    Optional[list[str]],
+    typer.Option(
+        "--chat-template",
+        help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer. "
+        "Repeatable as 'PATTERN=FILE' (e.g. 'Qwen/Qwen3*=qwen3.jinja'): the served model name picks the template; "
+        "an exchange no pattern matches is rendered with the plain --chat-template, else with json-tools.",
+    ),
 ]
 TokenizerOpt = Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder holding one) for token counts and the `token` chunking.")]
+RenderTokenizerOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--tokenizer",
+        help="tokenizer.json (or a folder holding one) for token counts, the `token` chunking and the templates' special tokens "
+        "(bos_token, eos_token from its tokenizer_config.json). Repeatable as 'PATTERN=FILE' for the --chat-template of that pattern.",
+    ),
+]
+PreparerHelp = "Request preparer of the {side} side: what a server does to a request before the chat template: vllm (default), sglang, trtllm, as-sent, or module:attr / file.py:attr."
+OldPreparer = Annotated[Optional[str], typer.Option("--old-preparer", help=PreparerHelp.format(side="old"))]
+NewPreparer = Annotated[Optional[str], typer.Option("--new-preparer", help=PreparerHelp.format(side="new"))]
+RefPreparer = Annotated[Optional[str], typer.Option("--reference-preparer", help=PreparerHelp.format(side="reference"))]
+OldTemplate = Annotated[Optional[Path], typer.Option("--old-chat-template", help="Chat template of the old side (default: --chat-template), e.g. `git show main:tmpl.jinja > old.jinja`.")]
+NewTemplate = Annotated[Optional[Path], typer.Option("--new-chat-template", help="Chat template of the new side (default: --chat-template).")]
+RefTemplate = Annotated[Optional[Path], typer.Option("--reference-chat-template", help="Chat template of the reference side (default: --chat-template; --reference-encoder is the other choice).")]
+OldRendererOpt = Annotated[Optional[str], typer.Option("--old-renderer", help="Renderer of the old side (json-tools, harmony, mistral-common[:VERSION], path/encoding.py:function); default: --renderer.")]
+NewRendererOpt = Annotated[Optional[str], typer.Option("--new-renderer", help="Renderer of the new side; default: --renderer.")]
 RefEncoderOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -172,8 +195,8 @@ def _config(
     old_serializer: str,
     new_serializer: str,
     reference_serializer: str,
-    chat_template: Optional[Path],
-    tokenizer: Optional[Path],
+    chat_template: Optional[list[str]],
+    tokenizer: Any,
     parser: Optional[str],
     old_parser: Optional[str],
     new_parser: Optional[str],
@@ -187,47 +210,44 @@ def _config(
     reference_encoder: Optional[str] = None,
     renderer_spec: Optional[str] = None,
     date: Optional[str] = None,
+    side_render: Optional[dict[str, Any]] = None,
 ) -> Any:
+    """The :class:`replay.pipeline.AuditConfig` of a command's options. ``tokenizer``: one path
+    (``replay stream``) or the repeatable ``--tokenizer`` values; ``side_render``: the per-side
+    render options (``old_chat_template``, ``new_renderer``, ``old_preparer`` ...)."""
     from replay.pipeline import AuditConfig
+    from replay.render.options import render_setup
     from replay.sides import split_pythonpath
-    from replay.render import ChatTemplateRenderer, JsonToolsRenderer
-    from replay.render.chat_template import special_tokens_from
     from replay.stream import default_chunkings
+    from replay.render.specs import DEFAULT_DATE, parse_date
 
-    tok = _tokenizer(tokenizer)
-    from replay.render.specs import DEFAULT_DATE, parse_date, renderer_from_spec
-
+    side_render = dict(side_render or {})
     try:
         day = parse_date(date) if date is not None else DEFAULT_DATE
     except ValueError as exc:
         _fail(str(exc))
-    if chat_template is not None:
-        try:
-            renderer = ChatTemplateRenderer.from_file(chat_template, special_tokens=special_tokens_from(tokenizer), date=day)
-        except (OSError, ValueError) as exc:
-            _fail(f"--chat-template {chat_template}: {exc}")
-    elif renderer_spec is not None:
-        try:
-            renderer = renderer_from_spec(renderer_spec, date=day)
-        except (ImportError, OSError, ValueError) as exc:
-            _fail(f"--renderer {renderer_spec}: {exc}")
-    else:
-        renderer = JsonToolsRenderer()
-    reference_renderer = None
-    if reference_encoder is not None:
-        try:
-            reference_renderer = renderer_from_spec(reference_encoder, date=day)
-        except (ImportError, OSError, ValueError) as exc:
-            _fail(f"--reference-encoder {reference_encoder}: {exc}")
+    tokenizers = [str(tokenizer)] if isinstance(tokenizer, (str, Path)) else list(tokenizer or [])
+    try:
+        setup = render_setup(
+            chat_templates=list(chat_template or []), tokenizers=tokenizers, renderer=renderer_spec,
+            old_chat_template=_str(side_render.get("old_chat_template")), new_chat_template=_str(side_render.get("new_chat_template")),
+            reference_chat_template=_str(side_render.get("reference_chat_template")),
+            old_renderer=side_render.get("old_renderer"), new_renderer=side_render.get("new_renderer"),
+            reference_encoder=reference_encoder, date=day,
+        )
+    except (ImportError, OSError, ValueError) as exc:
+        _fail(str(exc))
+    tok = setup.tokenizer
     chunks = tuple(c.strip() for c in chunkings.split(",") if c.strip()) if chunkings else default_chunkings(tokenizer=tok)
+    preparers = {side: side_render.get(f"{side}_preparer") for side in ("old", "new", "reference")}
     options = {
         "old_serializer": old_serializer,
         "new_serializer": new_serializer,
         "reference_serializer": reference_serializer,
-        "renderer": renderer.name,
-        "chat_template": str(chat_template) if chat_template else None,
-        "tokenizer": str(tokenizer) if tokenizer else None,
-        "reference_encoder": reference_renderer.name if reference_renderer is not None else None,
+        **setup.options,
+        "old_preparer": preparers["old"],
+        "new_preparer": preparers["new"],
+        "reference_preparer": preparers["reference"],
         "date": day.isoformat(),
         "parser": parser,
         "old_parser": old_parser,
@@ -244,8 +264,13 @@ def _config(
         old_serializer=old_serializer,
         new_serializer=new_serializer,
         reference_serializer=reference_serializer,
-        renderer=renderer,
-        reference_renderer=reference_renderer,
+        renderer=setup.renderer,
+        reference_renderer=setup.reference_renderer,
+        old_renderer=setup.old_renderer,
+        new_renderer=setup.new_renderer,
+        old_preparer=preparers["old"],
+        new_preparer=preparers["new"],
+        reference_preparer=preparers["reference"],
         tokenizer=tok,
         parser=parser,
         old_parser=old_parser,
@@ -259,6 +284,10 @@ def _config(
         new_pythonpath=split_pythonpath(new_pythonpath),
         options=options,
     )
+
+
+def _str(value: Any) -> Optional[str]:
+    return None if value is None else str(value)
 
 
 class _DoneColumn(ProgressColumn):
@@ -322,9 +351,17 @@ def audit(
     new_serializer: NewSer = "client-fields",
     reference_serializer: RefSer = "as-sent",
     chat_template: TemplateOpt = None,
-    tokenizer: TokenizerOpt = None,
+    tokenizer: RenderTokenizerOpt = None,
     reference_encoder: RefEncoderOpt = None,
     renderer: RendererOpt = None,
+    old_chat_template: OldTemplate = None,
+    new_chat_template: NewTemplate = None,
+    reference_chat_template: RefTemplate = None,
+    old_renderer: OldRendererOpt = None,
+    new_renderer: NewRendererOpt = None,
+    old_preparer: OldPreparer = None,
+    new_preparer: NewPreparer = None,
+    reference_preparer: RefPreparer = None,
     date: DateOpt = None,
     parser: ParserOpt = None,
     old_parser: OldParser = None,
@@ -356,6 +393,8 @@ def audit(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+        side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
+                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
     )
     if redact and exemplar_text:
         _fail("--redact (hash message text at ingest) and --exemplar-text (show it in the exemplars) contradict each other", 2)
@@ -458,7 +497,9 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
 
 _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
 _STAGE_KEYS = {
-    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date", *_SIDE_KEYS},
+    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date",
+               "chat_template_routes", "tokenizer_routes", "old_renderer", "new_renderer", "reference_chat_template", "special_tokens",
+               "old_preparer", "new_preparer", "reference_preparer", *_SIDE_KEYS},
     "re-stream": {"parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
 }
 
@@ -470,9 +511,17 @@ def render(
     new_serializer: NewSer = "client-fields",
     reference_serializer: RefSer = "as-sent",
     chat_template: TemplateOpt = None,
-    tokenizer: TokenizerOpt = None,
+    tokenizer: RenderTokenizerOpt = None,
     reference_encoder: RefEncoderOpt = None,
     renderer: RendererOpt = None,
+    old_chat_template: OldTemplate = None,
+    new_chat_template: NewTemplate = None,
+    reference_chat_template: RefTemplate = None,
+    old_renderer: OldRendererOpt = None,
+    new_renderer: NewRendererOpt = None,
+    old_preparer: OldPreparer = None,
+    new_preparer: NewPreparer = None,
+    reference_preparer: RefPreparer = None,
     date: DateOpt = None,
     old_python: OldPython = None,
     new_python: NewPython = None,
@@ -488,6 +537,8 @@ def render(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, None, None, None, None,
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+        side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
+                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
     )
     _stage_command("render", run, cfg, quiet)
 
