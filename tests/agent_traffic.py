@@ -5,7 +5,7 @@ prompt, a user task, then 1-4 rounds of an assistant tool-call turn (``"content"
 two calls, ``function.arguments`` as a JSON *string*, ids ``call_...``), one ``tool`` result per
 call, and sometimes an assistant text turn and a follow-up user message; the last message is a
 user or tool message. Tools: four declarations as an SDK user writes them (one with
-``strict``, one without description). Deterministic for a seed (``random.Random``).
+``strict: true``); :data:`UNDESCRIBED` is a fifth without description, for templates that require one. Deterministic for a seed (``random.Random``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "run_shell", "description": "Run a shell command.", "strict": True,
                                       "parameters": {"type": "object", "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
                                                      "required": ["command", "timeout"], "additionalProperties": False}}},
-    {"type": "function", "function": {"name": "edit_file",
+    {"type": "function", "function": {"name": "edit_file", "description": "Replace text in a file.",
                                       "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
                                                      "required": ["path", "old", "new"]}}},
     {"type": "function", "function": {"name": "search", "description": "Search the code.",
                                       "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}}},
 ]
+
+#: A tool declared without a description (the OpenAI SDK allows it; some templates require one).
+UNDESCRIBED: dict[str, Any] = {"type": "function", "function": {"name": "list_dir", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
 
 _ARGS = {
     "read_file": lambda r: {"path": r.choice(["src/app.py", "README.md", "tests/test_app.py", "setup.cfg"])},

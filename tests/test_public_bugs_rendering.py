@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from strategies import SHARED
+
 from replay.render import JsonToolsRenderer
 from replay.tools import get_serializer, leaked_nulls
 
-CASES = Path(__file__).resolve().parents[1].parent / "shared" / "cases" / "public-bugs.jsonl"
+CASES = SHARED / "cases" / "public-bugs.jsonl"
 
 
 def case(case_id: str) -> dict:
