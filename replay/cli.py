@@ -212,78 +212,64 @@ def _config(
     date: Optional[str] = None,
     side_render: Optional[dict[str, Any]] = None,
 ) -> Any:
-    """The :class:`replay.pipeline.AuditConfig` of a command's options. ``tokenizer``: one path
-    (``replay stream``) or the repeatable ``--tokenizer`` values; ``side_render``: the per-side
-    render options (``old_chat_template``, ``new_renderer``, ``old_preparer`` ...)."""
-    from replay.pipeline import AuditConfig
-    from replay.render.options import render_setup
+    """The run's :class:`replay.pipeline.AuditConfig`, built by the library from a
+    :class:`replay.runspec.RunSpec` of these options; fails (exit 1) with the library's message,
+    which names the option. ``chat_template`` / ``tokenizer``: the repeatable options' values
+    (``FILE`` or ``PATTERN=FILE``; ``replay stream`` passes one tokenizer path);
+    ``side_render``: the per-side render options (``old_chat_template``, ``new_renderer``,
+    ``old_preparer`` ...)."""
+    from replay.render.options import split_route
+    from replay.runspec import RunSpec, build_config
     from replay.sides import split_pythonpath
-    from replay.stream import default_chunkings
-    from replay.render.specs import DEFAULT_DATE, parse_date
 
     side_render = dict(side_render or {})
-    try:
-        day = parse_date(date) if date is not None else DEFAULT_DATE
-    except ValueError as exc:
-        _fail(str(exc))
+    templates = [str(chat_template)] if isinstance(chat_template, (str, Path)) else list(chat_template or [])
     tokenizers = [str(tokenizer)] if isinstance(tokenizer, (str, Path)) else list(tokenizer or [])
-    try:
-        setup = render_setup(
-            chat_templates=list(chat_template or []), tokenizers=tokenizers, renderer=renderer_spec,
-            old_chat_template=_str(side_render.get("old_chat_template")), new_chat_template=_str(side_render.get("new_chat_template")),
-            reference_chat_template=_str(side_render.get("reference_chat_template")),
-            old_renderer=side_render.get("old_renderer"), new_renderer=side_render.get("new_renderer"),
-            reference_encoder=reference_encoder, date=day,
-        )
-    except (ImportError, OSError, ValueError) as exc:
-        _fail(str(exc))
-    tok = setup.tokenizer
-    chunks = tuple(c.strip() for c in chunkings.split(",") if c.strip()) if chunkings else default_chunkings(tokenizer=tok)
-    preparers = {side: side_render.get(f"{side}_preparer") for side in ("old", "new", "reference")}
-    options = {
-        "old_serializer": old_serializer,
-        "new_serializer": new_serializer,
-        "reference_serializer": reference_serializer,
-        **setup.options,
-        "old_preparer": preparers["old"],
-        "new_preparer": preparers["new"],
-        "reference_preparer": preparers["reference"],
-        "date": day.isoformat(),
-        "parser": parser,
-        "old_parser": old_parser,
-        "new_parser": new_parser,
-        "chunkings": list(chunks),
-        "replay_timeout": replay_timeout,
-        "reference_parser": reference_parser,
-        "old_python": old_python,
-        "new_python": new_python,
-        "old_pythonpath": old_pythonpath,
-        "new_pythonpath": new_pythonpath,
-    }
-    return AuditConfig(
+    plain_t = [v for v in templates if split_route(v)[0] is None]
+    plain_k = [v for v in tokenizers if split_route(v)[0] is None]
+    if len(plain_t) > 1:
+        _fail(f"--chat-template {plain_t[1]}: a second plain --chat-template (give per-model ones as 'PATTERN=FILE')")
+    if len(plain_k) > 1:
+        _fail(f"--tokenizer {plain_k[1]}: a second plain --tokenizer (give per-model ones as 'PATTERN=FILE')")
+    chunks = tuple(c.strip() for c in chunkings.split(",")) if chunkings is not None else None  # _chunkings_value checked them
+    if chunks is not None and "token" in chunks and not plain_k:
+        _fail("Invalid value for '--chunkings': the token chunking needs --tokenizer (a tokenizer.json or a folder holding one)", 2)
+    spec = RunSpec(
         old_serializer=old_serializer,
         new_serializer=new_serializer,
         reference_serializer=reference_serializer,
-        renderer=setup.renderer,
-        reference_renderer=setup.reference_renderer,
-        old_renderer=setup.old_renderer,
-        new_renderer=setup.new_renderer,
-        old_preparer=preparers["old"],
-        new_preparer=preparers["new"],
-        reference_preparer=preparers["reference"],
-        tokenizer=tok,
+        chat_template=plain_t[0] if plain_t else None,
+        tokenizer=plain_k[0] if plain_k else None,
+        chat_template_routes=tuple(v for v in templates if split_route(v)[0] is not None),
+        tokenizer_routes=tuple(v for v in tokenizers if split_route(v)[0] is not None),
+        old_chat_template=_str(side_render.get("old_chat_template")),
+        new_chat_template=_str(side_render.get("new_chat_template")),
+        reference_chat_template=_str(side_render.get("reference_chat_template")),
+        old_renderer=side_render.get("old_renderer"),
+        new_renderer=side_render.get("new_renderer"),
+        old_preparer=side_render.get("old_preparer"),
+        new_preparer=side_render.get("new_preparer"),
+        reference_preparer=side_render.get("reference_preparer"),
+        renderer=renderer_spec,
+        reference_encoder=reference_encoder,
+        date=date,
         parser=parser,
         old_parser=old_parser,
         new_parser=new_parser,
-        chunkings=chunks,
-        replay_timeout=replay_timeout,
         reference_parser=reference_parser,
         old_python=old_python,
         new_python=new_python,
         old_pythonpath=split_pythonpath(old_pythonpath),
         new_pythonpath=split_pythonpath(new_pythonpath),
-        options=options,
+        chunkings=chunks,
+        replay_timeout=replay_timeout,
     )
+    try:
+        cfg = build_config(spec)
+    except ValueError as exc:
+        _fail(str(exc))
+    cfg.options.update(old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath)  # as given
+    return cfg
 
 
 def _str(value: Any) -> Optional[str]:
