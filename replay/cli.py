@@ -1,9 +1,13 @@
 """The ``replay`` command line: options in, one library call, output out.
 
 Every command is a thin layer over the library (:mod:`replay.audit`, :mod:`replay.capture`,
-:mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query or
-spec error, 2 bad usage (typer's, and a bad ``--fail-on`` expression), 3 a ``--fail-on`` condition
-held (:data:`replay.verdicts.FAIL_ON_EXIT`).
+:mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query
+error or a spec that does not load (a plugin, an interpreter, a template), 2 bad usage, before any
+work and in one line naming the option and what it accepts (a value not of the option's form:
+``--replay-timeout abc``, ``--chunkings ""``, ``--capture-format xml``, ``--date 2026-13-45``, a
+bad ``--fail-on``; an existing run in ``--out`` without ``--force``), 3 a ``--fail-on`` condition
+held (:data:`replay.verdicts.FAIL_ON_EXIT`). Help is click's plain layout, wrapped at the
+terminal's width (rich's panels cut long words with "…" at 80 columns).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import orjson  # noqa: E402
 import typer  # noqa: E402
+import typer.core  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich import filesize  # noqa: E402
@@ -30,19 +35,107 @@ from rich.text import Text  # noqa: E402
 
 from replay import __version__  # noqa: E402
 
+class _OneLineErrors(typer.core.TyperGroup):
+    """The command group: a usage error (a bad option value, a missing argument) is one line on
+    stderr, ``error: Invalid value for '--replay-timeout': 'abc' is not a valid float.``, with
+    exit code 2, before any work; click's own display adds the usage and a hint on three more."""
+
+    # click's exception classes, whether typer vendors click (0.2x) or uses the package
+    _usage = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+    _click_exc = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except self._usage as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `replay` alone: the help, as click shows it
+                sys.stdout.write(exc.format_message() + "\n")
+                sys.exit(exc.exit_code)
+            cmd = f"{exc.ctx.command_path} --help" if exc.ctx is not None else "replay --help"
+            err.print(f"[bold red]error:[/] {escape(exc.format_message())} ({escape(cmd)})", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except self._click_exc as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err.print("Aborted.")
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
 app = typer.Typer(
     name="replay",
+    cls=_OneLineErrors,
     help="Replay captured LLM serving traffic through old and new tool serializers, chat templates and "
     "tool parsers, and count what differs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: it wraps every description at the terminal's width; rich's option panel
+    # cut long words with "…" at 80 columns (the default chunkings, the --fail-on example)
+    rich_markup_mode=None,
 )
 # a CI log or a pipe is not a terminal: rich would then wrap to 80 columns and cut the check
 # names of the verdict table; there tables and lines take the room they need.
 # emoji off: ":x:" in a path or spec is text, not an emoji code
 console = Console(emoji=False) if Console().is_terminal else Console(width=100_000, emoji=False)
 err = Console(stderr=True, emoji=False)
+
+# --- option values, judged before any work (a bad one: typer.BadParameter, exit 2, one line) -----
+def _timeout_value(text: Any) -> float:
+    """``--replay-timeout``: seconds, a number >= 0 (0: no limit)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise typer.BadParameter(f"{text!r} is not a number of seconds >= 0 (0: no limit)")
+    return value
+
+
+def _chunkings_value(value: Optional[str]) -> Optional[str]:
+    """Comma-separated chunking names (:func:`replay.stream.check_chunking`); an empty list or an
+    empty name is an error (it silently meant the defaults). Returns the value as given."""
+    if value is None:
+        return None
+    from replay.stream import ChunkingError, check_chunking
+
+    forms = "comma-separated names: recorded, whole, char, char-raw, token, fixed-N, random-SEED, split-K"
+    names = [c.strip() for c in value.split(",")]
+    if not any(names):
+        raise typer.BadParameter(f"empty; expected {forms} (omit the option for the defaults)")
+    for name in names:
+        if not name:
+            raise typer.BadParameter(f"{value!r} has an empty name; expected {forms}")
+        if name == "token":
+            continue  # needs --tokenizer, checked with it
+        try:
+            check_chunking(name)
+        except ChunkingError:
+            raise typer.BadParameter(f"unknown chunking {name!r}; expected {forms}") from None
+    return value
+
+
+def _format_value(value: Optional[str]) -> Optional[str]:
+    from replay.capture.detect import FORMATS
+
+    if value is not None and value not in FORMATS:
+        raise typer.BadParameter(f"unknown format {value!r}; one of: {', '.join(FORMATS)}")
+    return value
+
+
+def _date_value(value: Optional[str]) -> Optional[str]:
+    from replay.render.specs import parse_date
+
+    if value is not None:
+        try:
+            parse_date(value)
+        except ValueError as exc:  # "'2026-13-45': not a calendar date (month must be in 1..12)"
+            raise typer.BadParameter(str(exc).removeprefix("--date ")) from None
+    return value
+
 
 # --- shared options -------------------------------------------------------------------------------
 RunOpt = Annotated[Path, typer.Option("--run", help="Run folder (made by `replay audit` or `replay ingest`).")]
@@ -89,7 +182,7 @@ RendererOpt = Annotated[
 ]
 DateOpt = Annotated[
     Optional[str],
-    typer.Option("--date", help="YYYY-MM-DD the templates read (strftime_now, date_string; Harmony's Current date). Default 2026-01-01, recorded in run.json."),
+    typer.Option("--date", callback=_date_value, help="YYYY-MM-DD the templates read (strftime_now, date_string; Harmony's Current date). Default 2026-01-01, recorded in run.json."),
 ]
 ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser family for every exchange (default: from the model name).")]
 OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
@@ -107,7 +200,7 @@ OldPath = Annotated[
     typer.Option("--old-pythonpath", help="Directories (joined by ':' as PYTHONPATH) put first on the --old-python worker's import path, e.g. a checkout of main."),
 ]
 NewPath = Annotated[Optional[str], typer.Option("--new-pythonpath", help="Directories put first on the --new-python worker's import path.")]
-TimeoutOpt = Annotated[float, typer.Option(help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
+TimeoutOpt = Annotated[float, typer.Option(parser=_timeout_value, metavar="SECONDS", help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
 RedactOpt = Annotated[
     bool,
     typer.Option("--redact", help="Hash message text at ingest, in the tables too (roles, structure, lengths and tool schemas kept; the logged prompt and raw completion dropped, so no re-streaming). Secrets are dropped with or without it; exemplars mask text unless --exemplar-text."),
@@ -126,11 +219,12 @@ FailOnOpt = Annotated[
 ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", help="Write message text in the exemplars and report as captured (default: masked, lengths and hashes kept).")]
 CaptureFormatOpt = Annotated[
     Optional[str],
-    typer.Option("--capture-format", help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
+    typer.Option("--capture-format", callback=_format_value, help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
 ]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (the results are printed all the same).")]
 ChunkingsOpt = Annotated[
     Optional[str],
-    typer.Option(help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
+    typer.Option(callback=_chunkings_value, help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
 ]
 
 
@@ -329,7 +423,7 @@ def _default_out() -> Path:
 # --- commands --------------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(short_help="Ingest, re-render and re-stream captures; count; report.")
 def audit(
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har, plain, .zst or .gz.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (default runs/audit-<time>).")] = None,
@@ -364,7 +458,7 @@ def audit(
     capture_format: CaptureFormatOpt = None,
     fail_on: FailOnOpt = None,
     exemplar_text: ExemplarTextOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
 
@@ -403,7 +497,7 @@ def audit(
     _gate(gates, result.report.results["verdicts"])
 
 
-@app.command()
+@app.command(short_help="Ingest captures into the run's Parquet tables.")
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
@@ -411,7 +505,8 @@ def ingest(
     max_line_bytes: MaxLineOpt = 32 << 20,
     capture_format: CaptureFormatOpt = None,
     tokenizer: Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace the run --out already holds (its tables, run.json, reports, exemplars).")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
 
@@ -423,12 +518,15 @@ def ingest(
     from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size
 
+    from replay.audit import clear_run, existing_run
+
+    held = existing_run(out)
+    if held and not force:
+        _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
     files = _captures(paths)
     tok = _tokenizer(tokenizer)
-    from replay.capture.detect import FORMATS
-
-    if capture_format is not None and capture_format not in FORMATS:
-        _fail(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
+    if held:
+        clear_run(out)
     out.mkdir(parents=True, exist_ok=True)
     with _progress(quiet) as stage:
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
@@ -490,7 +588,7 @@ _STAGE_KEYS = {
 }
 
 
-@app.command()
+@app.command(short_help="Re-render the prompts of an ingested run.")
 def render(
     run: RunOpt,
     old_serializer: OldSer = "model-dump",
@@ -513,7 +611,7 @@ def render(
     new_python: NewPython = None,
     old_pythonpath: OldPath = None,
     new_pythonpath: NewPath = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Re-render the prompts of an ingested run (rewrites renders.parquet and report.md).
 
@@ -529,7 +627,7 @@ def render(
     _stage_command("render", run, cfg, quiet)
 
 
-@app.command()
+@app.command(short_help="Re-stream the raw completions of an ingested run.")
 def stream(
     run: RunOpt,
     parser: ParserOpt = None,
@@ -543,7 +641,7 @@ def stream(
     chunkings: ChunkingsOpt = None,
     tokenizer: TokenizerOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Re-stream the raw completions of an ingested run (rewrites streams/calls.parquet and report.md).
 
@@ -556,7 +654,7 @@ def stream(
     _stage_command("re-stream", run, cfg, quiet)
 
 
-@app.command()
+@app.command(short_help="Run a shipped query (or any SQL) on a run.")
 def query(
     name: Annotated[Optional[str], typer.Argument(help="A query of queries/ (omit with --sql, or with --list).")] = None,
     run: Annotated[Optional[Path], typer.Option("--run", help="Run folder.")] = None,
@@ -601,7 +699,7 @@ def query(
         console.print(rich_table(table))
 
 
-@app.command()
+@app.command(short_help="Rewrite a run's report.md, report.html and exemplars.")
 def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOpt = False) -> None:
     """Rewrite RUN/report.md (and RUN/exemplars/) from the run's tables and print it.
 
@@ -624,7 +722,7 @@ def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOp
     _gate(gates, written.results["verdicts"])
 
 
-@app.command()
+@app.command(short_help="List tool-parser families, markers and serializers.")
 def formats() -> None:
     """List the tool-parser families, their aliases and markers, and the tool serializers.
 
