@@ -139,15 +139,70 @@ def _date_value(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def _ts_value(value: Optional[str]) -> Optional[str]:
+    """``--since`` / ``--until``: ISO 8601 or epoch seconds (:func:`replay.capture.timestamps.parse_ts`)."""
+    if value is not None:
+        from replay.capture.timestamps import TimestampError, parse_ts
+
+        try:
+            parse_ts(value)
+        except TimestampError:
+            raise typer.BadParameter(f"{value!r} is not a time: ISO 8601 (2026-01-31, 2026-01-31T12:00:00Z) or epoch seconds") from None
+    return value
+
+
+def _fraction_value(value: Optional[str]) -> Optional[str]:
+    if value is not None:
+        from replay.capture.filters import parse_fraction
+
+        try:
+            parse_fraction(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+def _routes_value(value: Optional[list[str]]) -> Optional[list[str]]:
+    from replay.capture.v1 import ROUTES
+
+    for route in value or []:
+        if route not in ROUTES:
+            raise typer.BadParameter(f"unknown route {route!r}; one of: {', '.join(ROUTES)}")
+    return value
+
+
 # --- shared options -------------------------------------------------------------------------------
 RunOpt = Annotated[Path, typer.Option("--run", help="Run folder (made by `replay audit` or `replay ingest`).")]
 OldSer = Annotated[str, typer.Option(help="Tool serializer of the old side: built-in name or module:attr / file.py:attr.")]
 NewSer = Annotated[str, typer.Option(help="Tool serializer of the new side.")]
 RefSer = Annotated[str, typer.Option(help="Tool serializer of the reference side.")]
 TemplateOpt = Annotated[
-    Optional[Path], typer.Option("--chat-template", help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer.")
+    Optional[list[str]],
+    typer.Option(
+        "--chat-template",
+        help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer. "
+        "Repeatable as 'PATTERN=FILE' (e.g. 'Qwen/Qwen3*=qwen3.jinja'): the served model name picks the template; "
+        "an exchange no pattern matches is rendered with the plain --chat-template, else with json-tools.",
+    ),
 ]
 TokenizerOpt = Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder holding one) for token counts and the `token` chunking.")]
+RenderTokenizerOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--tokenizer",
+        help="tokenizer.json (or a folder holding one) for token counts, the `token` chunking and the templates' special tokens "
+        "(bos_token, eos_token from its tokenizer_config.json). Repeatable as 'PATTERN=FILE' for the --chat-template of that pattern.",
+    ),
+]
+PreparerHelp = "Request preparer of the {side} side: what a server does to a request before the chat template: vllm (default), sglang, trtllm, as-sent, or module:attr / file.py:attr."
+OldPreparer = Annotated[Optional[str], typer.Option("--old-preparer", help=PreparerHelp.format(side="old"))]
+NewPreparer = Annotated[Optional[str], typer.Option("--new-preparer", help=PreparerHelp.format(side="new"))]
+RefPreparer = Annotated[Optional[str], typer.Option("--reference-preparer", help=PreparerHelp.format(side="reference"))]
+OldTemplate = Annotated[Optional[Path], typer.Option("--old-chat-template", help="Chat template of the old side (default: --chat-template), e.g. `git show main:tmpl.jinja > old.jinja`.")]
+NewTemplate = Annotated[Optional[Path], typer.Option("--new-chat-template", help="Chat template of the new side (default: --chat-template).")]
+RefTemplate = Annotated[Optional[Path], typer.Option("--reference-chat-template", help="Chat template of the reference side (default: --chat-template; --reference-encoder is the other choice).")]
+OldRendererOpt = Annotated[Optional[str], typer.Option("--old-renderer", help="Renderer of the old side (json-tools, harmony, mistral-common[:VERSION], path/encoding.py:function); default: --renderer.")]
+NewRendererOpt = Annotated[Optional[str], typer.Option("--new-renderer", help="Renderer of the new side; default: --renderer.")]
 RefEncoderOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -200,11 +255,51 @@ CaptureFormatOpt = Annotated[
     Optional[str],
     typer.Option("--capture-format", callback=_format_value, help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
 ]
+ModelOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--model", metavar="GLOB", help="Keep exchanges whose model matches this shell glob (e.g. 'Qwen/*'). Repeatable: any."),
+]
+RouteOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--route", callback=_routes_value, help="Keep exchanges of this route: chat.completions, messages, responses. Repeatable."),
+]
+SinceOpt = Annotated[
+    Optional[str], typer.Option("--since", metavar="TIME", callback=_ts_value, help="Keep exchanges with ts at or after TIME (ISO 8601 or epoch seconds; no offset: UTC).")
+]
+UntilOpt = Annotated[Optional[str], typer.Option("--until", metavar="TIME", callback=_ts_value, help="Keep exchanges with ts before TIME.")]
+SampleOpt = Annotated[
+    Optional[str],
+    typer.Option("--sample", metavar="FRACTION", callback=_fraction_value, help="Keep this fraction (0.1 or 10%), chosen by a hash of the sample key: the same on every run."),
+]
+SampleKeyOpt = Annotated[
+    str,
+    typer.Option("--sample-key", metavar="FIELD", help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
+]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, metavar="N", help="Keep at most N exchanges (the first that pass the other filters).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (the results are printed all the same).")]
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(callback=_chunkings_value, help="Comma-separated chunkings, forced on both sides. Default, per side: recorded,whole where the parser is the family's built-in; for any other parser (a plugin, a framework adapter, --old-python/--new-python) recorded,whole,char,fixed-2,3,5,8,13,40, token with --tokenizer, and split-all (every two-way split of completions up to 2,000 chars). Also char-raw, random-SEED, split-K."),
 ]
+
+
+def _filters(
+    model: Optional[list[str]], route: Optional[list[str]], since: Optional[str], until: Optional[str],
+    sample: Optional[str], sample_key: str, limit: Optional[int],
+) -> Any:
+    """The :class:`replay.capture.filters.Filters` of the filter options (values already checked
+    by their callbacks); ``--since`` not before ``--until`` is a usage error (exit 2)."""
+    from replay.capture.filters import Filters, parse_fraction
+    from replay.capture.timestamps import parse_ts
+
+    try:
+        return Filters(
+            models=tuple(model or ()), routes=tuple(route or ()),
+            since=parse_ts(since) if since is not None else None, until=parse_ts(until) if until is not None else None,
+            sample=parse_fraction(sample) if sample is not None else None, sample_key=sample_key, limit=limit,
+        )
+    except ValueError as exc:
+        _fail(str(exc), 2)
 
 
 def _fail(msg: str, code: int = 1) -> None:
@@ -268,8 +363,8 @@ def _config(
     old_serializer: str,
     new_serializer: str,
     reference_serializer: str,
-    chat_template: Optional[Path],
-    tokenizer: Optional[Path],
+    chat_template: Optional[list[str]],
+    tokenizer: Any,
     parser: Optional[str],
     old_parser: Optional[str],
     new_parser: Optional[str],
@@ -283,22 +378,46 @@ def _config(
     reference_encoder: Optional[str] = None,
     renderer_spec: Optional[str] = None,
     date: Optional[str] = None,
+    side_render: Optional[dict[str, Any]] = None,
 ) -> Any:
     """The run's :class:`replay.pipeline.AuditConfig`, built by the library from a
     :class:`replay.runspec.RunSpec` of these options; fails (exit 1) with the library's message,
-    which names the option."""
+    which names the option. ``chat_template`` / ``tokenizer``: the repeatable options' values
+    (``FILE`` or ``PATTERN=FILE``; ``replay stream`` passes one tokenizer path);
+    ``side_render``: the per-side render options (``old_chat_template``, ``new_renderer``,
+    ``old_preparer`` ...)."""
+    from replay.render.options import split_route
     from replay.runspec import RunSpec, build_config
     from replay.sides import split_pythonpath
 
+    side_render = dict(side_render or {})
+    templates = [str(chat_template)] if isinstance(chat_template, (str, Path)) else list(chat_template or [])
+    tokenizers = [str(tokenizer)] if isinstance(tokenizer, (str, Path)) else list(tokenizer or [])
+    plain_t = [v for v in templates if split_route(v)[0] is None]
+    plain_k = [v for v in tokenizers if split_route(v)[0] is None]
+    if len(plain_t) > 1:
+        _fail(f"--chat-template {plain_t[1]}: a second plain --chat-template (give per-model ones as 'PATTERN=FILE')")
+    if len(plain_k) > 1:
+        _fail(f"--tokenizer {plain_k[1]}: a second plain --tokenizer (give per-model ones as 'PATTERN=FILE')")
     chunks = tuple(c.strip() for c in chunkings.split(",")) if chunkings is not None else None  # _chunkings_value checked them
-    if chunks is not None and "token" in chunks and tokenizer is None:
+    if chunks is not None and "token" in chunks and not plain_k:
         _fail("Invalid value for '--chunkings': the token chunking needs --tokenizer (a tokenizer.json or a folder holding one)", 2)
     spec = RunSpec(
         old_serializer=old_serializer,
         new_serializer=new_serializer,
         reference_serializer=reference_serializer,
-        chat_template=str(chat_template) if chat_template is not None else None,
-        tokenizer=str(tokenizer) if tokenizer is not None else None,
+        chat_template=plain_t[0] if plain_t else None,
+        tokenizer=plain_k[0] if plain_k else None,
+        chat_template_routes=tuple(v for v in templates if split_route(v)[0] is not None),
+        tokenizer_routes=tuple(v for v in tokenizers if split_route(v)[0] is not None),
+        old_chat_template=_str(side_render.get("old_chat_template")),
+        new_chat_template=_str(side_render.get("new_chat_template")),
+        reference_chat_template=_str(side_render.get("reference_chat_template")),
+        old_renderer=side_render.get("old_renderer"),
+        new_renderer=side_render.get("new_renderer"),
+        old_preparer=side_render.get("old_preparer"),
+        new_preparer=side_render.get("new_preparer"),
+        reference_preparer=side_render.get("reference_preparer"),
         renderer=renderer_spec,
         reference_encoder=reference_encoder,
         date=date,
@@ -319,6 +438,10 @@ def _config(
         _fail(str(exc))
     cfg.options.update(old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath)  # as given
     return cfg
+
+
+def _str(value: Any) -> Optional[str]:
+    return None if value is None else str(value)
 
 
 class _DoneColumn(ProgressColumn):
@@ -382,9 +505,17 @@ def audit(
     new_serializer: NewSer = "client-fields",
     reference_serializer: RefSer = "as-sent",
     chat_template: TemplateOpt = None,
-    tokenizer: TokenizerOpt = None,
+    tokenizer: RenderTokenizerOpt = None,
     reference_encoder: RefEncoderOpt = None,
     renderer: RendererOpt = None,
+    old_chat_template: OldTemplate = None,
+    new_chat_template: NewTemplate = None,
+    reference_chat_template: RefTemplate = None,
+    old_renderer: OldRendererOpt = None,
+    new_renderer: NewRendererOpt = None,
+    old_preparer: OldPreparer = None,
+    new_preparer: NewPreparer = None,
+    reference_preparer: RefPreparer = None,
     date: DateOpt = None,
     parser: ParserOpt = None,
     old_parser: OldParser = None,
@@ -401,6 +532,13 @@ def audit(
     capture_format: CaptureFormatOpt = None,
     fail_on: FailOnOpt = None,
     exemplar_text: ExemplarTextOpt = False,
+    model: ModelOpt = None,
+    route: RouteOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    sample: SampleOpt = None,
+    sample_key: SampleKeyOpt = "exchange_id",
+    limit: LimitOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
@@ -412,10 +550,13 @@ def audit(
     from replay.verdicts import fidelity_sentence
 
     gates = _gates(fail_on)
+    filters = _filters(model, route, since, until, sample, sample_key, limit)
     cfg = _config(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+        side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
+                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
     )
     if redact and exemplar_text:
         _fail("--redact (hash message text at ingest) and --exemplar-text (show it in the exemplars) contradict each other", 2)
@@ -425,11 +566,13 @@ def audit(
     try:
         with _progress(quiet) as stage:
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
-                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes)
+                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
     console.print(escape(fidelity_sentence(result.report.results["fidelity"])), highlight=False)
+    if result.meta.get("filters"):
+        console.print(f"Filters: {result.meta['filters']['sentence']}.", highlight=False, markup=False)
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
     for line in result.report.headlines:
         console.print(f"• {line}", highlight=False, markup=False, soft_wrap=True)
@@ -447,6 +590,13 @@ def ingest(
     capture_format: CaptureFormatOpt = None,
     tokenizer: Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace the run --out already holds (its tables, run.json, reports, exemplars).")] = False,
+    model: ModelOpt = None,
+    route: RouteOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    sample: SampleOpt = None,
+    sample_key: SampleKeyOpt = "exchange_id",
+    limit: LimitOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
@@ -459,8 +609,9 @@ def ingest(
     from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size
 
-    from replay.audit import clear_run, existing_run
+    from replay.audit import clear_run, existing_run, filters_meta
 
+    filters = _filters(model, route, since, until, sample, sample_key, limit)
     held = existing_run(out)
     if held and not force:
         _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
@@ -471,9 +622,15 @@ def ingest(
     out.mkdir(parents=True, exist_ok=True)
     with _progress(quiet) as stage:
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
-            stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact, max_line_bytes=max_line_bytes)
-    write_meta(out, {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)})
+            stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact, max_line_bytes=max_line_bytes,
+                               filters=filters)
+    meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)}
+    if filters.active:
+        meta["filters"] = filters_meta(filters, stats)
+    write_meta(out, meta)
     console.print(str(stats), highlight=False)
+    if filters.active:
+        console.print(meta["filters"]["sentence"], highlight=False, markup=False)
     if stats.errors:
         from replay.sql import connect, run_sql
         from replay.report import rich_table
@@ -526,7 +683,9 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
 
 _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
 _STAGE_KEYS = {
-    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date", *_SIDE_KEYS},
+    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date",
+               "chat_template_routes", "tokenizer_routes", "old_renderer", "new_renderer", "reference_chat_template", "special_tokens",
+               "old_preparer", "new_preparer", "reference_preparer", *_SIDE_KEYS},
     "re-stream": {"parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
 }
 
@@ -538,9 +697,17 @@ def render(
     new_serializer: NewSer = "client-fields",
     reference_serializer: RefSer = "as-sent",
     chat_template: TemplateOpt = None,
-    tokenizer: TokenizerOpt = None,
+    tokenizer: RenderTokenizerOpt = None,
     reference_encoder: RefEncoderOpt = None,
     renderer: RendererOpt = None,
+    old_chat_template: OldTemplate = None,
+    new_chat_template: NewTemplate = None,
+    reference_chat_template: RefTemplate = None,
+    old_renderer: OldRendererOpt = None,
+    new_renderer: NewRendererOpt = None,
+    old_preparer: OldPreparer = None,
+    new_preparer: NewPreparer = None,
+    reference_preparer: RefPreparer = None,
     date: DateOpt = None,
     old_python: OldPython = None,
     new_python: NewPython = None,
@@ -556,6 +723,8 @@ def render(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, None, None, None, None,
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+        side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
+                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
     )
     _stage_command("render", run, cfg, quiet)
 
