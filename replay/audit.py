@@ -151,6 +151,7 @@ def audit(
     hash_text: bool = False,
     max_line_bytes: int = 32 << 20,
     filters: Filters | None = None,
+    force: bool = False,
 ) -> AuditResult:
     """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
 
@@ -162,9 +163,11 @@ def audit(
     ``redact`` and ``max_line_bytes`` (hash message text at ingest; longest line read).
     ``filters``: which exchanges to keep (:class:`replay.capture.filters.Filters`), recorded with
     what they kept in ``run.json`` ``filters`` (:func:`filters_meta`).
+    ``force``: replace a run ``out`` already holds (:func:`prepare_out`).
     Returns an :class:`AuditResult`.
-    Raises FileNotFoundError for a missing input path and ValueError for a bad serializer or parser
-    spec, before anything is written; faults in the data itself never raise (they are rows).
+    Raises FileNotFoundError for a missing input path, ValueError for a bad serializer or parser
+    spec and :class:`RunExistsError` for an ``out`` holding another run without ``force``, before
+    anything is written; faults in the data itself never raise (they are rows).
     """
     run_dir = Path(out)
     if run_dir.exists() and not run_dir.is_dir():
@@ -174,20 +177,103 @@ def audit(
         files = discover(paths)
         if capture_format is not None and capture_format not in FORMATS:
             raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
+        fingerprint = audit_fingerprint(files, cfg, capture_format, hash_text, max_line_bytes, filters)
+        state = prepare_out(run_dir, fingerprint, force)
     except BaseException:
         close_sides(cfg)
         raise
     try:
-        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters)
+        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, state)
     finally:
         close_sides(cfg)
+
+
+class RunExistsError(ValueError):
+    """``--out`` holds a run (or another audit's unfinished parts) and ``--force`` was not given."""
+
+
+def audit_fingerprint(
+    files: list[Path], cfg: AuditConfig, capture_format: str | None, hash_text: bool, max_line_bytes: int, filters: Any = None
+) -> str:
+    """SHA-256 hex of what an audit's results depend on: each capture's path, size and mtime, the
+    ingest options (filters included) and the run spec (``cfg.spec``, else ``cfg.options``) with the batch size. An
+    interrupted audit resumes only under the same fingerprint."""
+    import hashlib
+
+    inputs = []
+    for f in files:
+        try:
+            st = Path(f).stat()
+            inputs.append([str(Path(f).resolve()), st.st_size, st.st_mtime_ns])
+        except OSError:
+            inputs.append([str(f), None, None])
+    what = {
+        "inputs": inputs,
+        "capture_format": capture_format,
+        "hash_text": hash_text,
+        "max_line_bytes": max_line_bytes,
+        "filters": repr(filters),
+        "spec": repr(cfg.spec) if cfg.spec is not None else json.dumps(cfg.options, sort_keys=True, default=str),
+        "batch_rows": cfg.batch_rows,
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+def _state_path(run_dir: Path) -> Path:
+    return Path(run_dir) / ".parts" / "audit.json"
+
+
+def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
+    path = _state_path(run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_text(json.dumps(state, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def prepare_out(run_dir: str | Path, fingerprint: str, force: bool) -> dict[str, Any]:
+    """Decide what an audit does with its ``--out`` (the one rule for audit, render and stream
+    outputs; ``replay ingest`` uses :func:`existing_run` directly). Returns the audit's state:
+
+    - an empty or new folder: a fresh state;
+    - an interrupted audit (``RUN/.parts/audit.json``) with the same ``fingerprint``
+      (:func:`audit_fingerprint`) and no ``force``: its state, to resume (``ingest`` holds the
+      ingest statistics when ingest had finished; the stages keep their part files);
+    - ``force``: the old run is removed (:func:`clear_run` and ``RUN/.parts``), a fresh state;
+    - otherwise (a finished run, or another audit's parts): raises :class:`RunExistsError`.
+    """
+    import shutil
+
+    folder = Path(run_dir)
+    held = existing_run(folder)
+    parts = folder / ".parts"
+    if not force:
+        try:
+            state = json.loads(_state_path(folder).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = None
+        if state is not None and state.get("fingerprint") == fingerprint:
+            return {**state, "resumed": True}
+        if held or parts.is_dir():
+            what = ", ".join(held) if held else "the parts of another, unfinished audit"
+            raise RunExistsError(
+                f"--out {folder} already holds a run ({what}); give --force to replace it, or another --out "
+                "(an interrupted audit of the same captures and options resumes without --force)"
+            )
+    else:
+        clear_run(folder)
+        shutil.rmtree(parts, ignore_errors=True)
+    return {"fingerprint": fingerprint, "ingest": None}
 
 
 def _run(
     files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None,
     redact: bool = True, hash_text: bool = False, max_line_bytes: int = 32 << 20, filters: Filters | None = None,
+    state: dict[str, Any] | None = None,
 ) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
+    state = dict(state or {"fingerprint": None, "ingest": None})
+    resumed = bool(state.pop("resumed", False))
     seconds: dict[str, float] = {}
     meta: dict[str, Any] = {
         "options": {**cfg.options, "capture_format": capture_format},
@@ -196,13 +282,22 @@ def _run(
     }
 
     t0 = time.perf_counter()
-    with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
-        stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.tokenizer,
-                       redact=hash_text, max_line_bytes=max_line_bytes, filters=filters)
+    if state.get("ingest") is not None and (run_dir / "exchanges.parquet").is_file():  # resumed after ingest ended
+        meta["ingest"] = state["ingest"]
+        if state.get("filters") is not None:
+            meta["filters"] = state["filters"]
+    else:
+        _write_state(run_dir, state)  # from here an interrupted audit can be resumed
+        with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
+            stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.tokenizer,
+                           redact=hash_text, max_line_bytes=max_line_bytes, filters=filters)
+        meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
+        if filters is not None and filters.active:
+            meta["filters"] = filters_meta(filters, stats)
+        _write_state(run_dir, {**state, "ingest": meta["ingest"], "filters": meta.get("filters")})
     seconds["ingest"] = time.perf_counter() - t0
-    meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
-    if filters is not None and filters.active:
-        meta["filters"] = filters_meta(filters, stats)
+    if resumed:
+        meta["resumed"] = True
 
     n = count_exchanges(run_dir)
     t0 = time.perf_counter()
@@ -222,4 +317,9 @@ def _run(
     report = write_report(run_dir, meta, redact=redact)
     seconds["report"] = time.perf_counter() - t0
     write_meta(run_dir, meta)
+    _state_path(run_dir).unlink(missing_ok=True)  # the audit is complete: nothing to resume
+    try:
+        (run_dir / ".parts").rmdir()
+    except OSError:
+        pass
     return AuditResult(run_dir=run_dir, meta=meta, report=report, seconds=seconds)

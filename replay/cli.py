@@ -276,6 +276,16 @@ SampleKeyOpt = Annotated[
     typer.Option("--sample-key", metavar="FIELD", help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
 ]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, metavar="N", help="Keep at most N exchanges (the first that pass the other filters).")]
+JobsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--jobs", min=1,
+        help="Processes the render and re-stream stages run on (a pool over record batches; an --old-python/--new-python side gets one worker per process). Default: the CPU count. The rows do not depend on it.",
+    ),
+]
+BatchRowsOpt = Annotated[
+    int, typer.Option("--batch-rows", min=1, help="Exchanges per record batch: the unit of work of --jobs, of a part file and of resuming.")
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (the results are printed all the same).")]
 ChunkingsOpt = Annotated[
     Optional[str],
@@ -539,9 +549,21 @@ def audit(
     sample: SampleOpt = None,
     sample_key: SampleKeyOpt = "exchange_id",
     limit: LimitOpt = None,
+    jobs: JobsOpt = None,
+    batch_rows: BatchRowsOpt = 512,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace the run --out holds (its tables, run.json, reports, exemplars). Without it an --out holding a run is refused, except an interrupted audit of the same captures and options, which resumes: ingest is not run again and the batches already written are kept.",
+        ),
+    ] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
+
+    An --out that holds a run is refused without --force; an interrupted audit rerun with the
+    same captures and options resumes where it stopped.
 
     Example: replay audit samples/ --out runs/samples --fail-on broken
     """
@@ -561,12 +583,17 @@ def audit(
     if redact and exemplar_text:
         _fail("--redact (hash message text at ingest) and --exemplar-text (show it in the exemplars) contradict each other", 2)
     cfg.options.update(redact=redact, max_line_bytes=max_line_bytes)
+    _executor(cfg, jobs, batch_rows)
     _captures(paths)
     run_dir = out or _default_out()
+    from replay.audit import RunExistsError
+
     try:
         with _progress(quiet) as stage:
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
-                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters)
+                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters, force=force)
+    except RunExistsError as exc:
+        _fail(str(exc), 2)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
@@ -644,6 +671,18 @@ def ingest(
         )
 
 
+def _executor(cfg: Any, jobs: Optional[int], batch_rows: int) -> None:
+    """Set ``--jobs`` (default: the CPU count) and ``--batch-rows`` on the config and its spec;
+    both go to ``run.json`` options."""
+    import dataclasses
+
+    cfg.jobs = jobs if jobs is not None else (os.cpu_count() or 1)
+    cfg.batch_rows = batch_rows
+    if cfg.spec is not None:
+        cfg.spec = dataclasses.replace(cfg.spec, batch_rows=batch_rows)
+    cfg.options.update(jobs=cfg.jobs, batch_rows=batch_rows)
+
+
 def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
     from replay.audit import read_meta, write_meta, write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
@@ -713,9 +752,13 @@ def render(
     new_python: NewPython = None,
     old_pythonpath: OldPath = None,
     new_pythonpath: NewPath = None,
+    jobs: JobsOpt = None,
+    batch_rows: BatchRowsOpt = 512,
     quiet: QuietOpt = False,
 ) -> None:
     """Re-render the prompts of an ingested run (rewrites renders.parquet and report.md).
+
+    An interrupted render rerun with the same options resumes: the batches already written are kept.
 
     Example: replay render --run runs/samples --chat-template qwen3.jinja --tokenizer tok/
     """
@@ -726,6 +769,7 @@ def render(
         side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
                          old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
     )
+    _executor(cfg, jobs, batch_rows)
     _stage_command("render", run, cfg, quiet)
 
 
@@ -743,9 +787,13 @@ def stream(
     chunkings: ChunkingsOpt = None,
     tokenizer: TokenizerOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
+    jobs: JobsOpt = None,
+    batch_rows: BatchRowsOpt = 512,
     quiet: QuietOpt = False,
 ) -> None:
     """Re-stream the raw completions of an ingested run (rewrites streams/calls.parquet and report.md).
+
+    An interrupted re-stream rerun with the same options resumes: the batches already written are kept.
 
     Example: replay stream --run runs/samples --old-parser my_parsers.py:OldHermes --chunkings whole,char
     """
@@ -753,6 +801,7 @@ def stream(
         "model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
+    _executor(cfg, jobs, batch_rows)
     _stage_command("re-stream", run, cfg, quiet)
 
 

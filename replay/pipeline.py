@@ -94,7 +94,8 @@ class AuditConfig:
     new_pythonpath: tuple[str, ...] = ()
     chunkings: tuple[str, ...] | None = None  # None: the defaults, per side (side_chunkings)
     replay_timeout: float = 10.0  # seconds one parse or one replay may take before it is recorded as an error
-    batch_rows: int = 512
+    batch_rows: int = 512  # exchanges per record batch: the unit of a part file, of --jobs and of resume
+    jobs: int = 1  # processes the batch functions run on (replay.pool); 1: this process
     options: dict[str, Any] = field(default_factory=dict)  # as given on the command line, for run.json
     spec: Any = None  # the replay.runspec.RunSpec this config was built from (None: built by hand, in process only)
 
@@ -644,6 +645,7 @@ def finish_stream(plan: StreamPlan, cfg: AuditConfig, remote: dict[str, SideRepl
         return plan.streams, plan.calls
     assert plan.sides is not None
     done: dict[int, SideReplay] = {}
+    judged: tuple[Any, ...] | None = None  # (replay, chunks, first streams row, first calls row) of the old side
     for side in ("old", "new"):
         cls = getattr(plan.sides, side)
         chunks = plan.chunks[side]
@@ -653,6 +655,13 @@ def finish_stream(plan: StreamPlan, cfg: AuditConfig, remote: dict[str, SideRepl
             rep = done[id(cls)]
         else:
             rep = done[id(cls)] = replay_in_process(plan, cls, chunks, cfg.replay_timeout)
+        if judged is not None and judged[0] is rep and judged[1] is chunks:
+            # the same replay of the same chunks: the new side's rows are the old side's, renamed
+            s0, c0 = judged[2], judged[3]
+            plan.streams.extend([{**r, "side": side} for r in plan.streams[s0:]])
+            plan.calls.extend([{**r, "side": side} for r in plan.calls[c0:]])
+            continue
+        judged = (rep, chunks, len(plan.streams), len(plan.calls))
         judge_side(plan, side, getattr(cls, "name", getattr(cls, "__name__", "?")), chunks, rep)
     return plan.streams, plan.calls
 
@@ -880,54 +889,149 @@ def exchange_batches(run_dir: Path, columns: Any, batch_rows: int) -> Iterator[p
     yield from pf.iter_batches(batch_size=batch_rows, columns=list(columns))
 
 
-def run_stage(run_dir: Path, stage: Stage, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> dict[str, int]:
+def stage_fingerprint(run_dir: Path, stage: Stage, cfg: AuditConfig) -> str:
+    """What a stage's part files were made from, as a SHA-256 hex: the stage, the run spec
+    (``cfg.spec``, else ``cfg.options``), the batch size and the ``exchanges.parquet`` they were cut
+    from (size and mtime). Parts of another fingerprint are never reused."""
+    ex = Path(run_dir) / "exchanges.parquet"
+    st = ex.stat()
+    what = {
+        "stage": stage.name,
+        "spec": repr(cfg.spec) if cfg.spec is not None else json.dumps(cfg.options, sort_keys=True, default=str),
+        "batch_rows": cfg.batch_rows,
+        "exchanges": [st.st_size, st.st_mtime_ns],
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+def _resumable(run_dir: Path, stage: Stage, fingerprint: str) -> set[int]:
+    """The batch keys whose parts are all present for ``stage`` made with ``fingerprint`` (part
+    files are written atomically: present means complete). Parts of another fingerprint (or of
+    none) are removed and the fingerprint recorded in ``RUN/.parts/<stage>.json``."""
+    marker = Path(run_dir) / ".parts" / f"{stage.name}.json"
+    try:
+        same = json.loads(marker.read_text(encoding="utf-8")).get("fingerprint") == fingerprint
+    except (OSError, ValueError):
+        same = False
+    if same:
+        have = [{int(p.name[5:11]) for p in parts_dir(run_dir, t).glob("part-*.parquet")} for t in stage.tables]
+        return set.intersection(*have) if have else set()
+    for table in stage.tables:
+        shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_name(f".tmp-{os.getpid()}-{marker.name}")
+    tmp.write_text(json.dumps({"fingerprint": fingerprint}), encoding="utf-8")
+    os.replace(tmp, marker)
+    return set()
+
+
+def failed_batch(stage: Stage, batch: pa.RecordBatch, cfg: AuditConfig, message: str) -> dict[str, pa.Table]:
+    """The rows of a batch whose pool process died twice (:mod:`replay.pool`), made in this
+    process, so the audit goes on and the batch's exchanges are counted, not lost.
+
+    render: every side's row of each exchange carries ``message`` as its ``error``. re-stream:
+    with the family's built-in reference parser (trusted, run here) each exchange gets its
+    reference rows and old/new rows whose every chunking carries ``message`` (``replay-error``
+    rows); with a ``--reference-parser`` plugin, the reference row carries it."""
+    ctx = stage_context(cfg)
+    if stage.name == "render":
+        rows: list[dict[str, Any]] = []
+        for ex in batch.to_pylist():
+            if ex["request_json"] != "{}":
+                rows.extend(render_exchange(ex, cfg, ctx.sides.serializers, {side: WorkerError(message) for side in SIDES}))
+        return {"renders": rows_table(rows, tables.RENDERS)}
+    s_rows: list[dict[str, Any]] = []
+    c_rows: list[dict[str, Any]] = []
+    for ex in batch.to_pylist():
+        if ex.get("server_output_text") is None:
+            continue
+        if cfg.reference_parser is not None:
+            s_rows.append({"exchange_id": ex["exchange_id"], "side": "reference", "parser": None, "chunking": "parse", "error": message})
+            continue
+        with deadlines_installed():
+            plan = plan_stream(ex, cfg, ctx.resolver)
+        if not plan.done:
+            lost = {side: replay_from_worker(WorkerError(message), plan.chunks[side]) for side in ("old", "new")}
+        s, c = finish_stream(plan, cfg, lost if not plan.done else None)
+        s_rows.extend(s)
+        c_rows.extend(c)
+    return {"streams": rows_table(s_rows, tables.STREAMS), "calls": rows_table(c_rows, tables.CALLS)}
+
+
+def run_stage(
+    run_dir: Path, stage: Stage, cfg: AuditConfig, progress: Callable[[int], None] | None = None, jobs: int | None = None
+) -> dict[str, int]:
     """Run ``stage`` over every exchange of the run: read ``exchanges.parquet`` in record batches
     of ``cfg.batch_rows``, call ``stage.function(batch, spec)`` on each, write each result table
     as a part file (``RUN/.parts/<table>/part-NNNNNN.parquet``, atomically), then join each
-    table's parts into ``RUN/<table>.parquet`` (atomically) and remove the parts.
+    table's parts in key order into ``RUN/<table>.parquet`` (atomically) and remove the parts.
 
-    In this process the batch function gets ``cfg`` itself (its sides, already opened by
-    :func:`validate_specs`, are reused). ``progress`` is called with the number of exchanges of each batch
-    done. Returns ``{table: rows}``. Until the stage ends, a table's previous file (if any) is
-    left as it was: a query never reads a half-written table.
+    ``jobs`` (default ``cfg.jobs``): with more than one, and more than one batch, the batches run
+    on a pool of that many spawned processes (:func:`replay.pool.map_batches`), which get the
+    picklable ``cfg.spec`` (a config built by hand, without a spec, runs here); a batch whose
+    process died twice gets :func:`failed_batch`'s rows. In this process the function gets
+    ``cfg`` itself (its sides, opened by :func:`validate_specs`, are reused). The rows and their
+    order do not depend on ``jobs``.
+
+    Resume: parts left by an interrupted run of the same stage, spec and ``exchanges.parquet``
+    (:func:`stage_fingerprint`) are kept and their batches not run again. ``progress`` is called
+    with the number of exchanges of each batch done. Returns ``{table: rows}``. Until the stage
+    ends, a table's previous file (if any) is left as it was: a query never reads a half-written
+    table.
     """
     run_dir = Path(run_dir)
-    spec = cfg
-    for table in stage.tables:
-        shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
+    jobs = cfg.jobs if jobs is None else jobs
+    n_batches = -(-count_exchanges(run_dir) // cfg.batch_rows)
+    pooled = cfg.spec is not None and min(jobs, n_batches) > 1
+    done = _resumable(run_dir, stage, stage_fingerprint(run_dir, stage, cfg))
     keys: list[int] = []
-    for key, batch in enumerate(exchange_batches(run_dir, stage.columns, cfg.batch_rows)):
-        got = stage.function(batch, spec)
+
+    def todo() -> Iterator[tuple[int, pa.RecordBatch]]:
+        for key, batch in enumerate(exchange_batches(run_dir, stage.columns, cfg.batch_rows)):
+            keys.append(key)
+            if key in done:
+                if progress:
+                    progress(batch.num_rows)
+                continue
+            yield key, batch
+
+    if pooled:
+        from replay.pool import map_batches
+
+        results: Any = map_batches(stage.function, todo(), cfg.spec, min(jobs, n_batches), lambda k, b, msg: failed_batch(stage, b, cfg, msg))
+    else:
+        results = ((key, batch, stage.function(batch, cfg)) for key, batch in todo())
+    for key, batch, got in results:
         for table in stage.tables:
             write_atomic(parts_dir(run_dir, table) / part_name(key), got[table])
-        keys.append(key)
         if progress:
             progress(batch.num_rows)
-    counts = {table: merge_parts(run_dir, table, keys) for table in stage.tables}
+    counts = {table: merge_parts(run_dir, table, sorted(keys)) for table in stage.tables}
     for table in stage.tables:
         shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
+    (run_dir / ".parts" / f"{stage.name}.json").unlink(missing_ok=True)
     try:
         (run_dir / ".parts").rmdir()
-    except OSError:  # other stages' parts still there, or never made
+    except OSError:  # other stages' parts still there (an audit's own state), or never made
         pass
     return counts
 
 
-def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> int:
+def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None, jobs: int | None = None) -> int:
     """Write ``renders.parquet`` for every exchange of the run (:func:`run_stage` of
     :func:`render_batch`); returns the number of rows.
 
-    ``progress`` is called with the number of exchanges done since the last call. Raises
-    :class:`replay.tools.UnknownSerializerError` / :class:`replay.plugins.PluginError` /
+    ``progress`` is called with the number of exchanges done since the last call; ``jobs``: see
+    :func:`run_stage`. Raises :class:`replay.tools.UnknownSerializerError` / :class:`replay.plugins.PluginError` /
     :class:`replay.sides.SideError` for a bad serializer spec or side, before any row is written.
     """
-    return run_stage(run_dir, RENDER, cfg, progress)["renders"]
+    return run_stage(run_dir, RENDER, cfg, progress, jobs)["renders"]
 
 
-def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> tuple[int, int]:
+def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None, jobs: int | None = None) -> tuple[int, int]:
     """Write ``streams.parquet`` and ``calls.parquet`` (:func:`run_stage` of :func:`stream_batch`);
-    returns their row counts. ``progress`` as for :func:`run_render`."""
-    counts = run_stage(run_dir, STREAM, cfg, progress)
+    returns their row counts. ``progress`` and ``jobs`` as for :func:`run_render`."""
+    counts = run_stage(run_dir, STREAM, cfg, progress, jobs)
     return counts["streams"], counts["calls"]
 
 

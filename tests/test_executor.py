@@ -1,0 +1,170 @@
+"""The stage driver's executors and outputs (issue 9 items 5-6, 'Bad input and faults'): ``--jobs``
+on a spawned process pool writes the rows ``--jobs 1`` writes; a pool process that dies costs its
+batch's rows an error, not the audit; an interrupted stage or audit resumes from its part files;
+an ``--out`` holding a run is refused without ``--force``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from replay.capture import ingest
+from replay.pipeline import STREAM, Stage, run_render, run_stage, run_stream, validate_specs
+from replay.runspec import RunSpec, build_config
+from replay.sides import close_sides
+from sides_data import SAMPLES, invoke, write_capture
+
+NAMES = [["read"], ["read", "boom"], ["edit"], ["write"], ["read"], ["edit", "write"]]  # x1: the exchange a plugin kills its process on
+KEYS = {"renders": ("exchange_id", "side"), "streams": ("exchange_id", "side", "chunking"), "calls": ("exchange_id", "side", "chunking", "index")}
+
+
+def _ingested(tmp_path: Path, name: str, captures: list[Path]) -> Path:
+    run = tmp_path / name
+    ingest(captures, run)
+    return run
+
+
+def _rows(run: Path, table: str) -> list[dict]:
+    return sorted(pq.read_table(run / f"{table}.parquet").to_pylist(), key=lambda r: tuple(str(r[k]) for k in KEYS[table]))
+
+
+def _stages(run: Path, spec: RunSpec, jobs: int) -> None:
+    cfg = build_config(spec)
+    cfg.jobs = jobs
+    validate_specs(cfg)
+    try:
+        run_render(run, cfg)
+        run_stream(run, cfg)
+    finally:
+        close_sides(cfg)
+
+
+def test_jobs_1_and_jobs_2_write_the_same_rows(tmp_path: Path) -> None:
+    """The bundled samples (10 families, reasoning, recorded steps, render errors) in batches of
+    8 exchanges: a pool of 2 spawned processes writes the rows of one process (sorted by key)."""
+    from replay.capture import discover
+
+    files = discover([SAMPLES])
+    one, two = _ingested(tmp_path, "one", files), _ingested(tmp_path, "two", files)
+    spec = RunSpec(batch_rows=8, new_parser=None, chunkings=("recorded", "whole", "char", "fixed-3"))
+    _stages(one, spec, 1)
+    _stages(two, spec, 2)
+    for table in KEYS:
+        a, b = _rows(one, table), _rows(two, table)
+        assert len(a) > 30 and a == b, table
+    assert not (two / ".parts").exists()  # the parts were joined and removed
+
+
+def test_a_pool_process_that_dies_costs_its_batch_not_the_audit(tmp_path: Path) -> None:
+    """A plugin that kills its process (os._exit) on x1: the batch holding x1 (x0, x1) is retried
+    alone, dies again, and its old/new rows carry the error (replay-error rows, the built-in
+    reference parse is made in the parent); the other batches are replayed as usual."""
+    plugin = tmp_path / "killer.py"
+    plugin.write_text(
+        "import os\n"
+        "from replay.parsers.hermes import HermesParser\n"
+        "class Killer(HermesParser):\n"
+        "    def parse(self, text):\n"
+        "        if 'boom' in text: os._exit(3)\n"
+        "        return super().parse(text)\n"
+    )
+    run = _ingested(tmp_path, "run", [write_capture(tmp_path / "cap" / "c.jsonl", NAMES)])
+    _stages(run, RunSpec(batch_rows=2, old_parser=f"{plugin}:Killer", chunkings=("whole",)), 2)
+    rows = _rows(run, "streams")
+    by = {(r["exchange_id"], r["side"], r["chunking"]): r for r in rows}
+    for xid in ("x0", "x1"):
+        for side in ("old", "new"):
+            for chunking in ("parse", "whole"):
+                assert by[(xid, side, chunking)]["error"].startswith("WorkerError: the pool process died on this batch"), (xid, side)
+        assert by[(xid, "reference", "parse")]["error"] is None
+    assert all(r["error"] is None for r in rows if r["exchange_id"] not in ("x0", "x1"))
+    assert {r["exchange_id"] for r in rows} == {f"x{i}" for i in range(len(NAMES))}
+    assert by[("x5", "old", "whole")]["calls_streamed"] == 2
+
+
+def test_an_interrupted_stage_resumes_from_its_parts(tmp_path: Path) -> None:
+    """The re-stream stage stopped after its first batch: a rerun with the same spec runs only
+    the batches without parts and writes the table a run without interruption writes; another
+    spec starts over."""
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    run, fresh = _ingested(tmp_path, "run", [capture]), _ingested(tmp_path, "fresh", [capture])
+    cfg = build_config(RunSpec(batch_rows=2, chunkings=("whole", "char")))
+    run_stream(fresh, cfg)
+
+    class Stop(Exception):
+        pass
+
+    def stop(n: int) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        run_stage(run, STREAM, cfg, progress=stop)
+    assert not (run / "streams.parquet").exists()  # no table a query would read as complete
+    assert sorted(p.name for p in (run / ".parts" / "streams").iterdir()) == ["part-000000.parquet"]
+    seen = []
+
+    def counting(batch, spec):
+        seen.append(batch.column("exchange_id").to_pylist())
+        return STREAM.function(batch, spec)
+
+    run_stage(run, Stage("stream", counting, STREAM.columns, STREAM.tables), cfg)
+    assert seen == [["x2", "x3"], ["x4", "x5"]]
+    for table in ("streams", "calls"):
+        assert _rows(run, table) == _rows(fresh, table)
+    assert not (run / ".parts").exists()
+    # parts of another spec are not reused
+    with pytest.raises(Stop):
+        run_stage(run, STREAM, cfg, progress=stop)
+    seen.clear()
+    run_stage(run, Stage("stream", counting, STREAM.columns, STREAM.tables), build_config(RunSpec(batch_rows=2, chunkings=("whole",))))
+    assert len(seen) == 3
+
+
+def test_out_holding_a_run_is_refused_resumed_or_replaced(tmp_path: Path) -> None:
+    """An --out holding a finished run: refused (exit 2, naming --force); --force replaces it. An
+    audit interrupted in re-stream: rerun with the same captures and options, it resumes (ingest
+    not run again, run.json says resumed); with other options it is refused."""
+    from replay.audit import RunExistsError, audit
+
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    out = tmp_path / "run"
+    assert invoke("audit", capture, "--out", out, "-q").exit_code == 0
+    again = invoke("audit", capture, "--out", out, "-q")
+    assert again.exit_code == 2 and "already holds a run" in again.output and "--force" in again.output
+    assert invoke("audit", capture, "--out", out, "-q", "--force").exit_code == 0
+    assert not (out / ".parts").exists()
+
+    from contextlib import contextmanager
+
+    stages: list[str] = []
+
+    @contextmanager
+    def stop_in_stream(name, total):
+        stages.append(name)
+        if name == "re-stream":
+            raise KeyboardInterrupt
+        yield lambda n: None
+
+    spec = RunSpec(batch_rows=2)
+    part = tmp_path / "part"
+    with pytest.raises(KeyboardInterrupt):
+        audit([capture], part, build_config(spec), stage=stop_in_stream)
+    assert (part / "renders.parquet").is_file() and not (part / "run.json").exists()
+    with pytest.raises(RunExistsError):
+        audit([capture], part, build_config(RunSpec(batch_rows=2, chunkings=("whole",))))
+    stages.clear()
+
+    @contextmanager
+    def record(name, total):
+        stages.append(name)
+        yield lambda n: None
+
+    result = audit([capture], part, build_config(spec), stage=record)
+    assert stages == ["render", "re-stream"] and result.meta["resumed"] is True
+    meta = json.loads((part / "run.json").read_text())
+    assert meta["ingest"]["exchanges"] == len(NAMES) and not (part / ".parts").exists()
+    shutil.rmtree(out)
