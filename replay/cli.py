@@ -795,6 +795,30 @@ def query(
         console.print(rich_table(table))
 
 
+@app.command(short_help="One exchange: prompt diffs, calls per chunking, why.")
+def show(
+    exchange_id: Annotated[str, typer.Argument(metavar="ID", help="The exchange's id (exchanges.exchange_id).")],
+    run: RunOpt,
+    fmt: Annotated[str, typer.Option("--format", help="text | md (Markdown, for pasting into a pull request)")] = "text",
+    mask: Annotated[bool, typer.Option("--mask", help="Mask message text as the exemplars do (names, markers and JSON structure kept).")] = False,
+) -> None:
+    """Show one exchange: old/new/reference prompts as unified diffs with token counts, served
+    calls against the replayed calls per chunking, the smallest failing chunking's deltas with the
+    delta where it went wrong marked, and why it is unreliable.
+
+    Example: replay show agent-06 --run runs/samples --format md
+    """
+    from replay.show import ShowError, show_exchange
+
+    if fmt not in ("text", "md"):
+        _fail(f"Invalid value for '--format': {fmt!r}; one of: text, md", 2)
+    try:
+        shown = show_exchange(run, exchange_id, mask=mask)
+    except (ShowError, FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    sys.stdout.write(shown.markdown() if fmt == "md" else shown.text())
+
+
 @app.command(short_help="Rewrite a run's report.md, report.html and exemplars.")
 def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOpt = False) -> None:
     """Rewrite RUN/report.md (and RUN/exemplars/) from the run's tables and print it.
