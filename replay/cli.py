@@ -160,6 +160,17 @@ def _fraction_value(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def _sample_key_value(value: str) -> str:
+    """``--sample-key``: a column of ``exchanges`` or ``request.<dotted path>``."""
+    from replay.tables import EXCHANGES
+
+    if value.startswith("request.") and all(value[len("request.") :].split(".")):
+        return value
+    if value in EXCHANGES.names:
+        return value
+    raise typer.BadParameter(f"{value!r} is neither request.PATH (e.g. request.metadata.session_id) nor a column of exchanges (exchange_id, model, route, ...)")
+
+
 def _routes_value(value: Optional[list[str]]) -> Optional[list[str]]:
     from replay.capture.v1 import ROUTES
 
@@ -271,7 +282,7 @@ SampleOpt = Annotated[
 ]
 SampleKeyOpt = Annotated[
     str,
-    typer.Option("--sample-key", metavar="FIELD", help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
+    typer.Option("--sample-key", metavar="FIELD", callback=_sample_key_value, help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
 ]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, metavar="N", help="Keep at most N exchanges (the first that pass the other filters).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (the results are printed all the same).")]
