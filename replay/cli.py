@@ -178,6 +178,7 @@ TemplateOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--chat-template",
+        metavar="FILE|PATTERN=FILE",
         help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer. "
         "Repeatable as 'PATTERN=FILE' (e.g. 'Qwen/Qwen3*=qwen3.jinja'): the served model name picks the template; "
         "an exchange no pattern matches is rendered with the plain --chat-template, else with json-tools.",
@@ -188,6 +189,7 @@ RenderTokenizerOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--tokenizer",
+        metavar="FILE|PATTERN=FILE",
         help="tokenizer.json (or a folder holding one) for token counts, the `token` chunking and the templates' special tokens "
         "(bos_token, eos_token from its tokenizer_config.json). Repeatable as 'PATTERN=FILE' for the --chat-template of that pattern.",
     ),
