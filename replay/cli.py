@@ -160,6 +160,17 @@ def _fraction_value(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def _sample_key_value(value: str) -> str:
+    """``--sample-key``: a column of ``exchanges`` or ``request.<dotted path>``."""
+    from replay.tables import EXCHANGES
+
+    if value.startswith("request.") and all(value[len("request.") :].split(".")):
+        return value
+    if value in EXCHANGES.names:
+        return value
+    raise typer.BadParameter(f"{value!r} is neither request.PATH (e.g. request.metadata.session_id) nor a column of exchanges (exchange_id, model, route, ...)")
+
+
 def _routes_value(value: Optional[list[str]]) -> Optional[list[str]]:
     from replay.capture.v1 import ROUTES
 
@@ -273,7 +284,7 @@ SampleOpt = Annotated[
 ]
 SampleKeyOpt = Annotated[
     str,
-    typer.Option("--sample-key", metavar="FIELD", help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
+    typer.Option("--sample-key", metavar="FIELD", callback=_sample_key_value, help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
 ]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, metavar="N", help="Keep at most N exchanges (the first that pass the other filters).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (the results are printed all the same).")]
@@ -795,6 +806,30 @@ def query(
         sys.stdout.write(markdown_table(table) + "\n")
     else:
         console.print(rich_table(table))
+
+
+@app.command(short_help="One exchange: prompt diffs, calls per chunking, why.")
+def show(
+    exchange_id: Annotated[str, typer.Argument(metavar="ID", help="The exchange's id (exchanges.exchange_id).")],
+    run: RunOpt,
+    fmt: Annotated[str, typer.Option("--format", help="text | md (Markdown, for pasting into a pull request)")] = "text",
+    mask: Annotated[bool, typer.Option("--mask", help="Mask message text as the exemplars do (names, markers and JSON structure kept).")] = False,
+) -> None:
+    """Show one exchange: old/new/reference prompts as unified diffs with token counts, served
+    calls against the replayed calls per chunking, the smallest failing chunking's deltas with the
+    delta where it went wrong marked, and why it is unreliable.
+
+    Example: replay show agent-06 --run runs/samples --format md
+    """
+    from replay.show import ShowError, show_exchange
+
+    if fmt not in ("text", "md"):
+        _fail(f"Invalid value for '--format': {fmt!r}; one of: text, md", 2)
+    try:
+        shown = show_exchange(run, exchange_id, mask=mask)
+    except (ShowError, FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    sys.stdout.write(shown.markdown() if fmt == "md" else shown.text())
 
 
 @app.command(short_help="Rewrite a run's report.md, report.html and exemplars.")
