@@ -106,9 +106,10 @@ class _Writer:
         self.errors: list[dict] = []
         self.pending_bytes = 0
 
-    def add_exchange(self, row: dict, tools: list[dict], raw: bytes, offset: int) -> None:
-        # the one gate every reader's rows pass: secrets out (and message text hashed with --redact)
-        _redact.redact_exchange(row, tools, hash_text_too=self.hash_text, counts=self.redactions)
+    def add_exchange(self, row: dict, tools: list[dict], raw: bytes, offset: int, line_parsed: bool = False) -> None:
+        # the one gate every reader's rows pass: secrets out (and message text hashed with --redact);
+        # ``line_parsed``: the row was parsed from ``raw`` itself (a v1 line), which the key gate may scan
+        _redact.redact_exchange(row, tools, hash_text_too=self.hash_text, counts=self.redactions, raw=raw if line_parsed else None)
         self.units.append((row, tools, raw, offset))
         self.n_tools += len(tools)
         self.pending_bytes += len(raw)
@@ -291,7 +292,7 @@ def _ingest_planned(
                             t["exchange_id"] = xid
                         stats.duplicate_ids += 1
                     seen_ids.add(xid)
-                    writer.add_exchange(row, tools, raw, offset or 0)
+                    writer.add_exchange(row, tools, raw, offset or 0, line_parsed=unit.v1_raw)
             except StreamFault as fault:
                 stats.lines += 1
                 writer.add_error(source, fault.line_no, fault.byte_offset, fault.reason, fault.detail, fault.partial)
