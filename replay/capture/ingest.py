@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from replay.capture import redact as _redact
 from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
 from replay.capture.readers import plan, read_units
-from replay.capture.v1 import CaptureError, parse_line, parse_record
+from replay.capture.v1 import CaptureError, decode_line, parse_record
 from replay.tables import EXCHANGES, INGEST_ERRORS, TOOLS
 
 __all__ = ["IngestStats", "ingest", "EXCERPT_CHARS"]
@@ -106,10 +106,12 @@ class _Writer:
         self.errors: list[dict] = []
         self.pending_bytes = 0
 
-    def add_exchange(self, row: dict, tools: list[dict], raw: bytes, offset: int, line_parsed: bool = False) -> None:
+    def add_exchange(self, row: dict, tools: list[dict], raw: bytes, offset: int, line_parsed: bool = False, request: Any = None) -> None:
         # the one gate every reader's rows pass: secrets out (and message text hashed with --redact);
-        # ``line_parsed``: the row was parsed from ``raw`` itself (a v1 line), which the key gate may scan
-        _redact.redact_exchange(row, tools, hash_text_too=self.hash_text, counts=self.redactions, raw=raw if line_parsed else None)
+        # ``line_parsed``: the row was parsed from ``raw`` itself (a v1 line), which the key gate may
+        # scan; ``request``: the decoded request, whose names the scrub reads without decoding it again
+        _redact.redact_exchange(row, tools, hash_text_too=self.hash_text, counts=self.redactions,
+                                raw=raw if line_parsed else None, request=request)
         self.units.append((row, tools, raw, offset))
         self.n_tools += len(tools)
         self.pending_bytes += len(raw)
@@ -275,10 +277,8 @@ def _ingest_planned(
                         continue
                     try:
                         # the one place every format's record becomes rows
-                        if unit.v1_raw:
-                            row, tools = parse_line(raw, src, line_no)
-                        else:
-                            row, tools = parse_record(unit.record, src, line_no if line_no is not None else 0, pf.fmt)
+                        rec = decode_line(raw) if unit.v1_raw else unit.record  # parse_line, keeping the record
+                        row, tools = parse_record(rec, src, line_no if line_no is not None else 0, "v1" if unit.v1_raw else pf.fmt)
                     except CaptureError as exc:
                         writer.add_error(src, line_no, offset, exc.reason, exc.detail, raw)
                         continue
@@ -292,7 +292,7 @@ def _ingest_planned(
                             t["exchange_id"] = xid
                         stats.duplicate_ids += 1
                     seen_ids.add(xid)
-                    writer.add_exchange(row, tools, raw, offset or 0, line_parsed=unit.v1_raw)
+                    writer.add_exchange(row, tools, raw, offset or 0, line_parsed=unit.v1_raw, request=rec.get("request"))
             except StreamFault as fault:
                 stats.lines += 1
                 writer.add_error(source, fault.line_no, fault.byte_offset, fault.reason, fault.detail, fault.partial)

@@ -72,6 +72,7 @@ import base64
 import binascii
 import hashlib
 import heapq
+import os
 import re
 from collections import Counter
 from typing import Any, Callable
@@ -195,7 +196,43 @@ _KEY_RULES: list[tuple[str, str, Callable[[str], bool] | None, str]] = [
     ("query", r"(?<=[?&])[A-Za-z0-9_.-]{1,64}=[^&#\s\"\\]+", lambda s: is_secret_name(s.split("=", 1)[0]),
      r"[?&][A-Za-z0-9_.-]*(?i:auth|cookie|passw|passphrase|pwd|secret|credential|jwt|bearer|token|key)[A-Za-z0-9_.-]*="),
 ]
-_RULE_RES = [re.compile(pat) for _, pat, _, _ in _KEY_RULES]
+
+
+def _fast_form(pattern: str) -> tuple[str, int]:
+    """The rule's ``pattern`` rewritten so that Python's regex engine can skip to its literal start
+    (a pattern opening with ``\\b`` or a lookbehind is tried at every position): ``\\bLIT`` becomes
+    ``LIT`` followed by a lookbehind that the character before it is not a word character (the same
+    condition); ``(?<=P)`` becomes ``P`` consumed and the match itself in group 1. Returns the new
+    pattern and the length of what is consumed before the match (0, or the lookbehind's width)."""
+    for lead in ("://", "[?&]"):
+        if pattern.startswith(f"(?<={lead})"):
+            return f"{lead}({pattern[len(lead) + 5:]})", 3 if lead == "://" else 1
+    if pattern.startswith("(?i:\\b"):  # (?i:\bword)...
+        word = pattern[len("(?i:\\b"):pattern.index(")")]
+        return f"(?i:{word})(?<!\\w.{{{len(word)}}}){pattern[pattern.index(')') + 1:]}", 0
+    if pattern.startswith("\\b"):
+        body = pattern[2:]
+        m = re.match(r"\(\?:([^()]*)\)|\[[a-z]+\][a-z_]+|[A-Za-z_-]+", body)
+        head = m.group(0)
+        if m.group(1) is not None:  # \\b(?:A|B)...: the alternatives' common literal start goes first
+            alts = m.group(1).split("|")
+            lit = re.match(r"[A-Za-z0-9_-]*", os.path.commonprefix(alts)).group(0)
+            if lit:
+                rest = "|".join(a[len(lit):] for a in alts)
+                return f"{lit}(?<!\\w.{{{len(lit)}}})(?:{rest}){body[len(head):]}", 0
+        else:
+            width = len(re.sub(r"\[[a-z]+\]", "x", head))
+            return f"{head}(?<!\\w.{{{width}}}){body[len(head):]}", 0
+    return pattern, 0
+
+
+#: Each rule's regex as it runs (:func:`_fast_form`), and what it consumes before its match.
+_RULE_RES: list[re.Pattern] = []
+_RULE_LEADS: list[int] = []
+for _, _pat, _, _ in _KEY_RULES:
+    _fp, _lead = _fast_form(_pat)
+    _RULE_RES.append(re.compile(_fp))
+    _RULE_LEADS.append(_lead)
 
 
 def _gate_set(patterns: list[str]) -> "re2.Set":
@@ -235,40 +272,48 @@ def _replacement(kind: str, text: str) -> str:
     return f"[redacted:{kind}]"
 
 
+def _search(i: int, text: str, pos: int) -> tuple[int, int] | None:
+    """The span of rule ``i``'s first match starting at ``pos`` or later, else None."""
+    lead = _RULE_LEADS[i]
+    m = _RULE_RES[i].search(text, max(0, pos - lead))
+    if m is None:
+        return None
+    return m.span(1) if lead else m.span()
+
+
 def _scrub_rules(text: str, rules: tuple[int, ...], counts: Counter | None) -> str:
     """Rule 1 with the rules ``rules`` only (those whose gate matched). Left to right, as one
     alternation of the rules in :data:`_KEY_RULES` order would: at each position the first rule
     that matches there wins and the scan goes on after its match; a match whose check fails
     (``Bearer`` words without a digit, a query parameter whose name is not a secret's) is not
-    replaced and does not hide what starts inside it. Each rule's regex runs on its own, so the
-    time is linear in the text for every rule (no alternation tried at every position)."""
+    replaced and does not hide what starts inside it. Each rule's regex runs on its own from its
+    literal start (:func:`_fast_form`), so no alternation is tried at every position."""
     heap = []
     for i in rules:
-        m = _RULE_RES[i].search(text)
-        if m is not None:
-            heap.append((m.start(), i, m))
+        sp = _search(i, text, 0)
+        if sp is not None:
+            heap.append((sp[0], i, sp[1]))
     if not heap:
         return text
     heapq.heapify(heap)
     out: list[str] = []
     pos = 0
     while heap:
-        start, i, m = heapq.heappop(heap)
+        start, i, end = heapq.heappop(heap)
         kind, _, check, _ = _KEY_RULES[i]
-        rx = _RULE_RES[i]
         if start < pos:  # inside a replaced match: this rule's next match from there
-            m = rx.search(text, pos)
-        elif check is not None and not check(m.group(0)):
-            m = rx.search(text, start + 1)
+            sp = _search(i, text, pos)
+        elif check is not None and not check(text[start:end]):
+            sp = _search(i, text, start + 1)
         else:
             out.append(text[pos:start])
-            out.append(_replacement(kind, m.group(0)))
+            out.append(_replacement(kind, text[start:end]))
             if counts is not None:
                 counts[f"value:{kind}"] += 1
-            pos = m.end()
-            m = rx.search(text, pos)
-        if m is not None:
-            heapq.heappush(heap, (m.start(), i, m))
+            pos = end
+            sp = _search(i, text, pos)
+        if sp is not None:
+            heapq.heappush(heap, (sp[0], i, sp[1]))
     if not out:
         return text
     out.append(text[pos:])
@@ -567,7 +612,8 @@ def _same(text: str, counts: Counter | None = None) -> str:
 
 
 def redact_exchange(
-    row: dict, tools: list[dict], *, hash_text_too: bool = False, counts: Counter | None = None, raw: bytes | None = None
+    row: dict, tools: list[dict], *, hash_text_too: bool = False, counts: Counter | None = None, raw: bytes | None = None,
+    request: Any = None,
 ) -> None:
     """Remove secrets from one ``exchanges`` row and its ``tools`` rows, in place.
 
@@ -583,6 +629,9 @@ def redact_exchange(
     parsed from (:func:`replay.capture.v1.parse_line`), whose decoded strings are those of
     ``request_json``, the ``server_*`` columns and the tools: given, the row-level gate scans it
     instead of serializing the row (the same answer, without a copy of the request).
+    ``request``: the decoded request ``request_json`` was serialized from (a dict): given, rules 2-3
+    run on it (in place; the text is re-serialized only when a name was dropped) instead of on a
+    second decoding of ``request_json``.
     """
     if hash_text_too:  # dropped first, so neither the key gate nor the scrub reads them
         for col in RAW_TEXT_COLUMNS:
@@ -590,6 +639,15 @@ def redact_exchange(
                 row[col] = None
                 if counts is not None:
                     counts["raw-dropped"] += 1
+    names_done = False
+    if isinstance(request, dict) and isinstance(row.get("request_json"), str):
+        local: Counter = Counter()
+        _drop_secret_names(request, local)
+        if local:
+            row["request_json"] = orjson.dumps(request).decode()
+            if counts is not None:
+                counts.update(local)
+        names_done = True
     st = scrub_text if _row_rules(row, tools, raw) else _same
     # the steps can stop joining to the completion only when rule 1 runs on them
     out, steps = row.get("server_output_text"), row.get("server_steps")
@@ -599,7 +657,8 @@ def redact_exchange(
             continue
         if isinstance(val, str):
             if _is_json_column(col):
-                val = scrub_json_text(val, counts, names=col != "tool_json", values=st is scrub_text)
+                names = col != "tool_json" and not (names_done and col == "request_json")
+                val = scrub_json_text(val, counts, names=names, values=st is scrub_text)
                 if hash_text_too:
                     try:
                         obj = orjson.loads(val)
