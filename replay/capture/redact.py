@@ -447,8 +447,10 @@ def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = T
     """
     if values:
         text = scrub_text(text, counts)
+    if not names:
+        return text
     low = text.lower()
-    if not names or not any(w in low for w in _NAME_GATE_WORDS):
+    if not any(w in low for w in _NAME_GATE_WORDS):
         return text
     try:
         obj = orjson.loads(text)
@@ -607,6 +609,16 @@ def _row_may_hold_key(row: dict, tools: list[dict]) -> bool:
     return bool(_row_rules(row, tools))
 
 
+def _container_may_hold_key(value: Any) -> bool:
+    """False when no string of ``value`` (a list or dict of a row: steps, served calls) can hold a
+    key-like substring: one RE2 pass over it serialized, instead of one per string. (A gate's
+    match inside a string is a match inside the serialized whole.)"""
+    try:
+        return bool(_rules_in(orjson.dumps(value)))
+    except TypeError:
+        return True
+
+
 def _same(text: str, counts: Counter | None = None) -> str:
     return text
 
@@ -672,7 +684,7 @@ def redact_exchange(
             else:
                 row[col] = st(val, counts)
         elif isinstance(val, (list, dict)):
-            if st is scrub_text:
+            if st is scrub_text and _container_may_hold_key(val):
                 scrub_json(val, counts, names=False)
             if hash_text_too and col == "served_tool_calls":
                 for call in val:
