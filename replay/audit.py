@@ -31,11 +31,11 @@ import pyarrow as pa
 
 from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries
-from replay.sql import connect
-from replay.verdicts import write_exemplars
+import duckdb
 
-#: ``stage(name, total) -> context manager yielding advance(n)``; how a caller shows progress.
-StageFn = Callable[[str, int | None], ContextManager[Callable[[int], None]]]
+from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_message
+from replay.verdicts import write_exemplars
+from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
 
 
 def _no_progress(name: str, total: int | None) -> ContextManager[Callable[[int], None]]:
@@ -89,16 +89,23 @@ class Report:
     headlines: list[str]
 
 
-def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True) -> Report:
+def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, duckdb_settings: DuckDBSettings | None = None) -> Report:
     """(Re)write ``report.md`` and ``exemplars/`` from the run's tables, running each report query
-    once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`)."""
-    con = connect(run_dir)
-    results = run_report_queries(con)
-    lines = headlines(con, meta, results)
-    exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
-    path = Path(run_dir) / "report.md"
-    path.write_text(markdown_report(con, meta, results, lines, exemplars), encoding="utf-8")
-    con.close()
+    once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`).
+    ``duckdb_settings``: DuckDB's memory limit, threads and spill folder (:class:`replay.sql.DuckDBSettings`).
+    Raises :class:`replay.sql.QueryError` (a ValueError) for a table DuckDB cannot read, and when
+    DuckDB runs out of memory (the message names ``--duckdb-memory``)."""
+    con = connect(run_dir, duckdb_settings)
+    try:
+        results = run_report_queries(con)
+        lines = headlines(con, meta, results)
+        exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
+        path = Path(run_dir) / "report.md"
+        path.write_text(markdown_report(con, meta, results, lines, exemplars), encoding="utf-8")
+    except duckdb.OutOfMemoryException as exc:  # raised by a query outside run_sql (exemplars, headlines)
+        raise QueryError(out_of_memory_message(exc, con)) from exc
+    finally:
+        con.close()
     return Report(path=path, results=results, headlines=lines)
 
 
@@ -112,6 +119,7 @@ def audit(
     redact: bool = True,
     hash_text: bool = False,
     max_line_bytes: int = 32 << 20,
+    duckdb_settings: DuckDBSettings | None = None,
 ) -> AuditResult:
     """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
 
@@ -121,6 +129,7 @@ def audit(
     ids are decoded with ``cfg.tokenizer``. ``redact``: mask message text in the exemplars.
     ``hash_text`` (``--redact``), ``max_line_bytes``: passed to :func:`replay.capture.ingest` as
     ``redact`` and ``max_line_bytes`` (hash message text at ingest; longest line read).
+    ``duckdb_settings``: the report queries' memory limit, threads and spill folder.
     Returns an :class:`AuditResult`.
     Raises FileNotFoundError for a missing input path and ValueError for a bad serializer or parser
     spec, before anything is written; faults in the data itself never raise (they are rows).
@@ -137,14 +146,14 @@ def audit(
         close_sides(cfg)
         raise
     try:
-        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes)
+        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, duckdb_settings)
     finally:
         close_sides(cfg)
 
 
 def _run(
     files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None,
-    redact: bool = True, hash_text: bool = False, max_line_bytes: int = 32 << 20,
+    redact: bool = True, hash_text: bool = False, max_line_bytes: int = 32 << 20, duckdb_settings: DuckDBSettings | None = None,
 ) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
@@ -175,7 +184,7 @@ def _run(
 
     t0 = time.perf_counter()
     meta["seconds"] = seconds
-    report = write_report(run_dir, meta, redact=redact)
+    report = write_report(run_dir, meta, redact=redact, duckdb_settings=duckdb_settings)
     seconds["report"] = time.perf_counter() - t0
     write_meta(run_dir, meta)
     return AuditResult(run_dir=run_dir, meta=meta, report=report, seconds=seconds)

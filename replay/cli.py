@@ -14,9 +14,8 @@ import re
 import os
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Optional
+from typing import Annotated, Any, Optional
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -24,9 +23,6 @@ import orjson  # noqa: E402
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
-from rich import filesize  # noqa: E402
-from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn  # noqa: E402
-from rich.text import Text  # noqa: E402
 
 from replay import __version__  # noqa: E402
 
@@ -104,6 +100,19 @@ ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", help="Write me
 CaptureFormatOpt = Annotated[
     Optional[str],
     typer.Option("--capture-format", help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
+]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress: neither the bar (on a terminal) nor the line every ~10 s (stderr not a terminal: CI, logs).")
+]
+DuckMemOpt = Annotated[
+    Optional[str],
+    typer.Option("--duckdb-memory", envvar="REPLAY_DUCKDB_MEMORY", show_envvar=True, help="Memory limit of DuckDB's queries (e.g. 256MB, 2GB; default 256MB). Past it they spill to --duckdb-temp; raise it when a query reports DuckDB out of memory."),
+]
+DuckThreadsOpt = Annotated[
+    Optional[int], typer.Option("--duckdb-threads", envvar="REPLAY_DUCKDB_THREADS", show_envvar=True, min=1, help="Threads of DuckDB's queries (default: the CPU count, at most 4).")
+]
+DuckTempOpt = Annotated[
+    Optional[Path], typer.Option("--duckdb-temp", envvar="REPLAY_DUCKDB_TEMP", show_envvar=True, help="Folder DuckDB spills to past its memory limit (default RUN/.duckdb_tmp, removed after).")
 ]
 ChunkingsOpt = Annotated[
     Optional[str],
@@ -261,50 +270,19 @@ def _config(
     )
 
 
-class _DoneColumn(ProgressColumn):
-    """``done/total`` with the stage's unit: bytes for ingest (read from disk), exchanges after."""
+def _progress(quiet: bool) -> Any:
+    """Progress on stderr (:func:`replay.progress.reporter`): a bar per stage on a terminal, a
+    plain line every ~10 s elsewhere, nothing when ``quiet``."""
+    from replay.progress import reporter
 
-    def render(self, task) -> Text:  # type: ignore[no-untyped-def]
-        if task.fields.get("unit") == "bytes":
-            total = filesize.decimal(int(task.total)) if task.total is not None else "?"
-            return Text(f"{filesize.decimal(int(task.completed))}/{total}")
-        total = f"{int(task.total):,}" if task.total is not None else "?"
-        return Text(f"{int(task.completed):,}/{total} exchanges")
+    return reporter(quiet)
 
 
-@contextmanager
-def _progress(quiet: bool) -> Iterator[Callable[[str, Optional[int]], Any]]:
-    """A rich progress bar per stage, on stderr; nothing when ``quiet`` or not a terminal."""
-    if quiet:
-        from contextlib import nullcontext
+def _duckdb(memory: Optional[str], threads: Optional[int], temp: Optional[Path]) -> Any:
+    """The :class:`replay.sql.DuckDBSettings` of the ``--duckdb-*`` options (None: env, then default)."""
+    from replay.sql import DuckDBSettings
 
-        yield lambda name, total: nullcontext(lambda n: None)
-        return
-    progress = Progress(
-        TextColumn("{task.description:<10}"),
-        BarColumn(),
-        _DoneColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    )
-
-    started = []
-
-    @contextmanager
-    def stage(name: str, total: Optional[int]) -> Iterator[Callable[[int], None]]:
-        if not started:  # at the first stage: an option error raised before it prints no bar
-            progress.start()
-            started.append(True)
-        task = progress.add_task(name, total=total, unit="bytes" if name == "ingest" else "exchanges")
-        yield lambda n: progress.advance(task, n)
-        progress.update(task, completed=total if total is not None else progress.tasks[task].completed)
-
-    try:
-        yield stage
-    finally:
-        if started:
-            progress.stop()
+    return DuckDBSettings(memory_limit=memory, threads=threads, temp_directory=str(temp) if temp is not None else None)
 
 
 def _default_out() -> Path:
@@ -341,7 +319,10 @@ def audit(
     capture_format: CaptureFormatOpt = None,
     fail_on: FailOnOpt = None,
     exemplar_text: ExemplarTextOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietOpt = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
 
@@ -365,7 +346,8 @@ def audit(
     try:
         with _progress(quiet) as stage:
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
-                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes)
+                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes,
+                               duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
@@ -386,7 +368,10 @@ def ingest(
     max_line_bytes: MaxLineOpt = 32 << 20,
     capture_format: CaptureFormatOpt = None,
     tokenizer: Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: QuietOpt = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
 ) -> None:
     """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
 
@@ -414,7 +399,10 @@ def ingest(
         from replay.sql import connect, run_sql
         from replay.report import rich_table
 
-        con = connect(out)
+        try:
+            con = connect(out, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+        except ValueError as exc:
+            _fail(str(exc))
         console.print(
             rich_table(
                 run_sql(con, "SELECT source_file, source_line, reason, detail FROM ingest_errors ORDER BY source_file, source_line LIMIT 20"),
@@ -423,7 +411,7 @@ def ingest(
         )
 
 
-def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
+def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None) -> None:
     from replay.audit import read_meta, write_meta, write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
     from replay.sides import close_sides
@@ -449,7 +437,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
     meta["options"] = {**meta.get("options", {}), **given}
     write_meta(run, meta)
     try:
-        write_report(run, meta)
+        write_report(run, meta, duckdb_settings=duckdb_settings)
     except ValueError as exc:  # a table of the run DuckDB cannot read
         _fail(f"{which} done, report.md not written: {exc}")
     wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
@@ -478,7 +466,10 @@ def render(
     new_python: NewPython = None,
     old_pythonpath: OldPath = None,
     new_pythonpath: NewPath = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: QuietOpt = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
 ) -> None:
     """Re-render the prompts of an ingested run (rewrites renders.parquet and report.md).
 
@@ -489,7 +480,7 @@ def render(
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
-    _stage_command("render", run, cfg, quiet)
+    _stage_command("render", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
 
 
 @app.command()
@@ -506,7 +497,10 @@ def stream(
     chunkings: ChunkingsOpt = None,
     tokenizer: TokenizerOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: QuietOpt = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
 ) -> None:
     """Re-stream the raw completions of an ingested run (rewrites streams/calls.parquet and report.md).
 
@@ -516,7 +510,7 @@ def stream(
         "model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
-    _stage_command("re-stream", run, cfg, quiet)
+    _stage_command("re-stream", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
 
 
 @app.command()
@@ -526,13 +520,16 @@ def query(
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv | md")] = "table",
     sql: Annotated[Optional[str], typer.Option("--sql", help="Run this SQL on the run's tables (views: exchanges, tools, ingest_errors, renders, streams, calls; derived: verdict_pairs, verdicts_by_exchange, fidelity_exchanges).")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the queries with their titles.")] = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
 ) -> None:
     """Run a query of queries/ (or any SQL) on a run and print the result.
 
     Example: replay query summary --run runs/samples --format json
     """
     from replay.report import markdown_table, rich_table
-    from replay.sql import QueryError, connect, list_queries, run_query, run_sql
+    from replay.sql import connect, list_queries, run_query, run_sql
 
     if list_:
         for q in list_queries().values():
@@ -545,9 +542,9 @@ def query(
     if run is None:
         _fail("--run RUN is required", 2)
     try:
-        con = connect(run)
+        con = connect(run, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
         table = run_query(con, name) if name else run_sql(con, sql or "")
-    except (FileNotFoundError, QueryError) as exc:
+    except (FileNotFoundError, ValueError) as exc:  # QueryError is a ValueError
         _fail(str(exc))
     if fmt == "json":
         sys.stdout.write(orjson.dumps(table.to_pylist(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode() + "\n")
@@ -565,7 +562,14 @@ def query(
 
 
 @app.command()
-def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOpt = False) -> None:
+def report(
+    run: RunOpt,
+    fail_on: FailOnOpt = None,
+    exemplar_text: ExemplarTextOpt = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
+) -> None:
     """Rewrite RUN/report.md (and RUN/exemplars/) from the run's tables and print it.
 
     Example: replay report --run runs/samples --fail-on dropped-call:broken>0
@@ -574,7 +578,7 @@ def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOp
 
     gates = _gates(fail_on)
     try:
-        written = write_report(run, read_meta(run), redact=not exemplar_text)
+        written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
     sys.stdout.write(written.path.read_text(encoding="utf-8"))
