@@ -195,7 +195,7 @@ CaptureFormatOpt = Annotated[
     typer.Option("--capture-format", callback=_format_value, help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
 ]
 QuietOpt = Annotated[
-    bool, typer.Option("--quiet", "-q", help="No progress on stderr: neither the bar (on a terminal) nor the line every ~10 s (CI, logs); the results are printed all the same.")
+    bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (a terminal), nor the progress line every ~10 s (stderr not a terminal: CI, logs); the results are printed all the same.")
 ]
 DuckMemOpt = Annotated[
     Optional[str],
