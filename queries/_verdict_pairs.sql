@@ -1,8 +1,9 @@
 -- verdict_pairs (view): old and new judged against the reference, per exchange, check and chunking
 -- One row per (exchange, check, chunking) where the check applies to both sides:
 --   render checks (chunking `render`, from `renders`; judged where the reference rendered):
---     null-leak          the side's serialized tools carry a null the client never sent
---                        (judged where both sides rendered)
+--     null-leak          the side's prompt carries a null the client never sent: its serialized
+--                        tools have one and the prompt without the leaked keys would differ
+--                        (renders.leak_in_prompt; judged where both sides rendered)
 --     prompt-divergence  the side's prompt differs from the reference's (SHA-256; both rendered)
 --     render-failure     the side could not serialize or render the request
 --   stream checks (per chunking of `streams`, `parse` being the whole-text parse; judged where
@@ -32,8 +33,9 @@ WITH
 ref_render AS (SELECT exchange_id, prompt_sha256 FROM renders WHERE side = 'reference' AND error IS NULL),
 render_sides AS (
     SELECT r.exchange_id, r.side, 'render' AS chunking, 0 AS n_deltas,
-           [struct_pack(c := 'null-leak', applies := r.error IS NULL, wrong := len(r.leaked_nulls) > 0,
-                        outcome := list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR),
+           [struct_pack(c := 'null-leak', applies := r.error IS NULL, wrong := coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0),
+                        outcome := CASE WHEN coalesce(r.leak_in_prompt, true)
+                                        THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR END),
             struct_pack(c := 'prompt-divergence', applies := r.error IS NULL AND ref.prompt_sha256 IS NOT NULL,
                         wrong := r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256, outcome := r.prompt_sha256),
             struct_pack(c := 'render-failure', applies := true, wrong := r.error IS NOT NULL, outcome := r.error)] AS checks

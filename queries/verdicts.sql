@@ -7,6 +7,8 @@
 --   exchanges    exchanges the check was judged on (fixed + broken + same-ok + still-wrong + changed-wrong)
 --   unreliable   of those, exchanges whose old-side replay did not reproduce what was served
 --                (stream checks only; see the fidelity query); they are counted in the columns too
+--   not-judged   exchanges the check could not judge: render checks where the reference side failed
+--                to render (view render_not_judged; the reasons: `replay query render_failures`)
 -- Per-chunking detail: `replay query verdict_exchanges` and the view verdict_pairs.
 WITH
 checks(check_name, ord) AS (
@@ -21,7 +23,8 @@ SELECT
     count(v.verdict) FILTER (WHERE v.verdict = 'still-wrong') AS "still-wrong",
     count(v.verdict) FILTER (WHERE v.verdict = 'changed-wrong') AS "changed-wrong",
     count(v.verdict) FILTER (WHERE v.unreliable) AS unreliable,
-    count(v.verdict) AS exchanges
+    count(v.verdict) AS exchanges,
+    (SELECT count(*) FROM render_not_judged n WHERE n."check" = k.check_name) AS "not-judged"
 FROM checks k
 LEFT JOIN verdicts_by_exchange v ON v."check" = k.check_name
 GROUP BY k.check_name, k.ord

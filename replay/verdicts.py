@@ -83,8 +83,8 @@ def parse_fail_on(expr: str) -> FailOn:
     check, verdict, limit = m.group("check"), m.group("verdict"), int(m.group("limit") or 0)
     if check is not None and check not in CHECKS:
         raise FailOnError(f"--fail-on {expr!r}: unknown check {check!r}; checks: {', '.join(CHECKS)}")
-    if verdict not in VERDICTS + ("unreliable",):
-        raise FailOnError(f"--fail-on {expr!r}: unknown verdict {verdict!r}; verdicts: {', '.join(VERDICTS)}, unreliable")
+    if verdict not in VERDICTS + ("unreliable", "not-judged"):
+        raise FailOnError(f"--fail-on {expr!r}: unknown verdict {verdict!r}; verdicts: {', '.join(VERDICTS)}, unreliable, not-judged")
     return FailOn(check=check, verdict=verdict, limit=limit, text=expr.strip())
 
 

@@ -203,7 +203,7 @@ def test_verdict_table_has_a_row_per_check_and_the_five_columns(stream_capture, 
     got = audit(stream_capture, tmp_path / "r")
     assert list(got) == ["null-leak", "prompt-divergence", "render-failure", *STREAM_CHECKS]
     first = next(iter(got.values()))
-    assert list(first) == ["check", "fixed", "broken", "same-ok", "still-wrong", "changed-wrong", "unreliable", "exchanges"]
+    assert list(first) == ["check", "fixed", "broken", "same-ok", "still-wrong", "changed-wrong", "unreliable", "exchanges", "not-judged"]
     # the built-in parser on both sides: every stream check same-ok on every exchange
     for check in STREAM_CHECKS:
         assert only(got[check]) == {**ZERO, "same-ok": len(OUTPUTS)}, check
