@@ -26,7 +26,7 @@ from typing import Any, Callable, ContextManager
 from replay.capture import discover, ingest
 from replay.capture.files import file_size
 from replay.capture.detect import FORMATS
-from replay.pipeline import AuditConfig, count_exchanges, run_render, run_stream, validate_specs
+from replay.pipeline import RENDER, STREAM, AuditConfig, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
 from replay.sides import close_sides
@@ -144,6 +144,7 @@ def audit(
     hash_text: bool = False,
     max_line_bytes: int = 32 << 20,
     duckdb_settings: DuckDBSettings | None = None,
+    engine: Any = None,
 ) -> AuditResult:
     """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
 
@@ -153,7 +154,9 @@ def audit(
     ids are decoded with ``cfg.tokenizer``. ``redact``: mask message text in the exemplars.
     ``hash_text`` (``--redact``), ``max_line_bytes``: passed to :func:`replay.capture.ingest` as
     ``redact`` and ``max_line_bytes`` (hash message text at ingest; longest line read).
-    ``duckdb_settings``: the report queries' memory limit, threads and spill folder.
+    ``duckdb_settings``: the report queries' memory limit, threads and spill folder. ``engine``:
+    what runs the render and re-stream stages (:class:`replay.executors.RayEngine`; None: this
+    process, :func:`replay.pipeline.run_stage`).
     Returns an :class:`AuditResult`.
     Raises FileNotFoundError for a missing input path and ValueError for a bad serializer or parser
     spec, before anything is written; faults in the data itself never raise (they are rows).
@@ -170,7 +173,7 @@ def audit(
         close_sides(cfg)
         raise
     try:
-        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, duckdb_settings)
+        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, duckdb_settings, engine)
     finally:
         close_sides(cfg)
 
@@ -178,6 +181,7 @@ def audit(
 def _run(
     files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None,
     redact: bool = True, hash_text: bool = False, max_line_bytes: int = 32 << 20, duckdb_settings: DuckDBSettings | None = None,
+    engine: Any = None,
 ) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
@@ -197,12 +201,12 @@ def _run(
     n = count_exchanges(run_dir)
     t0 = time.perf_counter()
     with stage("render", n) as advance:
-        run_render(run_dir, cfg, progress=advance)
+        run_render(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, RENDER, cfg, advance)
     seconds["render"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     with stage("re-stream", n) as advance:
-        run_stream(run_dir, cfg, progress=advance)
+        run_stream(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, STREAM, cfg, advance)
     seconds["stream"] = time.perf_counter() - t0
     meta["sides"] = close_sides(cfg)  # interpreter and Python version of each side, worker restarts
 

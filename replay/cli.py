@@ -230,6 +230,19 @@ DuckThreadsOpt = Annotated[
 DuckTempOpt = Annotated[
     Optional[Path], typer.Option("--duckdb-temp", envvar="REPLAY_DUCKDB_TEMP", show_envvar=True, help="Folder DuckDB spills to past its memory limit (default RUN/.duckdb_tmp, removed after).")
 ]
+def _one_of(option: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise typer.BadParameter(f"{value!r} is not one of: {', '.join(allowed)}", param_hint=f"'{option}'")
+    return value
+
+
+EngineOpt = Annotated[
+    str,
+    typer.Option("--engine", callback=lambda v: _one_of("--engine", v, ("local", "ray")), help="What runs the render and re-stream stages: local (this machine) or ray (Ray Data, the same batch functions: a local Ray, or the cluster at --ray-address; needs the `ray` extra)."),
+]
+RayAddressOpt = Annotated[
+    Optional[str], typer.Option("--ray-address", help="With --engine ray: the Ray cluster to run on (ray://HOST:10001, HOST:6379, or auto); default: a local Ray started for the run. Its workers read RUN/exchanges.parquet, so RUN must be on storage every node mounts at the same path.")
+]
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(callback=_chunkings_value, help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
@@ -393,6 +406,19 @@ def _duckdb(memory: Optional[str], threads: Optional[int], temp: Optional[Path])
     return DuckDBSettings(memory_limit=memory, threads=threads, temp_directory=str(temp) if temp is not None else None)
 
 
+def _engine(engine: str, ray_address: Optional[str], cfg: Any) -> Any:
+    """The stage executor of ``--engine``/``--ray-address`` (None: this process); recorded in
+    ``cfg.options`` for run.json. Exits 2 for ``--ray-address`` without ``--engine ray``."""
+    if engine != "ray":
+        if ray_address:
+            _fail("--ray-address needs --engine ray", 2)
+        return None
+    from replay.executors import RayEngine
+
+    cfg.options.update(engine="ray", ray_address=ray_address)
+    return RayEngine(address=ray_address)
+
+
 def _default_out() -> Path:
     return Path("runs") / time.strftime("audit-%Y%m%d-%H%M%S")
 
@@ -439,6 +465,8 @@ def audit(
     duckdb_memory: DuckMemOpt = None,
     duckdb_threads: DuckThreadsOpt = None,
     duckdb_temp: DuckTempOpt = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
 
@@ -461,13 +489,17 @@ def audit(
     cfg.options.update(redact=redact, max_line_bytes=max_line_bytes)
     _captures(paths)
     run_dir = out or _default_out()
+    executor = _engine(engine, ray_address, cfg)
     try:
         with _progress(quiet) as stage:
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
                                redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes,
-                               duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+                               duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine=executor)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
+    finally:
+        if executor is not None:
+            executor.close()
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
     console.print(escape(fidelity_sentence(result.report.results["fidelity"])), highlight=False)
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
@@ -533,7 +565,7 @@ def ingest(
         )
 
 
-def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None) -> None:
+def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
     from replay.audit import read_meta, write_meta, write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
     from replay.sides import close_sides
@@ -545,12 +577,23 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
     except (FileNotFoundError, ValueError) as exc:
         close_sides(cfg)
         _fail(str(exc))
+    executor = _engine(engine, ray_address, cfg)
     try:
         with _progress(quiet) as stage:
             with stage(which, n) as advance:
-                counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+                if executor is not None:
+                    from replay.pipeline import RENDER, STREAM
+
+                    got = executor.run_stage(run, RENDER if which == "render" else STREAM, cfg, advance)
+                    counts = got["renders"] if which == "render" else (got["streams"], got["calls"])
+                else:
+                    counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+    except ValueError as exc:  # replay.executors.EngineError: Ray missing or unreachable
+        _fail(str(exc))
     finally:
         sides = close_sides(cfg)
+        if executor is not None:
+            executor.close()
     if sides:
         meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
@@ -568,10 +611,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
 
 _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
 _STAGE_KEYS = {
-    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date",
+    "render": {"engine", "ray_address", "old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date",
                "chat_template_routes", "tokenizer_routes", "old_renderer", "new_renderer", "reference_chat_template", "special_tokens",
                "old_preparer", "new_preparer", "reference_preparer", *_SIDE_KEYS},
-    "re-stream": {"parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
+    "re-stream": {"engine", "ray_address", "parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
 }
 
 
@@ -602,6 +645,8 @@ def render(
     duckdb_memory: DuckMemOpt = None,
     duckdb_threads: DuckThreadsOpt = None,
     duckdb_temp: DuckTempOpt = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Re-render the prompts of an ingested run (rewrites renders.parquet and report.md).
 
@@ -614,7 +659,7 @@ def render(
         side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
                          old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
     )
-    _stage_command("render", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+    _stage_command("render", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine, ray_address)
 
 
 @app.command(short_help="Re-stream the raw completions of an ingested run.")
@@ -635,6 +680,8 @@ def stream(
     duckdb_memory: DuckMemOpt = None,
     duckdb_threads: DuckThreadsOpt = None,
     duckdb_temp: DuckTempOpt = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Re-stream the raw completions of an ingested run (rewrites streams/calls.parquet and report.md).
 
@@ -644,7 +691,7 @@ def stream(
         "model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
-    _stage_command("re-stream", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+    _stage_command("re-stream", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine, ray_address)
 
 
 @app.command(short_help="Run a shipped query (or any SQL) on a run.")
