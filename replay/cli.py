@@ -905,6 +905,15 @@ def formats() -> None:
         first = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
         s.add_row(name, escape(re.sub(r":\w+:`([^`]*)`", r"\1", first).replace("``", "`")))
     console.print(s)
+    from replay.prepare import DEFAULT_PREPARER, PREPARERS
+
+    p = Table(title="request preparers", title_justify="left", header_style="bold")
+    p.add_column("name")
+    p.add_column("what it reproduces")
+    for name, cls in PREPARERS.items():
+        doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+        p.add_row(name + (" (default)" if name == DEFAULT_PREPARER else ""), escape(doc.replace("``", "`")))
+    console.print(p)
 
 
 @app.callback(invoke_without_command=True)
