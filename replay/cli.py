@@ -156,6 +156,17 @@ def _fraction_value(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def _sample_key_value(value: str) -> str:
+    """``--sample-key``: a column of ``exchanges`` or ``request.<dotted path>``."""
+    from replay.tables import EXCHANGES
+
+    if value.startswith("request.") and all(value[len("request.") :].split(".")):
+        return value
+    if value in EXCHANGES.names:
+        return value
+    raise typer.BadParameter(f"{value!r} is neither request.PATH (e.g. request.metadata.session_id) nor a column of exchanges (exchange_id, model, route, ...)")
+
+
 def _routes_value(value: Optional[list[str]]) -> Optional[list[str]]:
     from replay.capture.v1 import ROUTES
 
@@ -174,6 +185,7 @@ TemplateOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--chat-template",
+        metavar="FILE|PATTERN=FILE",
         help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer. "
         "Repeatable as 'PATTERN=FILE' (e.g. 'Qwen/Qwen3*=qwen3.jinja'): the served model name picks the template; "
         "an exchange no pattern matches is rendered with the plain --chat-template, else with json-tools.",
@@ -184,6 +196,7 @@ RenderTokenizerOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--tokenizer",
+        metavar="FILE|PATTERN=FILE",
         help="tokenizer.json (or a folder holding one) for token counts, the `token` chunking and the templates' special tokens "
         "(bos_token, eos_token from its tokenizer_config.json). Repeatable as 'PATTERN=FILE' for the --chat-template of that pattern.",
     ),
@@ -267,7 +280,7 @@ SampleOpt = Annotated[
 ]
 SampleKeyOpt = Annotated[
     str,
-    typer.Option("--sample-key", metavar="FIELD", help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
+    typer.Option("--sample-key", metavar="FIELD", callback=_sample_key_value, help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
 ]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, metavar="N", help="Keep at most N exchanges (the first that pass the other filters).")]
 QuietOpt = Annotated[
@@ -840,6 +853,30 @@ def query(
         console.print(rich_table(table))
 
 
+@app.command(short_help="One exchange: prompt diffs, calls per chunking, why.")
+def show(
+    exchange_id: Annotated[str, typer.Argument(metavar="ID", help="The exchange's id (exchanges.exchange_id).")],
+    run: RunOpt,
+    fmt: Annotated[str, typer.Option("--format", help="text | md (Markdown, for pasting into a pull request)")] = "text",
+    mask: Annotated[bool, typer.Option("--mask", help="Mask message text as the exemplars do (names, markers and JSON structure kept).")] = False,
+) -> None:
+    """Show one exchange: old/new/reference prompts as unified diffs with token counts, served
+    calls against the replayed calls per chunking, the smallest failing chunking's deltas with the
+    delta where it went wrong marked, and why it is unreliable.
+
+    Example: replay show agent-06 --run runs/samples --format md
+    """
+    from replay.show import ShowError, show_exchange
+
+    if fmt not in ("text", "md"):
+        _fail(f"Invalid value for '--format': {fmt!r}; one of: text, md", 2)
+    try:
+        shown = show_exchange(run, exchange_id, mask=mask)
+    except (ShowError, FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    sys.stdout.write(shown.markdown() if fmt == "md" else shown.text())
+
+
 @app.command(short_help="Rewrite a run's report.md, report.html and exemplars.")
 def report(
     run: RunOpt,
@@ -872,7 +909,8 @@ def report(
 
 @app.command(short_help="List tool-parser families, markers and serializers.")
 def formats() -> None:
-    """List the tool-parser families, their aliases and markers, and the tool serializers.
+    """List the tool-parser families (aliases, markers, the end-of-turn tokens stripped from
+    content), the model-name table and the tool serializers.
 
     Example: replay formats
     """
@@ -882,7 +920,7 @@ def formats() -> None:
     from replay.tools import SERIALIZERS
 
     t = Table(title="tool parsers", title_justify="left", header_style="bold")
-    for col in ("family", "aliases", "covers", "markers"):
+    for col in ("family", "aliases", "covers", "markers", "end tokens"):
         t.add_column(col)
     by_cls: dict[type, list[str]] = {}
     for alias, cls in PARSERS.items():
@@ -890,7 +928,8 @@ def formats() -> None:
     for cls, aliases in by_cls.items():
         others = [a for a in aliases if a != cls.name]
         # markers such as [TOOL_CALLS] or [/THINK] are text, not rich markup
-        t.add_row(*(escape(c) for c in (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers))))
+        cells = (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers), " ".join(getattr(cls, "end_tokens", ())))
+        t.add_row(*(escape(c) for c in cells))
     console.print(t)
     m = Table(title="served model names -> family (first match wins; --parser overrides)", title_justify="left", header_style="bold")
     m.add_column("model name pattern")
