@@ -139,7 +139,7 @@ class RayEngine:
         ctx.execution_options.preserve_order = True  # parts in the file's batch order
         ctx.enable_progress_bars = False  # replay's own progress (replay.progress) reports the stage
         ctx.print_on_execution_start = False
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # its notes ("progress bars disabled") are not replay's output
         ds = ray.data.read_parquet(str((run_dir / "exchanges.parquet").resolve()), columns=list(stage.columns))
         out = ds.map_batches(apply_stage, fn_args=(stage, spec), batch_size=cfg.batch_rows, batch_format="pyarrow")
         keys: dict[str, list[int]] = {t: [] for t in stage.tables}
