@@ -30,6 +30,7 @@ from replay.capture.filters import Filters, describe_kept
 from replay.pipeline import RENDER, STREAM, AuditConfig, chunking_plan, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
+from replay.pool import close_pools
 from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries
 from replay.report_html import write_html_report
@@ -196,6 +197,7 @@ def audit(
     try:
         return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, duckdb_settings, engine, state)
     finally:
+        close_pools()  # the --jobs processes kept from render to re-stream
         close_sides(cfg)
 
 

@@ -743,6 +743,9 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
     except ValueError as exc:  # replay.executors.EngineError: Ray missing or unreachable
         _fail(str(exc))
     finally:
+        from replay.pool import close_pools
+
+        close_pools()
         sides = close_sides(cfg)
         if executor is not None:
             executor.close()

@@ -6,6 +6,7 @@ state inherited from the parent: each process builds, once, what the run spec na
 :func:`_init`, and an out-of-process side gets its own worker in each pool process). Results
 come back as they finish, out of order; the caller writes them as part files keyed by batch.
 
+The pool is kept open for the next stage of the same spec (:func:`close_pools` ends it).
 A pool process that dies (a plugin that segfaults or calls ``os._exit``, the OOM killer) breaks
 the pool: every batch then in flight is run again, each alone in a fresh pool of one process, so
 the one that killed it is found; a batch that fails alone too gets ``on_failed`` (its rows carry
@@ -46,6 +47,27 @@ def _pool(jobs: int, spec: Any) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init, initargs=(spec,))
 
 
+#: Pools kept open between stages (render, then re-stream), by (spec, jobs): a spawned process
+#: costs about 0.6 CPU s to start (imports, the spec's renderers), so an audit starts each once.
+_KEPT: dict[tuple[Any, int], ProcessPoolExecutor] = {}
+
+
+def _shared(jobs: int, spec: Any) -> ProcessPoolExecutor:
+    key = (spec, jobs)
+    pool = _KEPT.get(key)
+    if pool is None:
+        pool = _KEPT[key] = _pool(jobs, spec)
+    return pool
+
+
+def close_pools() -> None:
+    """Shut down the pools :func:`map_batches` kept open (their processes exit; each stops the
+    out-of-process sides it started). Called at the end of an audit or stage command."""
+    while _KEPT:
+        _, pool = _KEPT.popitem()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def map_batches(
     function: Callable[[Any, Any], dict[str, Any]],
     batches: Iterable[tuple[int, Any]],
@@ -62,9 +84,10 @@ def map_batches(
     in a pool of its own); it runs in this process. An exception the function raises (a bug, not
     a dead process) propagates.
     """
-    pool = _pool(jobs, spec)
+    pool = _shared(jobs, spec)
     running: dict[Future, tuple[int, Any]] = {}
     it = iter(batches)
+    ok = False
     try:
         exhausted = False
         while True:
@@ -75,6 +98,7 @@ def map_batches(
                 else:
                     running[pool.submit(_call, function, nxt[1], spec)] = nxt
             if not running:
+                ok = True
                 return
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             orphans: list[tuple[int, Any]] = []
@@ -98,12 +122,15 @@ def map_batches(
                     orphans.append((key, batch))
                     continue
                 yield key, batch, result
+            _KEPT.pop((spec, jobs), None)
             pool.shutdown(wait=True, cancel_futures=True)
             for key, batch in orphans:
                 yield key, batch, _alone(function, key, batch, spec, on_failed)
-            pool = _pool(jobs, spec)
+            pool = _shared(jobs, spec)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if not ok:  # an exception or an abandoned generator: do not keep a pool in an unknown state
+            _KEPT.pop((spec, jobs), None)
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _alone(

@@ -14,6 +14,7 @@ import pytest
 
 from replay.capture import ingest
 from replay.pipeline import STREAM, Stage, run_render, run_stage, run_stream, validate_specs
+from replay.pool import close_pools
 from replay.runspec import RunSpec, build_config
 from replay.sides import close_sides
 from sides_data import SAMPLES, invoke, write_capture
@@ -40,6 +41,7 @@ def _stages(run: Path, spec: RunSpec, jobs: int) -> None:
         run_render(run, cfg)
         run_stream(run, cfg)
     finally:
+        close_pools()
         close_sides(cfg)
 
 

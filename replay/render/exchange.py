@@ -180,6 +180,7 @@ class _LRU(OrderedDict):
 
 
 _SERIALIZED = _LRU(LRU_SIZE)  # (serializer spec, serializer, tools digest) -> _tool_facts, or the error
+_STRIPPED = _LRU(LRU_SIZE)  # (serialized JSON, leaked paths) -> (the list without them, its JSON)
 _PROMPTS = _LRU(LRU_SIZE)  # (renderer, is reference, tokenizer, serialized JSON) -> prompt facts (tools-only renderers)
 
 
@@ -203,16 +204,26 @@ def _tool_facts(pairs: list[tuple[Any, Any]], serialized: Any) -> tuple[Any, lis
     return serialized, leaks, leak_paths, leaking, orjson.dumps(serialized)
 
 
-def _serialize_once(spec: str, serializer: Callable, client_tools: Any, prepared_tools: Any) -> tuple[Any, list[dict[str, Any]], list[set[str]], int, bytes]:
+def _tools_digest(client_tools: Any, prepared_tools: Any) -> bytes | None:
+    """BLAKE2b (16 bytes) of the client's and the prepared declarations as orjson writes them (key
+    order kept); None when they cannot be written."""
+    try:
+        return hashlib.blake2b(orjson.dumps([client_tools, prepared_tools]), digest_size=16).digest()
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def _serialize_once(
+    spec: str, serializer: Callable, client_tools: Any, prepared_tools: Any, digest: bytes | None = None
+) -> tuple[Any, list[dict[str, Any]], list[set[str]], int, bytes]:
     """:func:`_tool_facts` of ``serializer`` on the prepared tools, once per distinct tool list in
     this process: an LRU (:data:`LRU_SIZE`) keyed by the serializer spec, the serializer and a
     content hash (BLAKE2b of the client's and the prepared declarations as orjson writes them, key
     order kept); agents send the same tools in every request. Raises what the serializer raised
-    (the first time; a :class:`_CachedError` with the same row text after)."""
-    try:
-        digest: bytes | None = hashlib.blake2b(orjson.dumps([client_tools, prepared_tools]), digest_size=16).digest()
-    except (TypeError, orjson.JSONEncodeError):
-        digest = None
+    (the first time; a :class:`_CachedError` with the same row text after). ``digest``: the
+    list's :func:`_tools_digest` when the caller has it (one per exchange and prepared list)."""
+    if digest is None:
+        digest = _tools_digest(client_tools, prepared_tools)
     key = (spec, serializer, digest) if digest is not None else None
     got = _SERIALIZED.get(key) if key is not None else None
     if got is None:
@@ -278,6 +289,7 @@ def render_rows(
     id_tok, ref_vocab = ids_plan
     done: dict[tuple[Any, ...], dict[str, Any]] = {}
     prepared_cache: dict[tuple[str, str], Any] = {}
+    digests: dict[int, bytes | None] = {}  # id(prepared tools) -> _tools_digest, once per exchange
     ref_ids: list[int] | None = None
     side_ids: dict[str, list[int]] = {}
     rows = []
@@ -305,7 +317,11 @@ def render_rows(
                     raise serialized
                 serialized, leaks, leak_paths, leaking_tools, tools_json = _tool_facts(pair_tools(client_tools, prepared.tools), serialized)
             else:
-                serialized, leaks, leak_paths, leaking_tools, tools_json = _serialize_once(specs[side], serializers[side], client_tools, prepared.tools)
+                if id(prepared.tools) not in digests:
+                    digests[id(prepared.tools)] = _tools_digest(client_tools, prepared.tools)
+                serialized, leaks, leak_paths, leaking_tools, tools_json = _serialize_once(
+                    specs[side], serializers[side], client_tools, prepared.tools, digests[id(prepared.tools)]
+                )
             row["leaked_nulls"] = leaks
             row["schemas_with_leaked_null"] = leaking_tools
             key = (renderer.name, pkey, tools_json)
@@ -336,8 +352,14 @@ def render_rows(
                 facts.pop("_prompt")
             row.update(facts)
             if leaks:
-                stripped = [strip_paths(s, p) for s, p in zip(serialized or (), leak_paths)]
-                lkey = (renderer.name, tools_json, orjson.dumps(stripped))
+                skey = (tools_json, tuple(tuple(sorted(p)) for p in leak_paths))
+                got = _STRIPPED.get(skey)
+                if got is None:  # once per distinct serialized list and leaks in this process
+                    stripped_list = [strip_paths(s, p) for s, p in zip(serialized or (), leak_paths)]
+                    got = (stripped_list, orjson.dumps(stripped_list))
+                    _STRIPPED.put(skey, got)
+                stripped, stripped_json = got
+                lkey = (renderer.name, tools_json, stripped_json)
                 if lkey not in plan.leak_cache:
                     try:
                         variant, _ = _call(renderer, prepared.messages, stripped, prepared.flat_tools_retry)
