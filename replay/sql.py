@@ -335,12 +335,3 @@ def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = 
         raise QueryError(out_of_memory_message(exc, con)) from exc
     return got[0][0] if got else None
 
-
-def materialize(con: duckdb.DuckDBPyConnection, view: str) -> None:
-    """Compute the derived view ``view`` (one of ``queries/_*.sql``) once on this connection: its
-    rows go into a temporary table and the view then reads that table, so the queries that build
-    on it (``verdict_pairs`` is read by ``verdicts``, ``verdict_exchanges`` and
-    ``smallest_failures``) stop recomputing it. For a connection whose tables do not change
-    (a report); DuckDB spills the table past its memory limit like any other."""
-    con.execute(f'CREATE OR REPLACE TEMP TABLE "_{view}_rows" AS SELECT * FROM {view}')
-    con.execute(f'CREATE OR REPLACE VIEW {view} AS SELECT * FROM "_{view}_rows"')
