@@ -32,7 +32,7 @@ EXCHANGES = pa.schema(
         pa.field("exchange_id", pa.string(), nullable=False),  # the capture's `id`, else "<file>:<line>"
         pa.field("source_file", pa.string(), nullable=False),
         pa.field("source_line", pa.int64(), nullable=False),  # 1-based line in the decompressed file
-        pa.field("ts", pa.string()),  # as captured (ISO 8601 text or epoch seconds as text)
+        pa.field("ts", pa.timestamp("us", tz="UTC")),  # from ISO 8601 or epoch seconds/ms (capture.v1.timestamp)
         pa.field("route", pa.string()),  # chat.completions | messages | responses
         pa.field("model", pa.string()),
         pa.field("stream", pa.bool_()),  # the request asked for a stream
@@ -59,6 +59,8 @@ EXCHANGES = pa.schema(
         pa.field("served_index_faults", pa.int32()),  # call indices that skip or go back; deltas for no open call
         pa.field("served_markup", pa.string()),  # the first call marker of the family left in the content
         pa.field("served_stop_with_calls", pa.bool_()),  # finish_reason stop (end_turn) while calls were sent
+        pa.field("served_id_faults", pa.int32()),  # calls whose id is missing, sent twice (the SDK concatenates) or another call's
+        pa.field("served_client_error", pa.string()),  # what the client SDK raised assembling the stream (replay/assemble.py); null: none
     ]
 )
 
