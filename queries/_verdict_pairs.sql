@@ -15,10 +15,21 @@
 --     argument-mismatch  a call's arguments parse but differ from the reference (name or JSON value),
 --                        or a call the reference does not have
 --     content-leak       call markup (a family marker) in the content beyond what the reference leaves
+--     client-error       the client SDK raised on the side's stream (replay/assemble.py: an index that
+--                        skips or goes back, a call never opened); the client got no message
+--     name-repeat        a call's name came in more than one delta (the SDK concatenates the names)
+--     call-id            a call has no id, an id sent in more than one delta, or another call's id
+--     finish-reason      the side's finish_reason is not what its calls imply (`length` when the
+--                        capture was truncated), or it closed a truncated call with invented arguments
+--     streaming-fault    a streamed chunking's result differs from the side's OWN whole-text parse
+--                        (judged where that parse ran; the upstream suites' invariant)
+--     semantic-diff      the side's whole-text parse (chunking `parse`) differs from the reference's
+--   (the per-row facts are computed by replay/judge.py; this view only pairs and counts them)
 -- old_wrong / new_wrong: the side is wrong; old_outcome / new_outcome: what it got wrong (leaked null
 -- paths, prompt SHA-256, error text, missing call indexes and finish_reason, the offending calls'
 -- index/name/arguments, the content); two wrong sides with different outcomes are `changed-wrong`.
 -- old_deltas / new_deltas: deltas fed under that chunking (0 for `parse` and `render`).
+-- old_items / new_items: null-leak only: the leaked null paths (an `improved` verdict compares them).
 -- unreliable: a stream check on an exchange whose old-side replay did not reproduce what was
 -- served (view fidelity_exchanges).
 WITH
@@ -26,6 +37,7 @@ ref_render AS (SELECT exchange_id, prompt_sha256 FROM renders WHERE side = 'refe
 render_checks(check_name) AS (VALUES ('null-leak'), ('prompt-divergence'), ('render-failure')),
 render_judged AS (
     SELECT r.exchange_id, r.side, k.check_name, 'render' AS chunking, 0 AS n_deltas,
+           CASE WHEN k.check_name = 'null-leak' THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls]) END AS items,
            CASE k.check_name
                WHEN 'null-leak' THEN r.error IS NULL
                WHEN 'prompt-divergence' THEN r.error IS NULL AND ref.prompt_sha256 IS NOT NULL
@@ -50,7 +62,10 @@ side_calls AS (
            list(index ORDER BY index) AS idx,
            list(struct_pack(i := index, a := arguments) ORDER BY index) FILTER (WHERE NOT arguments_json_ok) AS bad_json,
            list(struct_pack(i := index, n := name, a := arguments) ORDER BY index)
-               FILTER (WHERE arguments_json_ok AND NOT coalesce(matches_whole, false)) AS mismatched
+               FILTER (WHERE arguments_json_ok AND NOT coalesce(matches_whole, false)) AS mismatched,
+           list(struct_pack(i := index, n := name) ORDER BY index) FILTER (WHERE names_sent > 1) AS repeated,
+           list(struct_pack(i := index, id := id) ORDER BY index) FILTER (WHERE id_fault) AS bad_ids,
+           list(struct_pack(n := name, a := arguments) ORDER BY index) AS all_calls
     FROM calls WHERE side IN ('old', 'new')
     GROUP BY exchange_id, side, chunking
 ),
@@ -58,29 +73,53 @@ rows AS (
     SELECT s.exchange_id, s.side, s.chunking, coalesce(s.n_deltas, 0) AS n_deltas, s.error IS NOT NULL AS raised, s.error,
            s.finish_reason, s.calls_whole, s.content, coalesce(s.content_leak, false) AS content_leak,
            [i FOR i IN coalesce(rc.idx, []) IF NOT list_contains(coalesce(sc.idx, []), i)] AS missing,
-           sc.bad_json, sc.mismatched
+           sc.bad_json, sc.mismatched, sc.repeated, sc.bad_ids, sc.all_calls,
+           s.client_error, coalesce(s.name_repeats, 0) AS name_repeats, coalesce(s.id_faults, 0) AS id_faults,
+           coalesce(s.finish_fault, false) AS finish_fault, coalesce(s.differs_from_reference, false) AS differs_from_reference,
+           s.differs_from_own_parse
     FROM streams s
     JOIN ref_parse USING (exchange_id)
     LEFT JOIN ref_calls rc USING (exchange_id)
     LEFT JOIN side_calls sc USING (exchange_id, side, chunking)
     WHERE s.side IN ('old', 'new') AND NOT starts_with(coalesce(s.error, ''), 'chunking:')
 ),
-stream_checks(check_name) AS (VALUES ('replay-error'), ('dropped-call'), ('non-json-join'), ('argument-mismatch'), ('content-leak')),
+stream_checks(check_name) AS (
+    VALUES ('replay-error'), ('client-error'), ('dropped-call'), ('non-json-join'), ('argument-mismatch'), ('content-leak'),
+           ('name-repeat'), ('call-id'), ('finish-reason'), ('streaming-fault'), ('semantic-diff')
+),
 stream_judged AS (
-    SELECT r.exchange_id, r.side, k.check_name, r.chunking, r.n_deltas,
-           k.check_name = 'replay-error' OR NOT r.raised AS applies,
+    SELECT r.exchange_id, r.side, k.check_name, r.chunking, r.n_deltas, NULL::VARCHAR[] AS items,
+           CASE k.check_name
+               WHEN 'replay-error' THEN true
+               WHEN 'client-error' THEN NOT r.raised AND r.chunking <> 'parse'
+               WHEN 'name-repeat' THEN NOT r.raised AND r.chunking <> 'parse'
+               WHEN 'call-id' THEN NOT r.raised AND r.chunking <> 'parse'
+               WHEN 'streaming-fault' THEN NOT r.raised AND r.chunking <> 'parse' AND r.differs_from_own_parse IS NOT NULL
+               WHEN 'semantic-diff' THEN NOT r.raised AND r.chunking = 'parse'
+               ELSE NOT r.raised END AS applies,
            CASE k.check_name
                WHEN 'replay-error' THEN r.raised
+               WHEN 'client-error' THEN r.client_error IS NOT NULL
                WHEN 'dropped-call' THEN len(r.missing) > 0
                WHEN 'non-json-join' THEN len(coalesce(r.bad_json, [])) > 0
                WHEN 'argument-mismatch' THEN len(coalesce(r.mismatched, [])) > 0
-               ELSE r.content_leak END AS wrong,
+               WHEN 'content-leak' THEN r.content_leak
+               WHEN 'name-repeat' THEN r.name_repeats > 0
+               WHEN 'call-id' THEN r.id_faults > 0
+               WHEN 'finish-reason' THEN r.finish_fault
+               WHEN 'streaming-fault' THEN r.differs_from_own_parse
+               ELSE r.differs_from_reference END AS wrong,
            CASE k.check_name
                WHEN 'replay-error' THEN r.error
+               WHEN 'client-error' THEN r.client_error
                WHEN 'dropped-call' THEN r.missing::VARCHAR || ' ' || coalesce(r.finish_reason, '')
                WHEN 'non-json-join' THEN r.bad_json::VARCHAR
                WHEN 'argument-mismatch' THEN r.mismatched::VARCHAR
-               ELSE r.content END AS outcome
+               WHEN 'content-leak' THEN r.content
+               WHEN 'name-repeat' THEN r.repeated::VARCHAR
+               WHEN 'call-id' THEN r.bad_ids::VARCHAR
+               WHEN 'finish-reason' THEN coalesce(r.finish_reason, '') || ' ' || coalesce(r.all_calls::VARCHAR, '[]')
+               ELSE coalesce(r.content, '') || ' ' || coalesce(r.all_calls::VARCHAR, '[]') END AS outcome
     FROM rows r CROSS JOIN stream_checks k
 ),
 judged AS (SELECT * FROM render_judged UNION ALL SELECT * FROM stream_judged),
@@ -95,6 +134,8 @@ SELECT
     n.wrong AS new_wrong,
     o.outcome AS old_outcome,
     n.outcome AS new_outcome,
+    o.items AS old_items,
+    n.items AS new_items,
     CASE WHEN NOT o.wrong AND NOT n.wrong THEN 'same-ok'
          WHEN o.wrong AND NOT n.wrong THEN 'fixed'
          WHEN NOT o.wrong AND n.wrong THEN 'broken'

@@ -569,13 +569,15 @@ def chunks_from_events(events: Iterable[Any], *, finish_reason: str | None = Non
     and SGLang's chat serving layers write them: one chunk per event that carries anything
     (``delta.content``, ``delta.reasoning_content``, ``delta.tool_calls``); a call delta that
     carries a ``name`` opens the call (``id``, ``type: "function"``, ``function.name``); others
-    carry ``function.arguments`` only. The call ``id`` is the event's own ``id`` when the parser
-    gives one (a framework parser makes its own), else ``call_<index>`` on the opening delta.
+    carry ``function.arguments`` (and a repeated ``function.name``) only. The call ``id`` is the
+    event's own ``id`` wherever the parser gives one (a framework parser makes its own), else
+    ``call_<index>`` on the opening delta.
     The last chunk carries ``finish_reason``: the given one, else ``tool_calls`` when any call
     delta was sent and ``stop`` otherwise (vLLM ``serving_chat``). ``events``: StreamDelta-shaped
     objects (``content``, ``reasoning``, ``calls`` of ``index``/``name``/``arguments``[/``id``])."""
     out: list[dict] = []
     saw_call = False
+    opened: set[int] = set()
     for ev in events:
         delta: dict[str, Any] = {}
         if getattr(ev, "content", ""):
@@ -588,12 +590,14 @@ def chunks_from_events(events: Iterable[Any], *, finish_reason: str | None = Non
             entry: dict[str, Any] = {"index": c.index}
             cid = getattr(c, "id", None)
             fn: dict[str, Any] = {}
-            if c.name is not None:
+            if c.name is not None and c.index not in opened:
+                opened.add(c.index)
                 entry["id"] = cid if cid is not None else f"call_{c.index}"
                 entry["type"] = "function"
-                fn["name"] = c.name
             elif cid is not None:
                 entry["id"] = cid
+            if c.name is not None:
+                fn["name"] = c.name
             fn["arguments"] = c.arguments or ""
             entry["function"] = fn
             tcs.append(entry)

@@ -127,12 +127,19 @@ STREAMS = pa.schema(
         pa.field("content", pa.string()),  # content the client assembles
         pa.field("reasoning", pa.string()),  # reasoning_content the client assembles
         pa.field("reasoning_open", pa.bool_()),  # the logged prompt opened the reasoning section
-        pa.field("finish_reason", pa.string()),  # tool_calls when any call was streamed, else stop
+        pa.field("finish_reason", pa.string()),  # as the client holds it: the side's own, else tool_calls/stop (length when the capture was truncated)
         pa.field("error", pa.string()),  # parser exception; the row's counts are then null
         # call markup (a marker of the family's parser: <tool_call>, [TOOL_CALLS], ...) in `content`:
         # on old/new rows, a marker occurring more often than in the reference's content (markup the
         # reference does not leave); on the reference row, any marker at all
         pa.field("content_leak", pa.bool_()),
+        # facts of the judge (replay/judge.py), computed where the rows are made; the SQL counts them
+        pa.field("client_error", pa.string()),  # what the client SDK raised assembling this stream (replay/assemble.py); the row then has no calls
+        pa.field("name_repeats", pa.int32()),  # calls whose name came in more than one delta
+        pa.field("id_faults", pa.int32()),  # calls with no id, an id sent in more than one delta, or another call's id
+        pa.field("finish_fault", pa.bool_()),  # finish_reason other than the row's calls imply (`length` when truncated), or a call closed with invented arguments
+        pa.field("differs_from_reference", pa.bool_()),  # content, reasoning or calls differ from the reference whole-text parse
+        pa.field("differs_from_own_parse", pa.bool_()),  # streamed rows: differs from this side's own whole-text parse (a streaming fault); null: no own parse
     ]
 )
 
@@ -143,10 +150,14 @@ CALLS = pa.schema(
         pa.field("side", pa.string(), nullable=False),
         pa.field("chunking", pa.string(), nullable=False),
         pa.field("index", pa.int32(), nullable=False),  # OpenAI tool_calls[].index
-        pa.field("name", pa.string()),  # first name sent for this index (the SDK keeps the first)
+        pa.field("name", pa.string()),  # as the client SDK holds it (names sent twice are concatenated)
         pa.field("arguments", pa.string()),  # argument fragments joined in order
         pa.field("arguments_json_ok", pa.bool_(), nullable=False),  # joined text parses as a JSON object
         pa.field("matches_whole", pa.bool_()),  # same name and same JSON value as the reference call at this index
+        pa.field("id", pa.string()),  # the call id the client holds (streamed rows); null for a whole-text parse
+        pa.field("names_sent", pa.int32()),  # deltas that carried this call's name (more than 1: name-repeat)
+        pa.field("id_fault", pa.bool_()),  # no id, an id sent in more than one delta, or another call's id
+        pa.field("matches_own_parse", pa.bool_()),  # same name and JSON value as this side's own whole-text parse at this index
     ]
 )
 

@@ -5,6 +5,7 @@ when absent)."""
 from __future__ import annotations
 
 import gzip
+from datetime import datetime, timezone
 import json
 import os
 from pathlib import Path
@@ -130,7 +131,7 @@ def test_every_format_ingests_to_its_rows(samples_run) -> None:
     har_rows = sorted((r for r in rows.values() if r["capture_format"] == "har"), key=lambda r: r["source_line"])
     assert [(h["source_line"], h["route"], h["stream"]) for h in har_rows] == [(2, "chat.completions", True), (3, "messages", False)]
     assert calls_of(har_rows[0]) == LISBON and har_rows[0]["served_chunks"] == 5  # the SSE blob split back into events
-    assert calls_of(har_rows[1]) == LISBON and har_rows[1]["ts"] == "2025-11-30T10:00:02.000Z"
+    assert calls_of(har_rows[1]) == LISBON and har_rows[1]["ts"] == datetime(2025, 11, 30, 10, 0, 2, tzinfo=timezone.utc)
     assert "Authorization" not in "".join(str(v) for h in har_rows for v in h.values())  # headers never reach a table
 
     srv1, srv2 = rows["srv-1"], rows["srv-2"]
