@@ -32,6 +32,7 @@ import pyarrow as pa
 from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries
 from replay.sql import connect
+from replay.tables import TABLES
 from replay.verdicts import write_exemplars
 
 #: ``stage(name, total) -> context manager yielding advance(n)``; how a caller shows progress.
@@ -77,6 +78,29 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         raise ValueError(f"{p}: not JSON ({exc})") from None
+
+
+#: The files of a run folder that a new run replaces (:func:`existing_run`, :func:`clear_run`):
+#: the tables of :mod:`replay.tables`, ``run.json`` and the reports; plus ``exemplars/*.json``.
+RUN_FILES: tuple[str, ...] = (*(f"{name}.parquet" for name in TABLES), "run.json", "report.md", "report.html")
+
+
+def existing_run(run_dir: str | Path) -> list[str]:
+    """The names of :data:`RUN_FILES` present in ``run_dir`` (empty when it holds no run, or does
+    not exist): a command that would write a new run there refuses without ``--force``."""
+    folder = Path(run_dir)
+    return [name for name in RUN_FILES if (folder / name).is_file()] if folder.is_dir() else []
+
+
+def clear_run(run_dir: str | Path) -> None:
+    """Remove the run in ``run_dir``: the files of :data:`RUN_FILES` and ``exemplars/*.json``
+    (stale renders or streams of another capture must not join the new exchanges); other files
+    and the folder itself are left."""
+    folder = Path(run_dir)
+    for name in RUN_FILES:
+        (folder / name).unlink(missing_ok=True)
+    for old in (folder / "exemplars").glob("*.json"):
+        old.unlink()
 
 
 @dataclass

@@ -1,9 +1,13 @@
 """The ``replay`` command line: options in, one library call, output out.
 
 Every command is a thin layer over the library (:mod:`replay.audit`, :mod:`replay.capture`,
-:mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query or
-spec error, 2 bad usage (typer's, and a bad ``--fail-on`` expression), 3 a ``--fail-on`` condition
-held (:data:`replay.verdicts.FAIL_ON_EXIT`).
+:mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query
+error or a spec that does not load (a plugin, an interpreter, a template), 2 bad usage, before any
+work and in one line naming the option and what it accepts (a value not of the option's form:
+``--replay-timeout abc``, ``--chunkings ""``, ``--capture-format xml``, ``--date 2026-13-45``, a
+bad ``--fail-on``; an existing run in ``--out`` without ``--force``), 3 a ``--fail-on`` condition
+held (:data:`replay.verdicts.FAIL_ON_EXIT`). Help is click's plain layout, wrapped at the
+terminal's width (rich's panels cut long words with "…" at 80 columns).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import orjson  # noqa: E402
 import typer  # noqa: E402
+import typer.core  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich import filesize  # noqa: E402
@@ -30,19 +35,107 @@ from rich.text import Text  # noqa: E402
 
 from replay import __version__  # noqa: E402
 
+class _OneLineErrors(typer.core.TyperGroup):
+    """The command group: a usage error (a bad option value, a missing argument) is one line on
+    stderr, ``error: Invalid value for '--replay-timeout': 'abc' is not a valid float.``, with
+    exit code 2, before any work; click's own display adds the usage and a hint on three more."""
+
+    # click's exception classes, whether typer vendors click (0.2x) or uses the package
+    _usage = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+    _click_exc = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except self._usage as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `replay` alone: the help, as click shows it
+                sys.stdout.write(exc.format_message() + "\n")
+                sys.exit(exc.exit_code)
+            cmd = f"{exc.ctx.command_path} --help" if exc.ctx is not None else "replay --help"
+            err.print(f"[bold red]error:[/] {escape(exc.format_message())} ({escape(cmd)})", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except self._click_exc as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err.print("Aborted.")
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
 app = typer.Typer(
     name="replay",
+    cls=_OneLineErrors,
     help="Replay captured LLM serving traffic through old and new tool serializers, chat templates and "
     "tool parsers, and count what differs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: it wraps every description at the terminal's width; rich's option panel
+    # cut long words with "…" at 80 columns (the default chunkings, the --fail-on example)
+    rich_markup_mode=None,
 )
 # a CI log or a pipe is not a terminal: rich would then wrap to 80 columns and cut the check
 # names of the verdict table; there tables and lines take the room they need.
 # emoji off: ":x:" in a path or spec is text, not an emoji code
 console = Console(emoji=False) if Console().is_terminal else Console(width=100_000, emoji=False)
 err = Console(stderr=True, emoji=False)
+
+# --- option values, judged before any work (a bad one: typer.BadParameter, exit 2, one line) -----
+def _timeout_value(text: Any) -> float:
+    """``--replay-timeout``: seconds, a number >= 0 (0: no limit)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise typer.BadParameter(f"{text!r} is not a number of seconds >= 0 (0: no limit)")
+    return value
+
+
+def _chunkings_value(value: Optional[str]) -> Optional[str]:
+    """Comma-separated chunking names (:func:`replay.stream.check_chunking`); an empty list or an
+    empty name is an error (it silently meant the defaults). Returns the value as given."""
+    if value is None:
+        return None
+    from replay.stream import ChunkingError, check_chunking
+
+    forms = "comma-separated names: recorded, whole, char, char-raw, token, fixed-N, random-SEED, split-K"
+    names = [c.strip() for c in value.split(",")]
+    if not any(names):
+        raise typer.BadParameter(f"empty; expected {forms} (omit the option for the defaults)")
+    for name in names:
+        if not name:
+            raise typer.BadParameter(f"{value!r} has an empty name; expected {forms}")
+        if name == "token":
+            continue  # needs --tokenizer, checked with it
+        try:
+            check_chunking(name)
+        except ChunkingError:
+            raise typer.BadParameter(f"unknown chunking {name!r}; expected {forms}") from None
+    return value
+
+
+def _format_value(value: Optional[str]) -> Optional[str]:
+    from replay.capture.detect import FORMATS
+
+    if value is not None and value not in FORMATS:
+        raise typer.BadParameter(f"unknown format {value!r}; one of: {', '.join(FORMATS)}")
+    return value
+
+
+def _date_value(value: Optional[str]) -> Optional[str]:
+    from replay.render.specs import parse_date
+
+    if value is not None:
+        try:
+            parse_date(value)
+        except ValueError as exc:  # "'2026-13-45': not a calendar date (month must be in 1..12)"
+            raise typer.BadParameter(str(exc).removeprefix("--date ")) from None
+    return value
+
 
 # --- shared options -------------------------------------------------------------------------------
 RunOpt = Annotated[Path, typer.Option("--run", help="Run folder (made by `replay audit` or `replay ingest`).")]
@@ -66,7 +159,7 @@ RendererOpt = Annotated[
 ]
 DateOpt = Annotated[
     Optional[str],
-    typer.Option("--date", help="YYYY-MM-DD the templates read (strftime_now, date_string; Harmony's Current date). Default 2026-01-01, recorded in run.json."),
+    typer.Option("--date", callback=_date_value, help="YYYY-MM-DD the templates read (strftime_now, date_string; Harmony's Current date). Default 2026-01-01, recorded in run.json."),
 ]
 ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser family for every exchange (default: from the model name).")]
 OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
@@ -84,7 +177,7 @@ OldPath = Annotated[
     typer.Option("--old-pythonpath", help="Directories (joined by ':' as PYTHONPATH) put first on the --old-python worker's import path, e.g. a checkout of main."),
 ]
 NewPath = Annotated[Optional[str], typer.Option("--new-pythonpath", help="Directories put first on the --new-python worker's import path.")]
-TimeoutOpt = Annotated[float, typer.Option(help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
+TimeoutOpt = Annotated[float, typer.Option(parser=_timeout_value, metavar="SECONDS", help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
 RedactOpt = Annotated[
     bool,
     typer.Option("--redact", help="Hash message text at ingest, in the tables too (roles, structure, lengths and tool schemas kept; the logged prompt and raw completion dropped, so no re-streaming). Secrets are dropped with or without it; exemplars mask text unless --exemplar-text."),
@@ -103,11 +196,12 @@ FailOnOpt = Annotated[
 ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", help="Write message text in the exemplars and report as captured (default: masked, lengths and hashes kept).")]
 CaptureFormatOpt = Annotated[
     Optional[str],
-    typer.Option("--capture-format", help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
+    typer.Option("--capture-format", callback=_format_value, help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
 ]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (the results are printed all the same).")]
 ChunkingsOpt = Annotated[
     Optional[str],
-    typer.Option(help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
+    typer.Option(callback=_chunkings_value, help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
 ]
 
 
@@ -188,77 +282,41 @@ def _config(
     renderer_spec: Optional[str] = None,
     date: Optional[str] = None,
 ) -> Any:
-    from replay.pipeline import AuditConfig
+    """The run's :class:`replay.pipeline.AuditConfig`, built by the library from a
+    :class:`replay.runspec.RunSpec` of these options; fails (exit 1) with the library's message,
+    which names the option."""
+    from replay.runspec import RunSpec, build_config
     from replay.sides import split_pythonpath
-    from replay.render import ChatTemplateRenderer, JsonToolsRenderer
-    from replay.render.chat_template import special_tokens_from
-    from replay.stream import default_chunkings
 
-    tok = _tokenizer(tokenizer)
-    from replay.render.specs import DEFAULT_DATE, parse_date, renderer_from_spec
-
-    try:
-        day = parse_date(date) if date is not None else DEFAULT_DATE
-    except ValueError as exc:
-        _fail(str(exc))
-    if chat_template is not None:
-        try:
-            renderer = ChatTemplateRenderer.from_file(chat_template, special_tokens=special_tokens_from(tokenizer), date=day)
-        except (OSError, ValueError) as exc:
-            _fail(f"--chat-template {chat_template}: {exc}")
-    elif renderer_spec is not None:
-        try:
-            renderer = renderer_from_spec(renderer_spec, date=day)
-        except (ImportError, OSError, ValueError) as exc:
-            _fail(f"--renderer {renderer_spec}: {exc}")
-    else:
-        renderer = JsonToolsRenderer()
-    reference_renderer = None
-    if reference_encoder is not None:
-        try:
-            reference_renderer = renderer_from_spec(reference_encoder, date=day)
-        except (ImportError, OSError, ValueError) as exc:
-            _fail(f"--reference-encoder {reference_encoder}: {exc}")
-    chunks = tuple(c.strip() for c in chunkings.split(",") if c.strip()) if chunkings else default_chunkings(tokenizer=tok)
-    options = {
-        "old_serializer": old_serializer,
-        "new_serializer": new_serializer,
-        "reference_serializer": reference_serializer,
-        "renderer": renderer.name,
-        "chat_template": str(chat_template) if chat_template else None,
-        "tokenizer": str(tokenizer) if tokenizer else None,
-        "reference_encoder": reference_renderer.name if reference_renderer is not None else None,
-        "date": day.isoformat(),
-        "parser": parser,
-        "old_parser": old_parser,
-        "new_parser": new_parser,
-        "chunkings": list(chunks),
-        "replay_timeout": replay_timeout,
-        "reference_parser": reference_parser,
-        "old_python": old_python,
-        "new_python": new_python,
-        "old_pythonpath": old_pythonpath,
-        "new_pythonpath": new_pythonpath,
-    }
-    return AuditConfig(
+    chunks = tuple(c.strip() for c in chunkings.split(",")) if chunkings is not None else None  # _chunkings_value checked them
+    if chunks is not None and "token" in chunks and tokenizer is None:
+        _fail("Invalid value for '--chunkings': the token chunking needs --tokenizer (a tokenizer.json or a folder holding one)", 2)
+    spec = RunSpec(
         old_serializer=old_serializer,
         new_serializer=new_serializer,
         reference_serializer=reference_serializer,
-        renderer=renderer,
-        reference_renderer=reference_renderer,
-        tokenizer=tok,
+        chat_template=str(chat_template) if chat_template is not None else None,
+        tokenizer=str(tokenizer) if tokenizer is not None else None,
+        renderer=renderer_spec,
+        reference_encoder=reference_encoder,
+        date=date,
         parser=parser,
         old_parser=old_parser,
         new_parser=new_parser,
-        chunkings=chunks,
-        replay_timeout=replay_timeout,
         reference_parser=reference_parser,
         old_python=old_python,
         new_python=new_python,
         old_pythonpath=split_pythonpath(old_pythonpath),
         new_pythonpath=split_pythonpath(new_pythonpath),
-        options=options,
+        chunkings=chunks,
+        replay_timeout=replay_timeout,
     )
+    try:
+        cfg = build_config(spec)
+    except ValueError as exc:
+        _fail(str(exc))
+    cfg.options.update(old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath)  # as given
+    return cfg
 
 
 class _DoneColumn(ProgressColumn):
@@ -314,7 +372,7 @@ def _default_out() -> Path:
 # --- commands --------------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(short_help="Ingest, re-render and re-stream captures; count; report.")
 def audit(
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har, plain, .zst or .gz.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (default runs/audit-<time>).")] = None,
@@ -341,7 +399,7 @@ def audit(
     capture_format: CaptureFormatOpt = None,
     fail_on: FailOnOpt = None,
     exemplar_text: ExemplarTextOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
 
@@ -378,7 +436,7 @@ def audit(
     _gate(gates, result.report.results["verdicts"])
 
 
-@app.command()
+@app.command(short_help="Ingest captures into the run's Parquet tables.")
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
@@ -386,7 +444,8 @@ def ingest(
     max_line_bytes: MaxLineOpt = 32 << 20,
     capture_format: CaptureFormatOpt = None,
     tokenizer: Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace the run --out already holds (its tables, run.json, reports, exemplars).")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
 
@@ -398,12 +457,15 @@ def ingest(
     from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size
 
+    from replay.audit import clear_run, existing_run
+
+    held = existing_run(out)
+    if held and not force:
+        _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
     files = _captures(paths)
     tok = _tokenizer(tokenizer)
-    from replay.capture.detect import FORMATS
-
-    if capture_format is not None and capture_format not in FORMATS:
-        _fail(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
+    if held:
+        clear_run(out)
     out.mkdir(parents=True, exist_ok=True)
     with _progress(quiet) as stage:
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
@@ -463,7 +525,7 @@ _STAGE_KEYS = {
 }
 
 
-@app.command()
+@app.command(short_help="Re-render the prompts of an ingested run.")
 def render(
     run: RunOpt,
     old_serializer: OldSer = "model-dump",
@@ -478,7 +540,7 @@ def render(
     new_python: NewPython = None,
     old_pythonpath: OldPath = None,
     new_pythonpath: NewPath = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Re-render the prompts of an ingested run (rewrites renders.parquet and report.md).
 
@@ -492,7 +554,7 @@ def render(
     _stage_command("render", run, cfg, quiet)
 
 
-@app.command()
+@app.command(short_help="Re-stream the raw completions of an ingested run.")
 def stream(
     run: RunOpt,
     parser: ParserOpt = None,
@@ -506,7 +568,7 @@ def stream(
     chunkings: ChunkingsOpt = None,
     tokenizer: TokenizerOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Re-stream the raw completions of an ingested run (rewrites streams/calls.parquet and report.md).
 
@@ -519,7 +581,7 @@ def stream(
     _stage_command("re-stream", run, cfg, quiet)
 
 
-@app.command()
+@app.command(short_help="Run a shipped query (or any SQL) on a run.")
 def query(
     name: Annotated[Optional[str], typer.Argument(help="A query of queries/ (omit with --sql, or with --list).")] = None,
     run: Annotated[Optional[Path], typer.Option("--run", help="Run folder.")] = None,
@@ -564,7 +626,7 @@ def query(
         console.print(rich_table(table))
 
 
-@app.command()
+@app.command(short_help="Rewrite a run's report.md, report.html and exemplars.")
 def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOpt = False) -> None:
     """Rewrite RUN/report.md (and RUN/exemplars/) from the run's tables and print it.
 
@@ -587,7 +649,7 @@ def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOp
     _gate(gates, written.results["verdicts"])
 
 
-@app.command()
+@app.command(short_help="List tool-parser families, markers and serializers.")
 def formats() -> None:
     """List the tool-parser families, their aliases and markers, and the tool serializers.
 

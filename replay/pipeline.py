@@ -1,7 +1,12 @@
 """The render and re-stream stages: ``exchanges.parquet`` in, ``renders``/``streams``/``calls`` out.
 
-Both stages read the ingested exchanges in record batches and write Parquet in record batches, so a
-capture of many GB goes through in bounded memory. Per exchange:
+Each stage is a batch function, ``(pa.RecordBatch of exchanges, run spec) -> {table: pa.Table}``
+(:func:`render_batch`, :func:`stream_batch`); the spec is a :class:`replay.runspec.RunSpec` of plain
+values, from which the function builds (once per process) its renderers, tokenizer, serializers and
+parsers. :func:`run_stage` moves the batches: it reads ``exchanges.parquet`` in record batches,
+writes each result as a part file (atomically: a temporary name, then ``os.replace``) and joins
+the parts into the table's one file (``renders.parquet`` ...), so a capture of many GB goes through
+in bounded memory and a query never reads a half-written table. Per exchange:
 
 - **render**: serialize the request's tool declarations with each side's tool serializer (old,
   new, reference), find the nulls each serializer wrote that the client never sent, render the
@@ -27,6 +32,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +89,7 @@ class AuditConfig:
     replay_timeout: float = 10.0  # seconds one parse or one replay may take before it is recorded as an error
     batch_rows: int = 512
     options: dict[str, Any] = field(default_factory=dict)  # as given on the command line, for run.json
+    spec: Any = None  # the replay.runspec.RunSpec this config was built from (None: built by hand, in process only)
 
     def serializer_specs(self) -> dict[str, str]:
         """``{side: serializer spec}`` for old, new and reference."""
@@ -130,38 +138,6 @@ def _utf8_safe(value: Any) -> Any:
     if isinstance(value, list):
         return [_utf8_safe(v) for v in value]
     return value
-
-
-class _BatchWriter:
-    """Rows (dicts) in, Parquet record batches out, ``batch_rows`` at a time."""
-
-    def __init__(self, path: Path, schema: pa.Schema, batch_rows: int) -> None:
-        self.schema = schema
-        self.writer = pq.ParquetWriter(path, schema, compression="zstd")
-        self.rows: list[dict[str, Any]] = []
-        self.batch_rows = batch_rows
-        self.count = 0
-
-    def add(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= self.batch_rows:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.rows:
-            try:
-                batch = pa.RecordBatch.from_pylist(self.rows, schema=self.schema)
-            except (UnicodeEncodeError, pa.ArrowException):
-                # a string UTF-8 cannot hold (a lone surrogate a parser decoded from a "\ud800"
-                # escape): write it escaped rather than lose the batch or stop the run
-                batch = pa.RecordBatch.from_pylist([_utf8_safe(r) for r in self.rows], schema=self.schema)
-            self.writer.write_batch(batch)
-            self.count += len(self.rows)
-            self.rows = []
-
-    def close(self) -> None:
-        self.flush()
-        self.writer.close()
 
 
 def iter_exchanges(run_dir: Path, columns: list[str], batch_rows: int) -> Iterator[dict[str, Any]]:
@@ -668,7 +644,7 @@ def stream_exchange(
 
 
 # ---------------------------------------------------------------------------------------------
-# stage drivers
+# stage drivers: batch functions, and the loop that moves batches
 
 
 def _batches(rows: Any, n: int, chars: int = BATCH_CHARS) -> Any:
@@ -686,21 +662,60 @@ def _batches(rows: Any, n: int, chars: int = BATCH_CHARS) -> Any:
         yield chunk
 
 
-def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> int:
-    """Write ``renders.parquet`` for every exchange of the run; returns the number of rows.
+def rows_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Rows (dicts) -> an Arrow table of ``schema``. A string UTF-8 cannot hold (a lone surrogate
+    a parser decoded from a ``"\\ud800"`` escape) is written escaped (:func:`_utf8_safe`) rather
+    than lose the batch or stop the run."""
+    try:
+        return pa.Table.from_pylist(rows, schema=schema)
+    except (UnicodeEncodeError, pa.ArrowException):
+        return pa.Table.from_pylist([_utf8_safe(r) for r in rows], schema=schema)
 
-    ``progress`` is called with the number of exchanges done since the last call. Out-of-process
-    sides (:mod:`replay.sides`) serialize :data:`replay.sides.BATCH` exchanges per request.
-    Raises :class:`replay.tools.UnknownSerializerError` / :class:`replay.plugins.PluginError` /
-    :class:`replay.sides.SideError` for a bad serializer spec or side, before any row is written.
+
+class _StageContext:
+    """What a stage builds once per process from its config: the sides (serializers in process,
+    a worker per out-of-process side) and the parser resolver."""
+
+    def __init__(self, cfg: AuditConfig) -> None:
+        self.cfg = cfg
+        self.sides = open_sides(cfg)
+        self.resolver = ParserResolver(cfg, self.sides)
+
+
+def stage_context(spec: Any) -> _StageContext:
+    """The :class:`_StageContext` of ``spec`` (a :class:`replay.runspec.RunSpec`, or an
+    :class:`AuditConfig`), built at the first call in this process and kept on the config."""
+    from replay.runspec import config_for
+
+    cfg = config_for(spec)
+    ctx = getattr(cfg, "_stage_ctx", None)
+    if ctx is None or ctx.sides is not getattr(cfg, "_sides", None):  # the sides were closed since
+        ctx = _StageContext(cfg)
+        cfg._stage_ctx = ctx
+    return ctx
+
+
+#: Columns of ``exchanges`` each stage reads.
+RENDER_COLUMNS = ["exchange_id", "route", "request_json", "server_prompt", "server_prompt_token_ids"]
+STREAM_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps", "served_finish_reason"]
+
+
+def render_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
+    """The render stage on one record batch of ``exchanges`` (columns :data:`RENDER_COLUMNS`):
+    ``{"renders": table}`` (schema :data:`replay.tables.RENDERS`), rows in the batch's order.
+
+    ``spec``: a :class:`replay.runspec.RunSpec` (its renderers, tokenizer and serializers are
+    built once per process) or an :class:`AuditConfig`. Out-of-process sides (:mod:`replay.sides`)
+    serialize :data:`replay.sides.BATCH` exchanges per request. A capture without its request
+    (``request_json`` ``"{}"``) has no rows. Never raises for the data: a side's failure is its
+    row's ``error`` (:func:`render_exchange`).
     """
-    sides = open_sides(cfg)
-    serializers = sides.serializers
-    remote = {side: w for side in SIDES if (w := sides.remote(side)) is not None}
-    out = _BatchWriter(Path(run_dir) / "renders.parquet", tables.RENDERS, cfg.batch_rows * 4)
-    cols = ["exchange_id", "route", "request_json", "server_prompt", "server_prompt_token_ids"]
-    n = 0
-    for chunk in _batches(iter_exchanges(run_dir, cols, cfg.batch_rows), BATCH if remote else 1):
+    ctx = stage_context(spec)
+    cfg = ctx.cfg
+    serializers = ctx.sides.serializers
+    remote = {side: w for side in SIDES if (w := ctx.sides.remote(side)) is not None}
+    rows: list[dict[str, Any]] = []
+    for chunk in _batches(batch.to_pylist(), BATCH if remote else len(batch) or 1, chars=1 << 62):
         pre: list[dict[str, Any]] = [{} for _ in chunk]
         if remote:
             items, where = [], []
@@ -728,33 +743,27 @@ def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
                         pre[i][side] = answer.get("tools")
         for ex, p in zip(chunk, pre):
             if ex["request_json"] != "{}":  # a capture without its request (capture_lacks) has nothing to render
-                for row in render_exchange(ex, cfg, serializers, p if remote else None):
-                    out.add(row)
-            n += 1
-            if progress and n % 64 == 0:
-                progress(64)
-    if progress:
-        progress(n % 64)
-    out.close()
-    return out.count
+                rows.extend(render_exchange(ex, cfg, serializers, p if remote else None))
+    return {"renders": rows_table(rows, tables.RENDERS)}
 
 
-def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> tuple[int, int]:
-    """Write ``streams.parquet`` and ``calls.parquet``; returns their row counts.
+def stream_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
+    """The re-stream stage (with its per-row judging, :func:`judge_side`) on one record batch of
+    ``exchanges`` (columns :data:`STREAM_COLUMNS`): ``{"streams": table, "calls": table}``
+    (schemas :data:`replay.tables.STREAMS`, :data:`replay.tables.CALLS`), rows in the batch's order.
 
-    ``progress`` is called with the number of exchanges done since the last call. Out-of-process
-    sides get :data:`replay.sides.BATCH` exchanges per request; both workers run while this
-    process replays the in-process sides.
+    ``spec`` as for :func:`render_batch`. Out-of-process sides get :data:`replay.sides.BATCH`
+    exchanges (at most about :data:`replay.sides.BATCH_CHARS` chars of completions) per request;
+    both workers run while this process replays the in-process sides. Never raises for the data
+    (:func:`stream_exchange`).
     """
-    sides = open_sides(cfg)
-    resolver = ParserResolver(cfg, sides)
-    remote = {side: w for side in ("old", "new") if (w := sides.remote(side)) is not None}
-    s_out = _BatchWriter(Path(run_dir) / "streams.parquet", tables.STREAMS, cfg.batch_rows * 4)
-    c_out = _BatchWriter(Path(run_dir) / "calls.parquet", tables.CALLS, cfg.batch_rows * 4)
-    cols = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps", "served_finish_reason"]
-    n = 0
-    for chunk in _batches(iter_exchanges(run_dir, cols, cfg.batch_rows), BATCH if remote else 1):  # in process: one exchange in memory at a time
-        plans = [plan_stream(ex, cfg, resolver) for ex in chunk]
+    ctx = stage_context(spec)
+    cfg = ctx.cfg
+    remote = {side: w for side in ("old", "new") if (w := ctx.sides.remote(side)) is not None}
+    s_rows: list[dict[str, Any]] = []
+    c_rows: list[dict[str, Any]] = []
+    for chunk in _batches(batch.to_pylist(), BATCH if remote else 1):
+        plans = [plan_stream(ex, cfg, ctx.resolver) for ex in chunk]
         answers: list[dict[str, SideReplay]] = [{} for _ in plans]
         if remote:
             live = [i for i, p in enumerate(plans) if not p.done]
@@ -765,19 +774,121 @@ def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] 
                 for i, answer in zip(live, w.collect()):
                     answers[i][side] = replay_from_worker(answer, plans[i].chunks[side], "length" if plans[i].truncated else None)
         for plan, got in zip(plans, answers):
-            s_rows, c_rows = finish_stream(plan, cfg, got)
-            for r in s_rows:
-                s_out.add(r)
-            for r in c_rows:
-                c_out.add(r)
-            n += 1
-            if progress and n % 16 == 0:
-                progress(16)
-    if progress:
-        progress(n % 16)
-    s_out.close()
-    c_out.close()
-    return s_out.count, c_out.count
+            s, c = finish_stream(plan, cfg, got)
+            s_rows.extend(s)
+            c_rows.extend(c)
+    return {"streams": rows_table(s_rows, tables.STREAMS), "calls": rows_table(c_rows, tables.CALLS)}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage as the driver moves it: its ``name``, the batch ``function``, the ``exchanges``
+    ``columns`` it reads, and the ``tables`` it writes (names of :data:`replay.tables.TABLES`)."""
+
+    name: str
+    function: Callable[[pa.RecordBatch, Any], dict[str, pa.Table]]
+    columns: tuple[str, ...]
+    tables: tuple[str, ...]
+
+
+RENDER = Stage("render", render_batch, tuple(RENDER_COLUMNS), ("renders",))
+STREAM = Stage("stream", stream_batch, tuple(STREAM_COLUMNS), ("streams", "calls"))
+
+
+def parts_dir(run_dir: Path, table: str) -> Path:
+    """The folder of ``table``'s part files while its stage runs: ``RUN/.parts/<table>/``."""
+    return Path(run_dir) / ".parts" / table
+
+
+def part_name(key: int) -> str:
+    """The file name of batch ``key``'s part (zero-padded, so names sort as keys)."""
+    return f"part-{key:06d}.parquet"
+
+
+def write_atomic(path: Path, table: pa.Table) -> None:
+    """Write ``table`` to ``path`` as zstd Parquet under a temporary name in the same folder, then
+    ``os.replace`` it into place: a reader sees the whole file or none (an interrupted write
+    leaves only a ``.tmp-*`` file, which no reader opens)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def merge_parts(run_dir: Path, table: str, keys: list[int]) -> int:
+    """Join ``table``'s part files (in ``keys`` order) into ``RUN/<table>.parquet``, written
+    atomically (temporary name, then ``os.replace``); returns its row count. The parts stay
+    (:func:`run_stage` removes them once every table of the stage is in place)."""
+    schema = tables.TABLES[table]
+    final = Path(run_dir) / f"{table}.parquet"
+    tmp = final.with_name(f".tmp-{os.getpid()}-{final.name}")
+    n = 0
+    with pq.ParquetWriter(tmp, schema, compression="zstd") as w:
+        for key in keys:
+            part = pq.read_table(parts_dir(run_dir, table) / part_name(key), schema=schema)
+            n += part.num_rows
+            if part.num_rows:
+                w.write_table(part)
+    os.replace(tmp, final)
+    return n
+
+
+def exchange_batches(run_dir: Path, columns: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The run's ``exchanges.parquet`` as record batches of at most ``batch_rows`` rows of
+    ``columns``, in file order (batch ``i`` is part ``i`` of every table a stage writes)."""
+    pf = pq.ParquetFile(Path(run_dir) / "exchanges.parquet")
+    yield from pf.iter_batches(batch_size=batch_rows, columns=list(columns))
+
+
+def run_stage(run_dir: Path, stage: Stage, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> dict[str, int]:
+    """Run ``stage`` over every exchange of the run: read ``exchanges.parquet`` in record batches
+    of ``cfg.batch_rows``, call ``stage.function(batch, spec)`` on each, write each result table
+    as a part file (``RUN/.parts/<table>/part-NNNNNN.parquet``, atomically), then join each
+    table's parts into ``RUN/<table>.parquet`` (atomically) and remove the parts.
+
+    In this process the batch function gets ``cfg`` itself (its sides, already opened by
+    :func:`validate_specs`, are reused). ``progress`` is called with the number of exchanges of each batch
+    done. Returns ``{table: rows}``. Until the stage ends, a table's previous file (if any) is
+    left as it was: a query never reads a half-written table.
+    """
+    run_dir = Path(run_dir)
+    spec = cfg
+    for table in stage.tables:
+        shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
+    keys: list[int] = []
+    for key, batch in enumerate(exchange_batches(run_dir, stage.columns, cfg.batch_rows)):
+        got = stage.function(batch, spec)
+        for table in stage.tables:
+            write_atomic(parts_dir(run_dir, table) / part_name(key), got[table])
+        keys.append(key)
+        if progress:
+            progress(batch.num_rows)
+    counts = {table: merge_parts(run_dir, table, keys) for table in stage.tables}
+    for table in stage.tables:
+        shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
+    try:
+        (run_dir / ".parts").rmdir()
+    except OSError:  # other stages' parts still there, or never made
+        pass
+    return counts
+
+
+def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> int:
+    """Write ``renders.parquet`` for every exchange of the run (:func:`run_stage` of
+    :func:`render_batch`); returns the number of rows.
+
+    ``progress`` is called with the number of exchanges done since the last call. Raises
+    :class:`replay.tools.UnknownSerializerError` / :class:`replay.plugins.PluginError` /
+    :class:`replay.sides.SideError` for a bad serializer spec or side, before any row is written.
+    """
+    return run_stage(run_dir, RENDER, cfg, progress)["renders"]
+
+
+def run_stream(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None) -> tuple[int, int]:
+    """Write ``streams.parquet`` and ``calls.parquet`` (:func:`run_stage` of :func:`stream_batch`);
+    returns their row counts. ``progress`` as for :func:`run_render`."""
+    counts = run_stage(run_dir, STREAM, cfg, progress)
+    return counts["streams"], counts["calls"]
 
 
 def _named(option: str, spec: str, resolve: Any) -> None:

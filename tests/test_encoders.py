@@ -347,7 +347,7 @@ def test_cli_date_default_is_pinned_and_recorded(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "a" / "run.json").read_text())["options"]["date"] == "2026-01-01"
     assert json.loads((tmp_path / "c" / "run.json").read_text())["options"]["date"] == "2025-03-04"
     bad = runner.invoke(app, ["audit", str(cap), "--out", str(tmp_path / "d"), "--date", "01/02/2026", "-q"])
-    assert bad.exit_code == 1 and "YYYY-MM-DD" in bad.output
+    assert bad.exit_code == 2 and "YYYY-MM-DD" in bad.output
 
 
 # ------------------------------------------------------------------------------------ end to end

@@ -106,16 +106,13 @@ def test_arguments_that_utf8_cannot_hold_are_written_not_lost(tmp_path):
     import pyarrow.parquet as pq
 
     from replay import tables
-    from replay.pipeline import _BatchWriter
+    from replay.pipeline import rows_table, write_atomic
 
     text = '<tool_call>{"name": "f", "arguments": {"a": "\\ud800"}}</tool_call>'
     cfg = AuditConfig(chunkings=("whole",))
     streams, calls = stream_exchange(exchange(server_output_text=text), cfg, ParserResolver(cfg))
     assert all(c["arguments_json_ok"] for c in calls) and len(calls) == 5  # reference; old, new x (parse, whole)
-    w = _BatchWriter(tmp_path / "calls.parquet", tables.CALLS, 10)
-    for c in calls:
-        w.add(c)
-    w.close()
+    write_atomic(tmp_path / "calls.parquet", rows_table(calls, tables.CALLS))
     got = pq.read_table(tmp_path / "calls.parquet").column("arguments").to_pylist()
     assert got == ['{"a": "\\ud800"}'] * 5  # the JSON escape, as six ASCII characters
 

@@ -166,7 +166,7 @@ def test_capture_format_forced(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown format"):
         ingest(src, tmp_path / "c", capture_format="nope")
     r = CliRunner().invoke(app, ["ingest", str(src), "--out", str(tmp_path / "d"), "--capture-format", "nope", "-q"])
-    assert r.exit_code == 1 and "--capture-format nope" in r.output
+    assert r.exit_code == 2 and "--capture-format': unknown format 'nope'" in r.output
 
 
 def test_discovery_finds_new_kinds_and_not_sidecars(tmp_path: Path) -> None:
@@ -418,7 +418,7 @@ def test_audit_with_capture_format(tmp_path: Path) -> None:
     meta = json.loads((out / "run.json").read_text())
     assert meta["options"]["capture_format"] == "sse" and meta["ingest"]["formats"] == {"sse": 1}
     bad = CliRunner().invoke(app, ["audit", str(src), "--out", str(tmp_path / "x"), "--capture-format", "har2", "-q"])
-    assert bad.exit_code == 1 and "unknown format" in bad.output and not (tmp_path / "x").exists()
+    assert bad.exit_code == 2 and "unknown format" in bad.output and not (tmp_path / "x").exists()
 
 
 def test_pretty_printed_otel_export_is_read_whole(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ Both decode a value with the depth rule of :mod:`replay.parsers._jsonscan`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, decode_at, loads_or_too_deep, skip_ws
@@ -32,6 +33,26 @@ def object_arguments(obj: Any) -> str | None:
     """The arguments text of a block whose value must be the arguments object:
     ``json.dumps(obj, ensure_ascii=False)`` when ``obj`` is a dict, else None (no call)."""
     return json.dumps(obj, ensure_ascii=False) if isinstance(obj, dict) else None
+
+
+def arguments_text(args: Any) -> str | None:
+    """The arguments JSON text of a JSON call's ``"arguments"`` value, or None when it makes no
+    call: a dict -> ``json.dumps(args, ensure_ascii=False)``; a string (the model serialized the
+    arguments itself, as Granite 4 does) -> the object it holds when it is the JSON text of an
+    object (vLLM ``Hermes2ProToolParser`` passes those through single-encoded), else the string's
+    own JSON text (a string value is still a call: vLLM reports it, and the client receives valid
+    JSON); anything else -> None."""
+    if isinstance(args, dict):
+        return json.dumps(args, ensure_ascii=False)
+    if isinstance(args, str):
+        try:
+            inner = loads_or_too_deep(args)
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict):
+            return json.dumps(inner, ensure_ascii=False)
+        return json.dumps(args, ensure_ascii=False)
+    return None
 
 
 def _ends(end_markers: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -72,7 +93,12 @@ def _end_at(text: str, ends: tuple[str, ...], pos: int, consume: bool) -> int:
 
 
 def read_json_block(
-    text: str, body_start: int, end_markers: str | tuple[str, ...], *, consume: bool = True
+    text: str,
+    body_start: int,
+    end_markers: str | tuple[str, ...],
+    *,
+    consume: bool = True,
+    trailing: Callable[[str], bool] | None = None,
 ) -> tuple[int, Any]:
     """Decide the block whose body starts at ``body_start`` in a whole ``text``: ``(end, value)``.
 
@@ -81,6 +107,11 @@ def read_json_block(
     is nested too deeply) and ``end`` is after the marker (at it when not ``consume``), or the end
     of the text; otherwise ``value`` is :data:`NO_VALUE` and ``end`` is after (at) the first end
     marker after the value, after its start when it does not decode, or the end of the text.
+
+    ``trailing(raw JSON text)``: when given and true for a value followed by other text (not ws
+    then an end marker), the block ends just after the value (``end`` = its end, ``value`` the
+    value) and that text is the caller's (content): Mistral's ``[TOOL_CALLS] [...]`` call list
+    followed by prose.
     """
     ends = _ends(end_markers)
     j = skip_ws(text, body_start)
@@ -94,6 +125,8 @@ def read_json_block(
     for e in ends:
         if text.startswith(e, m):
             return (m + len(e) if consume else m), value
+    if trailing is not None and trailing(text[j:k]):
+        return k, value
     return _end_at(text, ends, k, consume), NO_VALUE
 
 
@@ -116,12 +149,23 @@ class JsonBlock:
       ``span`` None and ``end`` at/after the first end marker after the value (after the value's
       start when it does not decode), or ``len(buf)`` at ``final`` when there is none.
 
+    ``trailing``: as in :func:`read_json_block` (a value followed by other text ends the block
+    just after the value when ``trailing(raw JSON text)`` is true).
+
     While undecided it keeps its scan state, so the JSON is scanned once, incrementally, and the
     end markers are searched for only in new text. Once it has decided it must not be called again.
     """
 
-    def __init__(self, end_markers: str | tuple[str, ...], body_start: int, *, consume: bool = True) -> None:
+    def __init__(
+        self,
+        end_markers: str | tuple[str, ...],
+        body_start: int,
+        *,
+        consume: bool = True,
+        trailing: Callable[[str], bool] | None = None,
+    ) -> None:
         self.ends = _ends(end_markers)
+        self._trailing = trailing
         self._consume = consume
         self._longest = max(len(e) for e in self.ends)
         self._phase = "pre"
@@ -164,6 +208,8 @@ class JsonBlock:
                 return Decided(len(buf), (self._j, self._k)) if final else None
             if not final and any(e.startswith(buf[m:]) for e in self.ends):
                 return None
+            if self._trailing is not None and self._trailing(buf[self._j : self._k]):
+                return Decided(self._k, (self._j, self._k))
             self._seek = self._k
             self._phase = "seek"
         e, mark = first_marker(buf, self.ends, self._seek)

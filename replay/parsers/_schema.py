@@ -8,15 +8,29 @@ what vLLM's and SGLang's parsers for those families do (``_convert_param_value``
 relatives), written once for all of them:
 
 - the declared type is read from ``parameters.properties[name].type`` of the called tool (the
-  first entry when it is a list of types; ``anyOf``/``oneOf`` take their first branch's type);
-- ``string`` (or any type that is not one of those below): the text as is;
-- ``integer``: ``int(text)`` when the stripped text is an integer literal, else the text;
-- ``number``: an integer literal stays an int, else ``float(text)`` when finite, else the text;
-- ``boolean``: ``true``/``false`` (any case) become booleans, else the text;
-- ``null``: ``null``/``none`` (any case) become None, else the text;
-- ``object`` / ``array``: ``json.loads(text)`` when it gives that JSON kind, else the text;
+  first non-``null`` entry when it is a list of types; ``anyOf``/``oneOf`` take their first
+  branch's type), stripped and lower-cased;
+- the text ``null`` (any case, surrounding whitespace ignored) is None *whatever the declared
+  type* (vLLM and SGLang test for it before looking at the type; so does TensorRT-LLM), so a None
+  that an encoder wrote as ``null`` round-trips;
+- ``string``, ``str``, ``text``, ``varchar``, ``char``, ``enum``: the text as is;
+- a type name starting with ``int``, ``uint``, ``long``, ``short`` or ``unsigned`` (``integer``,
+  ``int64``, ``uint32`` ...): ``int(text)`` when the stripped text is an integer literal, else the
+  text;
+- starting with ``num`` or ``float`` (``number``, ``float``, ``numeric`` ...): an integer literal
+  stays an int, else ``float(text)`` when finite, else the text;
+- starting with ``bool``, or ``binary``: ``true``/``false`` (any case) become booleans, else the
+  text (vLLM turns any other text into ``False``; keeping the model's text lets the audit show it);
+- ``null``: ``none`` (any case) is None too, else the text;
+- any other declared type (``object``, ``array``, ``dict``, ``list``, ``any``, an unknown name):
+  ``json.loads(text)`` when the stripped text is a JSON value, else ``ast.literal_eval`` of it when
+  it is a Python literal whose value is JSON-shaped (tuples become arrays; sets, bytes, complex
+  numbers, non-string keys and non-finite floats are not), else the text (the vLLM/SGLang order);
 - an undeclared parameter (or tool, or no tools given): ``json.loads(text)`` when the stripped
-  text is a JSON value (``NaN``/``Infinity`` are not), else the text (vLLM's fallback).
+  text is a JSON value (``NaN``/``Infinity`` are not), else the text.
+
+The whole-text parse and the streaming parser of every family that types by schema call
+:func:`convert_value` on the same raw text, so the two paths type alike by construction.
 
 Where the text is decoded as JSON (undeclared, ``object``, ``array``) and it is one JSON value
 nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH`, the result is
@@ -26,12 +40,13 @@ nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH`, the result is
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
 from typing import Any
 
-from replay.parsers._jsonscan import TOO_DEEP, decode_at, skip_ws
+from replay.parsers._jsonscan import MAX_DEPTH, TOO_DEEP, decode_at, skip_ws
 
 _INT = re.compile(r"[-+]?\d+\Z")
 
@@ -86,21 +101,79 @@ def _type_of(schema: Any) -> str | None:
     return t if isinstance(t, str) else None
 
 
+_STRING_TYPES = frozenset(("string", "str", "text", "varchar", "char", "enum"))
+_INT_PREFIXES = ("int", "uint", "long", "short", "unsigned")
+_NUM_PREFIXES = ("num", "float")
+
+
+def _kind(declared: str) -> str:
+    """The conversion a declared type name selects: ``string``, ``integer``, ``number``,
+    ``boolean``, ``null`` or ``other`` (the prefix rules of the module docstring)."""
+    t = declared.strip().lower()
+    if t in _STRING_TYPES:
+        return "string"
+    if t.startswith(_INT_PREFIXES):
+        return "integer"
+    if t.startswith(_NUM_PREFIXES):
+        return "number"
+    if t.startswith("bool") or t == "binary":
+        return "boolean"
+    if t == "null":
+        return "null"
+    return "other"
+
+
+def _json_shaped(value: Any, depth: int = 0) -> Any:
+    """``value`` (from ``ast.literal_eval``) as a JSON value: tuples become lists; raises
+    ValueError for anything with no JSON form (sets, bytes, complex, non-string keys, NaN/inf);
+    :data:`~replay.parsers._jsonscan.TOO_DEEP` past the depth limit."""
+    if depth > MAX_DEPTH:
+        return TOO_DEEP
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("non-finite float")
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [_json_shaped(v, depth + 1) for v in value]
+        return TOO_DEEP if any(v is TOO_DEEP for v in items) else items
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise ValueError("non-string key")
+        out = {k: _json_shaped(v, depth + 1) for k, v in value.items()}
+        return TOO_DEEP if any(v is TOO_DEEP for v in out.values()) else out
+    raise ValueError(f"{type(value).__name__} has no JSON form")
+
+
+def _literal(s: str) -> Any:
+    """The JSON form of the Python literal ``s``; raises ValueError when it is none."""
+    try:
+        value = ast.literal_eval(s)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
+        raise ValueError(str(e)) from None
+    return _json_shaped(value)
+
+
 def convert_value(text: str, declared: str | None) -> Any:
-    """The JSON value for a parameter's raw ``text`` given its ``declared`` type (None when
-    undeclared), under the module's rule; :data:`~replay.parsers._jsonscan.TOO_DEEP` when it is
-    decoded as JSON and nested too deeply."""
+    """The JSON value for a parameter's raw ``text`` given its ``declared`` type name (None when
+    undeclared), under the module's rule (vLLM/SGLang ``_convert_param_value``);
+    :data:`~replay.parsers._jsonscan.TOO_DEEP` when it is decoded as JSON or a literal nested too
+    deeply. Never raises."""
     s = text.strip()
+    if s.lower() == "null":
+        return None
     if declared is None:
         try:
             return _loads(s)
         except ValueError:
             return text
-    if declared == "string":
+    kind = _kind(declared)
+    if kind == "string":
         return text
-    if declared == "integer":
+    if kind == "integer":
         return int(s) if _INT.match(s) else text
-    if declared == "number":
+    if kind == "number":
         if _INT.match(s):
             return int(s)
         try:
@@ -108,17 +181,13 @@ def convert_value(text: str, declared: str | None) -> Any:
         except ValueError:
             return text
         return value if math.isfinite(value) else text
-    if declared == "boolean":
+    if kind == "boolean":
         return {"true": True, "false": False}.get(s.lower(), text)
-    if declared == "null":
-        return None if s.lower() in ("null", "none") else text
-    if declared in ("object", "array"):
+    if kind == "null":
+        return None if s.lower() == "none" else text
+    for decode in (_loads, _literal):
         try:
-            value = _loads(s)
+            return decode(s)
         except ValueError:
-            return text
-        if value is TOO_DEEP:
-            return value
-        ok = isinstance(value, dict) if declared == "object" else isinstance(value, list)
-        return value if ok else text
+            continue
     return text

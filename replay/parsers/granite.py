@@ -62,7 +62,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._block import JsonBlock, read_json_block
+from replay.parsers._block import JsonBlock, arguments_text, read_json_block
 from replay.parsers._family import StreamParser, parse_blocks
 from replay.parsers._markers import find_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
@@ -77,16 +77,18 @@ RESPONSE = ("<response>", "</response>")
 
 def calls_from_value(obj: Any) -> list[tuple[str, str]] | None:
     """``[(name, arguments JSON text)]`` when ``obj`` is a non-empty list of Granite call objects
-    (dicts with a ``str`` ``name`` and a dict ``arguments``), else None."""
+    (dicts with a ``str`` ``name`` and an object or string ``arguments``, read by
+    :func:`replay.parsers._block.arguments_text`), else None."""
     if not isinstance(obj, list) or not obj:
         return None
     out: list[tuple[str, str]] = []
     for item in obj:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             return None
-        if not isinstance(item.get("arguments"), dict):
+        args = arguments_text(item.get("arguments"))
+        if args is None:
             return None
-        out.append((item["name"], json.dumps(item["arguments"], ensure_ascii=False)))
+        out.append((item["name"], args))
     return out
 
 

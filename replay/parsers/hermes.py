@@ -11,9 +11,12 @@ parser; the tests check that they agree under every chunking):
 * The JSON after ``<tool_call>`` is read string-aware, as ``json.JSONDecoder().raw_decode`` reads
   it (SGLang's newer detector), so a ``</tool_call>`` inside an argument string does not end the
   call (the regex parsers of vLLM and SGLang's ``Qwen25Detector`` cut it there).
-* A block is a tool call when its JSON is an object with a string ``name`` and an object
-  ``arguments`` (else ``parameters``), and only whitespace follows it up to ``</tool_call>``.
-  The call's arguments are ``json.dumps(arguments, ensure_ascii=False)``. A value nested deeper
+* A block is a tool call when its JSON is an object with a string ``name`` and an object or a
+  string ``arguments`` (else ``parameters``), and only whitespace follows it up to
+  ``</tool_call>``. The call's arguments are ``json.dumps(arguments, ensure_ascii=False)``; a
+  string ``arguments`` (the model serialized them: Granite 4 does) is the object it holds when
+  it is an object's JSON text (vLLM decodes it), else the string's own JSON text (vLLM reports
+  such a call; replay once made the whole block content, losing the call). A value nested deeper
   than :data:`~replay.parsers._jsonscan.MAX_DEPTH` is not a call (its extent is still found).
 * A block that is not a call is content, verbatim, markers included, and parsing goes on after
   it. Its extent: when its JSON decodes, up to the first ``</tool_call>`` after the JSON value;
@@ -37,10 +40,9 @@ the name once, complete, and the arguments as exactly the whole-text parse's str
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
-from replay.parsers._block import JsonBlock, read_json_block
+from replay.parsers._block import JsonBlock, arguments_text, read_json_block
 from replay.parsers._family import StreamParser, parse_blocks
 from replay.parsers._markers import find_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
@@ -53,16 +55,18 @@ END = "</tool_call>"
 def call_from_object(obj: Any) -> tuple[str, str] | None:
     """``(name, arguments JSON text)`` when ``obj`` is a valid Hermes call object, else None.
 
-    Valid: a dict with a ``str`` ``name`` and a dict ``arguments`` (or, when ``arguments`` is
-    absent, a dict ``parameters``). Arguments are dumped with ``json.dumps(ensure_ascii=False)``.
+    Valid: a dict with a ``str`` ``name`` and ``arguments`` (or, when ``arguments`` is absent,
+    ``parameters``) that is an object or a string; the arguments text is
+    :func:`replay.parsers._block.arguments_text` (a string holding a JSON object is that object,
+    any other string its own JSON text: a call either way, as vLLM reports it).
     """
     if not isinstance(obj, dict):
         return None
     name = obj.get("name")
-    args = obj["arguments"] if "arguments" in obj else obj.get("parameters")
-    if not isinstance(name, str) or not isinstance(args, dict):
+    args = arguments_text(obj["arguments"] if "arguments" in obj else obj.get("parameters"))
+    if not isinstance(name, str) or args is None:
         return None
-    return name, json.dumps(args, ensure_ascii=False)
+    return name, args
 
 
 def _read_block(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | None]:

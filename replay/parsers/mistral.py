@@ -47,9 +47,12 @@ parser; the tests check that they agree under every chunking):
    ``[TOOL_CALLS]`` inside an argument string does not end the span. The block is a call when the
    value is followed only by whitespace up to the next ``[TOOL_CALLS]`` or the end (mistral-common's
    strict rule; vLLM passes trailing text through as broken arguments, SGLang makes it content)
-   and: v11 form: the value is an object and the name is non-empty; array form: the value is a
+   -- except that an array-form **call list followed by other text** is the calls followed by
+   content (that text, from just after the ``]``, whitespace included: vLLM and SGLang both report
+   the calls; vLLM streams the text as content) -- and: v11 form: the value is an object and the name is non-empty; array form: the value is a
    non-empty list of objects each with a string ``name`` and an object ``arguments`` (absent ->
-   ``{}``, as vLLM; ``id`` and other keys ignored). Arguments are
+   ``{}``, as vLLM; a string holding an object's JSON is that object, any other string its own
+   JSON text, :func:`replay.parsers._block.arguments_text`; ``id`` and other keys ignored). Arguments are
    ``json.dumps(obj, ensure_ascii=False)``. A value nested deeper than
    :data:`~replay.parsers._jsonscan.MAX_DEPTH` is never a call (its extent is still found).
 5. A block that is not a call is content, verbatim, ``[TOOL_CALLS]`` included. Its extent: up to
@@ -73,9 +76,9 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._block import JsonBlock, read_json_block
+from replay.parsers._block import JsonBlock, arguments_text, read_json_block
 from replay.parsers._family import StreamParser, parse_blocks
-from replay.parsers._jsonscan import skip_ws
+from replay.parsers._jsonscan import loads_or_too_deep, skip_ws
 from replay.parsers._markers import find_marker, first_marker
 from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
 from replay.parsers.base import ParseResult, StreamDelta, ToolCall
@@ -107,11 +110,20 @@ def calls_from_value(form: str, name: str, obj: Any) -> list[tuple[str, str]] | 
     for item in obj:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             return None
-        args = item.get("arguments", {})
-        if not isinstance(args, dict):
+        args = arguments_text(item.get("arguments", {}))
+        if args is None:
             return None
-        out.append((item["name"], json.dumps(args, ensure_ascii=False)))
+        out.append((item["name"], args))
     return out
+
+
+def _list_then_text(raw: str) -> bool:
+    """A call list followed by other text ends at its ``]`` (the rest is content): true when
+    ``raw`` (the JSON text after ``[TOOL_CALLS]``) is a valid array-form call list."""
+    return calls_from_value("array", "", loads_or_too_deep(raw)) is not None
+
+
+_LIST_THEN_TEXT = _list_then_text
 
 
 def _read_block(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | None]:
@@ -133,7 +145,7 @@ def _read_block(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | Non
         if delim == TOOL_CALLS:
             return d, None
         json_at = d + len(ARGS) if delim == ARGS else d
-    end, obj = read_json_block(text, json_at, TOOL_CALLS, consume=False)
+    end, obj = read_json_block(text, json_at, TOOL_CALLS, consume=False, trailing=_LIST_THEN_TEXT if form == "array" else None)
     found = calls_from_value(form, name, obj)
     return end, None if found is None else [ToolCall(nm, args) for nm, args in found]
 
@@ -209,7 +221,8 @@ class MistralParser(StreamParser):
                     break
                 self._name = ""
                 if buf[j] == "[":
-                    self._form, self._body, self._phase = "array", JsonBlock(TOOL_CALLS, j, consume=False), "body"
+                    self._form, self._phase = "array", "body"
+                    self._body = JsonBlock(TOOL_CALLS, j, consume=False, trailing=_LIST_THEN_TEXT)
                 else:
                     self._form, self._phase, self._start, self._pos = "v11", "name", j, j
             if self._phase in ("name", "id"):
