@@ -1,8 +1,9 @@
 -- verdict_pairs (view): old and new judged against the reference, per exchange, check and chunking
 -- One row per (exchange, check, chunking) where the check applies to both sides:
 --   render checks (chunking `render`, from `renders`; judged where the reference rendered):
---     null-leak          the side's serialized tools carry a null the client never sent
---                        (judged where both sides rendered)
+--     null-leak          the side's prompt carries a null the client never sent: its serialized
+--                        tools have one and the prompt without the leaked keys would differ
+--                        (renders.leak_in_prompt; judged where both sides rendered)
 --     prompt-divergence  the side's prompt differs from the reference's (SHA-256; both rendered)
 --     render-failure     the side could not serialize or render the request
 --   stream checks (per chunking of `streams`, `parse` being the whole-text parse; judged where
@@ -43,11 +44,11 @@ render_judged AS (
                WHEN 'prompt-divergence' THEN r.error IS NULL AND ref.prompt_sha256 IS NOT NULL
                ELSE true END AS applies,
            CASE k.check_name
-               WHEN 'null-leak' THEN len(r.leaked_nulls) > 0
+               WHEN 'null-leak' THEN coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0)
                WHEN 'prompt-divergence' THEN r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256
                ELSE r.error IS NOT NULL END AS wrong,
            CASE k.check_name
-               WHEN 'null-leak' THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR
+               WHEN 'null-leak' THEN CASE WHEN coalesce(r.leak_in_prompt, true) THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR END
                WHEN 'prompt-divergence' THEN r.prompt_sha256
                ELSE r.error END AS outcome
     FROM renders r

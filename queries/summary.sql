@@ -3,7 +3,9 @@
 --   exchanges, ingest_errors       the run's totals (the same on every row)
 --   tool_schemas                   tool declarations in the requests
 --   schemas_with_leaked_null       serialized tool schemas with a null the client never sent
---   prompts_with_leaked_null       rendered prompts carrying at least one such null
+--   prompts_with_leaked_null       rendered prompts a leaked null reaches: the prompt rendered without
+--                                  the leaked keys would differ (renders.leak_in_prompt; a template that
+--                                  renders no tools carries none)
 --   prompts_diverged_from_reference  prompts whose SHA-256 differs from the reference side's
 --                                  (served: the logged server prompt, when the renderer is a chat template
 --                                  or a reference encoder is set); by token ids when both sides have them
@@ -30,7 +32,7 @@ ref AS (SELECT * FROM renders WHERE side = 'reference' AND error IS NULL),
 render_counts AS (
     SELECT r.side,
            sum(r.schemas_with_leaked_null) FILTER (WHERE r.error IS NULL) AS schemas_with_leaked_null,
-           count(*) FILTER (WHERE r.error IS NULL AND len(r.leaked_nulls) > 0) AS prompts_with_leaked_null,
+           count(*) FILTER (WHERE r.error IS NULL AND coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0)) AS prompts_with_leaked_null,
            count(*) FILTER (WHERE r.error IS NULL AND ref.prompt_sha256 IS NOT NULL
                             AND CASE WHEN r.prompt_ids_sha256 IS NOT NULL AND ref.prompt_ids_sha256 IS NOT NULL
                                      THEN r.prompt_ids_sha256 <> ref.prompt_ids_sha256

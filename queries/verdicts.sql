@@ -10,6 +10,9 @@
 --                the fidelity query): counted here only
 --   wrong        served rows only: exchanges whose served side has the fault (same-ok: it has not)
 --   exchanges    exchanges the check was judged on = the sum of the columns before it
+--   not-judged   exchanges the check could not judge (not in `exchanges`): render checks where the
+--                reference side failed to render (view render_not_judged; the reasons: `replay query
+--                render_failures`); null on the served rows
 -- streaming-fault (a side's stream differs from its own whole-text parse) and semantic-diff (its
 -- whole-text parse differs from the reference's) tell a streaming fault from a semantic difference.
 -- Served checks: client-error (the client SDK raised on the stream), name-repeat, call-id,
@@ -33,7 +36,8 @@ side_rows AS (
         count(v.verdict) FILTER (WHERE v.verdict = 'changed-wrong') AS "changed-wrong",
         count(v.verdict) FILTER (WHERE v.verdict = 'unreliable') AS unreliable,
         NULL::BIGINT AS wrong,
-        count(v.verdict) AS exchanges
+        count(v.verdict) AS exchanges,
+        (SELECT count(*) FROM render_not_judged n WHERE n."check" = k.check_name) AS "not-judged"
     FROM checks k
     LEFT JOIN verdicts_by_exchange v ON v."check" = k.check_name
     GROUP BY k.check_name, k.ord
@@ -68,11 +72,12 @@ served_rows AS (
         count(*) FILTER (WHERE j.applies AND NOT j.wrong) AS "same-ok",
         NULL::BIGINT AS "still-wrong", NULL::BIGINT AS "changed-wrong", NULL::BIGINT AS unreliable,
         count(*) FILTER (WHERE j.applies AND j.wrong) AS wrong,
-        count(*) FILTER (WHERE j.applies) AS exchanges
+        count(*) FILTER (WHERE j.applies) AS exchanges,
+        NULL::BIGINT AS "not-judged"
     FROM served_checks k
     LEFT JOIN served_judged j ON j.check_name = k.check_name
     GROUP BY k.check_name, k.ord
 )
-SELECT "check", "fixed", "improved", "broken", "same-ok", "still-wrong", "changed-wrong", unreliable, wrong, exchanges
+SELECT "check", "fixed", "improved", "broken", "same-ok", "still-wrong", "changed-wrong", unreliable, wrong, exchanges, "not-judged"
 FROM (SELECT * FROM side_rows UNION ALL SELECT * FROM served_rows)
 ORDER BY ord

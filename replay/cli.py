@@ -143,9 +143,32 @@ OldSer = Annotated[str, typer.Option(help="Tool serializer of the old side: buil
 NewSer = Annotated[str, typer.Option(help="Tool serializer of the new side.")]
 RefSer = Annotated[str, typer.Option(help="Tool serializer of the reference side.")]
 TemplateOpt = Annotated[
-    Optional[Path], typer.Option("--chat-template", help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer.")
+    Optional[list[str]],
+    typer.Option(
+        "--chat-template",
+        help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer. "
+        "Repeatable as 'PATTERN=FILE' (e.g. 'Qwen/Qwen3*=qwen3.jinja'): the served model name picks the template; "
+        "an exchange no pattern matches is rendered with the plain --chat-template, else with json-tools.",
+    ),
 ]
 TokenizerOpt = Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder holding one) for token counts and the `token` chunking.")]
+RenderTokenizerOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--tokenizer",
+        help="tokenizer.json (or a folder holding one) for token counts, the `token` chunking and the templates' special tokens "
+        "(bos_token, eos_token from its tokenizer_config.json). Repeatable as 'PATTERN=FILE' for the --chat-template of that pattern.",
+    ),
+]
+PreparerHelp = "Request preparer of the {side} side: what a server does to a request before the chat template: vllm (default), sglang, trtllm, as-sent, or module:attr / file.py:attr."
+OldPreparer = Annotated[Optional[str], typer.Option("--old-preparer", help=PreparerHelp.format(side="old"))]
+NewPreparer = Annotated[Optional[str], typer.Option("--new-preparer", help=PreparerHelp.format(side="new"))]
+RefPreparer = Annotated[Optional[str], typer.Option("--reference-preparer", help=PreparerHelp.format(side="reference"))]
+OldTemplate = Annotated[Optional[Path], typer.Option("--old-chat-template", help="Chat template of the old side (default: --chat-template), e.g. `git show main:tmpl.jinja > old.jinja`.")]
+NewTemplate = Annotated[Optional[Path], typer.Option("--new-chat-template", help="Chat template of the new side (default: --chat-template).")]
+RefTemplate = Annotated[Optional[Path], typer.Option("--reference-chat-template", help="Chat template of the reference side (default: --chat-template; --reference-encoder is the other choice).")]
+OldRendererOpt = Annotated[Optional[str], typer.Option("--old-renderer", help="Renderer of the old side (json-tools, harmony, mistral-common[:VERSION], path/encoding.py:function); default: --renderer.")]
+NewRendererOpt = Annotated[Optional[str], typer.Option("--new-renderer", help="Renderer of the new side; default: --renderer.")]
 RefEncoderOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -266,8 +289,8 @@ def _config(
     old_serializer: str,
     new_serializer: str,
     reference_serializer: str,
-    chat_template: Optional[Path],
-    tokenizer: Optional[Path],
+    chat_template: Optional[list[str]],
+    tokenizer: Any,
     parser: Optional[str],
     old_parser: Optional[str],
     new_parser: Optional[str],
@@ -281,22 +304,46 @@ def _config(
     reference_encoder: Optional[str] = None,
     renderer_spec: Optional[str] = None,
     date: Optional[str] = None,
+    side_render: Optional[dict[str, Any]] = None,
 ) -> Any:
     """The run's :class:`replay.pipeline.AuditConfig`, built by the library from a
     :class:`replay.runspec.RunSpec` of these options; fails (exit 1) with the library's message,
-    which names the option."""
+    which names the option. ``chat_template`` / ``tokenizer``: the repeatable options' values
+    (``FILE`` or ``PATTERN=FILE``; ``replay stream`` passes one tokenizer path);
+    ``side_render``: the per-side render options (``old_chat_template``, ``new_renderer``,
+    ``old_preparer`` ...)."""
+    from replay.render.options import split_route
     from replay.runspec import RunSpec, build_config
     from replay.sides import split_pythonpath
 
+    side_render = dict(side_render or {})
+    templates = [str(chat_template)] if isinstance(chat_template, (str, Path)) else list(chat_template or [])
+    tokenizers = [str(tokenizer)] if isinstance(tokenizer, (str, Path)) else list(tokenizer or [])
+    plain_t = [v for v in templates if split_route(v)[0] is None]
+    plain_k = [v for v in tokenizers if split_route(v)[0] is None]
+    if len(plain_t) > 1:
+        _fail(f"--chat-template {plain_t[1]}: a second plain --chat-template (give per-model ones as 'PATTERN=FILE')")
+    if len(plain_k) > 1:
+        _fail(f"--tokenizer {plain_k[1]}: a second plain --tokenizer (give per-model ones as 'PATTERN=FILE')")
     chunks = tuple(c.strip() for c in chunkings.split(",")) if chunkings is not None else None  # _chunkings_value checked them
-    if chunks is not None and "token" in chunks and tokenizer is None:
+    if chunks is not None and "token" in chunks and not plain_k:
         _fail("Invalid value for '--chunkings': the token chunking needs --tokenizer (a tokenizer.json or a folder holding one)", 2)
     spec = RunSpec(
         old_serializer=old_serializer,
         new_serializer=new_serializer,
         reference_serializer=reference_serializer,
-        chat_template=str(chat_template) if chat_template is not None else None,
-        tokenizer=str(tokenizer) if tokenizer is not None else None,
+        chat_template=plain_t[0] if plain_t else None,
+        tokenizer=plain_k[0] if plain_k else None,
+        chat_template_routes=tuple(v for v in templates if split_route(v)[0] is not None),
+        tokenizer_routes=tuple(v for v in tokenizers if split_route(v)[0] is not None),
+        old_chat_template=_str(side_render.get("old_chat_template")),
+        new_chat_template=_str(side_render.get("new_chat_template")),
+        reference_chat_template=_str(side_render.get("reference_chat_template")),
+        old_renderer=side_render.get("old_renderer"),
+        new_renderer=side_render.get("new_renderer"),
+        old_preparer=side_render.get("old_preparer"),
+        new_preparer=side_render.get("new_preparer"),
+        reference_preparer=side_render.get("reference_preparer"),
         renderer=renderer_spec,
         reference_encoder=reference_encoder,
         date=date,
@@ -317,6 +364,10 @@ def _config(
         _fail(str(exc))
     cfg.options.update(old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath)  # as given
     return cfg
+
+
+def _str(value: Any) -> Optional[str]:
+    return None if value is None else str(value)
 
 
 class _DoneColumn(ProgressColumn):
@@ -380,9 +431,17 @@ def audit(
     new_serializer: NewSer = "client-fields",
     reference_serializer: RefSer = "as-sent",
     chat_template: TemplateOpt = None,
-    tokenizer: TokenizerOpt = None,
+    tokenizer: RenderTokenizerOpt = None,
     reference_encoder: RefEncoderOpt = None,
     renderer: RendererOpt = None,
+    old_chat_template: OldTemplate = None,
+    new_chat_template: NewTemplate = None,
+    reference_chat_template: RefTemplate = None,
+    old_renderer: OldRendererOpt = None,
+    new_renderer: NewRendererOpt = None,
+    old_preparer: OldPreparer = None,
+    new_preparer: NewPreparer = None,
+    reference_preparer: RefPreparer = None,
     date: DateOpt = None,
     parser: ParserOpt = None,
     old_parser: OldParser = None,
@@ -414,6 +473,8 @@ def audit(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+        side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
+                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
     )
     if redact and exemplar_text:
         _fail("--redact (hash message text at ingest) and --exemplar-text (show it in the exemplars) contradict each other", 2)
@@ -520,7 +581,9 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
 
 _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
 _STAGE_KEYS = {
-    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date", *_SIDE_KEYS},
+    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date",
+               "chat_template_routes", "tokenizer_routes", "old_renderer", "new_renderer", "reference_chat_template", "special_tokens",
+               "old_preparer", "new_preparer", "reference_preparer", *_SIDE_KEYS},
     "re-stream": {"parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
 }
 
@@ -532,9 +595,17 @@ def render(
     new_serializer: NewSer = "client-fields",
     reference_serializer: RefSer = "as-sent",
     chat_template: TemplateOpt = None,
-    tokenizer: TokenizerOpt = None,
+    tokenizer: RenderTokenizerOpt = None,
     reference_encoder: RefEncoderOpt = None,
     renderer: RendererOpt = None,
+    old_chat_template: OldTemplate = None,
+    new_chat_template: NewTemplate = None,
+    reference_chat_template: RefTemplate = None,
+    old_renderer: OldRendererOpt = None,
+    new_renderer: NewRendererOpt = None,
+    old_preparer: OldPreparer = None,
+    new_preparer: NewPreparer = None,
+    reference_preparer: RefPreparer = None,
     date: DateOpt = None,
     old_python: OldPython = None,
     new_python: NewPython = None,
@@ -550,6 +621,8 @@ def render(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, None, None, None, None,
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+        side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
+                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
     )
     _stage_command("render", run, cfg, quiet)
 

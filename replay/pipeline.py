@@ -48,8 +48,8 @@ from replay.deadline import ReplayTimeout, deadline  # noqa: F401  (ReplayTimeou
 from replay.parsers import family_for_model, get_parser
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 from replay.plugin_check import check_parse_result
-from replay.render.base import RenderError, Renderer, count_tokens
-from replay.render.chat_template import request_messages
+from replay.prepare.base import openai_tools as _openai_tools
+from replay.render.base import RenderError, Renderer, count_tokens  # noqa: F401
 from replay.sides import BATCH, BATCH_CHARS, RemoteParser, SideError, WorkerError, open_sides, side_specs
 from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, json_key, new_parser, replay_stream, split
 from replay.tools import get_serializer, leaked_nulls
@@ -75,7 +75,12 @@ class AuditConfig:
     new_serializer: str = "client-fields"
     reference_serializer: str = "as-sent"
     renderer: Renderer | None = None
-    reference_renderer: Renderer | None = None  # --reference-encoder: renders the reference side
+    reference_renderer: Renderer | None = None  # --reference-encoder / --reference-chat-template: renders the reference side
+    old_renderer: Renderer | None = None  # --old-chat-template / --old-renderer (None: renderer)
+    new_renderer: Renderer | None = None  # --new-chat-template / --new-renderer (None: renderer)
+    old_preparer: str | None = None  # request preparers (replay.prepare; None: the default, vllm)
+    new_preparer: str | None = None
+    reference_preparer: str | None = None
     tokenizer: Any = None
     parser: str | None = None
     old_parser: str | None = None
@@ -96,29 +101,8 @@ class AuditConfig:
         return {"old": self.old_serializer, "new": self.new_serializer, "reference": self.reference_serializer}
 
 
-def openai_tools(route: str | None, tools: Any) -> list[dict[str, Any]] | None:
-    """The request's tool declarations in OpenAI Chat Completions form.
-
-    ``chat.completions``: as sent. ``responses``: a flat function tool ``{"type": "function",
-    "name", ...}`` is wrapped into ``{"type": "function", "function": {...}}``. ``messages``
-    (Anthropic): ``{name, description, input_schema}`` becomes ``function`` with ``parameters`` =
-    ``input_schema`` (what gateways such as LiteLLM do to serve them on an OpenAI-style server).
-    Keys the client wrote are kept, nothing is added. Returns None when there are no tools.
-    """
-    if not isinstance(tools, list) or not tools:
-        return None
-    out = []
-    for t in tools:
-        if route == "messages" and isinstance(t, dict) and "function" not in t and "name" in t:
-            fn = {k: v for k, v in t.items() if k not in ("input_schema", "type")}
-            if "input_schema" in t:
-                fn["parameters"] = t["input_schema"]
-            out.append({"type": "function", "function": fn})
-        elif route == "responses" and isinstance(t, dict) and t.get("type") == "function" and "function" not in t:
-            out.append({"type": "function", "function": {k: v for k, v in t.items() if k != "type"}})
-        else:
-            out.append(t)
-    return out
+#: The request's tool declarations in Chat Completions form (moved to :mod:`replay.prepare.base`).
+openai_tools = _openai_tools
 
 
 def _sha(text: str) -> str:
@@ -164,103 +148,16 @@ def count_exchanges(run_dir: Path) -> int:
 def render_exchange(
     ex: dict[str, Any], cfg: AuditConfig, serializers: dict[str, Callable], pre: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """The ``renders`` rows of one exchange: one per side (old, new, reference), plus ``served``
-    when the server logged its prompt and the renderer is a chat template (or a reference encoder
-    is set).
-
-    ``ex``: an exchanges row (needs ``exchange_id``, ``route``, ``request_json``, ``server_prompt``;
-    ``server_prompt_token_ids`` is used when present). ``serializers``: ``{side: callable}``.
-    ``pre``: ``{side: serialized tools | None | WorkerError}`` for the sides serialized out of
-    process. The reference side is rendered by ``cfg.reference_renderer`` when set (a reference
-    encoder), the others by ``cfg.renderer``. Token ids (:func:`_ids_plan`) are compared with the
-    reference's when both come from the reference's tokenizer. Never raises: a side's failure is
-    its row's ``error``.
+    """The ``renders`` rows of one exchange (:func:`replay.render.exchange.render_rows`: each
+    side's preparer, serializer and renderer; leaks judged on the prompt), with this run's
+    token-id comparison (:func:`_ids_plan`). ``pre``: ``{side: serialized tools | None |
+    WorkerError}`` for the sides serialized out of process. Never raises: a side's failure is its
+    row's ``error``.
     """
-    renderer = cfg.renderer
-    assert renderer is not None
-    xid = ex["exchange_id"]
-    ref_renderer = cfg.reference_renderer or renderer
-    renderers = {"old": renderer, "new": renderer, "reference": ref_renderer}
-    try:
-        request = orjson.loads(ex["request_json"])
-        messages = request_messages(ex.get("route"), request)
-        client_tools = openai_tools(ex.get("route"), request.get("tools"))
-    except Exception as exc:  # request unusable for every side
-        return [
-            {"exchange_id": xid, "renderer": renderers[side].name, "side": side, "serializer": cfg.serializer_specs()[side], "error": f"{type(exc).__name__}: {exc}"}
-            for side in SIDES
-        ]
-    id_tok, ref_vocab = _ids_plan(cfg)
-    done: dict[tuple[str, bytes], dict[str, Any]] = {}  # (renderer, serialized tools) -> prompt facts already rendered
-    ref_ids: list[int] | None = None
-    side_ids: dict[str, list[int]] = {}
-    rows = []
-    for side in SIDES:
-        side_renderer = renderers[side]
-        row: dict[str, Any] = {"exchange_id": xid, "renderer": side_renderer.name, "side": side, "serializer": cfg.serializer_specs()[side]}
-        row["n_tools"] = len(client_tools or ())
-        try:
-            if pre is not None and side in pre:
-                serialized = pre[side]
-                if isinstance(serialized, WorkerError):
-                    raise serialized
-            else:
-                serialized = [serializers[side](t) for t in client_tools] if client_tools else None
-            leaks = []
-            leaking_tools = 0
-            for i, (c, s) in enumerate(zip(client_tools or (), serialized or ())):
-                paths = leaked_nulls(c, s)
-                leaks.extend({"tool_index": i, "path": p} for p in paths)
-                leaking_tools += bool(paths)
-            row["leaked_nulls"] = leaks
-            row["schemas_with_leaked_null"] = leaking_tools
-            key = (side_renderer.name, orjson.dumps(serialized))
-            if key not in done:
-                prompt, ids = _render(side_renderer, messages, serialized, id_tok, ref_vocab)
-                done[key] = {
-                    "prompt_sha256": _sha(prompt),
-                    "prompt_chars": len(prompt),
-                    "prompt_tokens": _tokens(cfg, prompt, ids, side_renderer is ref_renderer),
-                    "prompt_ids_sha256": _ids_sha(ids) if id_tok is not None else None,
-                    "_ids": ids if id_tok is not None else None,
-                }
-            facts = dict(done[key])
-            ids = facts.pop("_ids")
-            row.update(facts)
-            if ids is not None:
-                side_ids[side] = ids
-                if side == "reference":
-                    ref_ids = ids
-        except Exception as exc:  # serializer (ToolDeclarationError, plugin bug) or RenderError
-            kind = "" if isinstance(exc, (RenderError, WorkerError)) else f"{type(exc).__name__}: "
-            row["error"] = f"{kind}{exc}"
-        rows.append(row)
-    prompt = ex.get("server_prompt")
-    if prompt is not None and (renderer.name.startswith("chat-template") or cfg.reference_renderer is not None):
-        ids = None
-        if id_tok is not None:
-            logged = ex.get("server_prompt_token_ids")
-            ids = list(logged) if logged is not None else id_tok.ids(prompt)
-            side_ids["served"] = ids
-        rows.append(
-            {
-                "exchange_id": xid,
-                "renderer": renderer.name,
-                "side": "served",
-                "serializer": None,
-                "n_tools": len(client_tools or ()),
-                "prompt_sha256": _sha(prompt),
-                "prompt_chars": len(prompt),
-                "prompt_tokens": len(ids) if ids is not None else count_tokens(cfg.tokenizer, prompt) if cfg.tokenizer is not None else None,
-                "prompt_ids_sha256": _ids_sha(ids),
-            }
-        )
-    if ref_ids is not None:
-        for row in rows:
-            ids = side_ids.get(row["side"])
-            if ids is not None:
-                row["tokens_differing"] = tokens_differing(ids, ref_ids)
-    return rows
+    from replay.render.exchange import render_rows
+
+    assert cfg.renderer is not None
+    return render_rows(ex, cfg, serializers, pre, ids_plan=_ids_plan(cfg), ids_sha=_ids_sha, tokens_differing=tokens_differing)
 
 
 def _ids_plan(cfg: AuditConfig) -> tuple[Any, str | None]:
@@ -275,26 +172,6 @@ def _ids_plan(cfg: AuditConfig) -> tuple[Any, str | None]:
     if tok is None or cfg.tokenizer is not None or not hasattr(ref, "render_ids"):
         return None, None
     return tok, getattr(ref, "vocab", None)
-
-
-def _render(renderer: Any, messages: list[dict[str, Any]], tools: Any, id_tok: Any, ref_vocab: str | None) -> tuple[str, list[int] | None]:
-    """``(prompt, ids)``: ids from the renderer when it gives ids of the compared vocabulary, else
-    from ``id_tok`` (None without one)."""
-    if hasattr(renderer, "render_ids"):
-        prompt, ids = renderer.render_ids(messages, tools)
-        if ids is not None and (id_tok is None or getattr(renderer, "vocab", None) == ref_vocab):
-            return prompt, ids
-    else:
-        prompt = renderer.render(messages, tools)
-    return prompt, id_tok.ids(prompt) if id_tok is not None else None
-
-
-def _tokens(cfg: AuditConfig, prompt: str, ids: list[int] | None, is_reference: bool) -> int | None:
-    """``prompt_tokens`` of a row: the number of compared ids when there are, the reference
-    encoder's own ids count, else ``--tokenizer``'s count (None without one)."""
-    if ids is not None and (is_reference or cfg.tokenizer is None):
-        return len(ids)
-    return count_tokens(cfg.tokenizer, prompt) if cfg.tokenizer is not None else None
 
 
 def _ids_sha(ids: list[int] | None) -> str | None:
@@ -696,7 +573,7 @@ def stage_context(spec: Any) -> _StageContext:
 
 
 #: Columns of ``exchanges`` each stage reads.
-RENDER_COLUMNS = ["exchange_id", "route", "request_json", "server_prompt", "server_prompt_token_ids"]
+RENDER_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_prompt_token_ids"]
 STREAM_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps", "served_finish_reason"]
 
 
@@ -925,6 +802,12 @@ def validate_specs(cfg: AuditConfig) -> None:
                 _named(f"--{spec.side}-parser", spec.parser, get_parser)
     if cfg.parser is not None:
         _named("--parser", cfg.parser, get_parser)
+    from replay.prepare import get_preparer
+
+    for side in SIDES:
+        spec = getattr(cfg, f"{side}_preparer", None)
+        if spec is not None:
+            _named(f"--{side}-preparer", spec, get_preparer)
     if not cfg.chunkings:
         raise ChunkingError("no chunking given")
     for chunking in cfg.chunkings:

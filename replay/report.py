@@ -105,6 +105,7 @@ def _by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
 REPORT_QUERIES = (
     "verdicts", "fidelity", "smallest_failures",
     "summary", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats",
+    "render_failures",
 )
 
 
@@ -112,6 +113,53 @@ def run_report_queries(con: Any) -> dict[str, pa.Table]:
     """Each query the report shows, run once: ``{name: Arrow table}``. On a large run a query
     scans every table, so the terminal summary, the headlines and ``report.md`` share these."""
     return {name: run_query(con, name) for name in REPORT_QUERIES}
+
+
+def render_failure_lines(fails: dict[str, int], reasons: pa.Table | None, con: Any) -> list[str]:
+    """The render-failure headlines: the count per side, then per side its top reasons (query
+    ``render_failures``: count and one exchange id each), and the exchanges the render checks
+    could not judge because the reference failed (view ``render_not_judged``)."""
+    out = [
+        f"Render failures: {fails['old']:,} on the old side, {fails['new']:,} on the new side, {fails['reference']:,} on the "
+        "reference; the counts above leave them out (`replay query render_failures`, all in `renders.error`)."
+    ]
+    rows = reasons.to_pylist() if reasons is not None else []
+    for side in ("old", "new", "reference"):
+        top = [r for r in rows if r["side"] == side][:3]
+        if top:
+            out.append(
+                f"Top render-failure reasons, {side}: "
+                + "; ".join(f"`{_short(r['reason'])}` ({r['exchanges']:,}, e.g. `{r['example']}`)" for r in top) + "."
+            )
+    n = scalar(con, "SELECT count(DISTINCT exchange_id) FROM render_not_judged")
+    if n:
+        out.append(f"{_n(n, 'exchange')} not judged on the render checks: the reference could not render them (`not-judged` in the verdict table).")
+    return out
+
+
+def render_route_lines(con: Any, opts: dict[str, Any]) -> list[str]:
+    """With per-model templates (``--chat-template 'PATTERN=FILE'``): how many rendered exchanges
+    each pattern took (first match, as :class:`replay.render.exchange.ModelRoutes` picks), and how
+    many matched none (rendered with the plain ``--chat-template``, else ``json-tools``)."""
+    import fnmatch
+
+    routes = [r.partition("=") for r in opts.get("chat_template_routes") or []]
+    if not routes:
+        return []
+    models = run_sql(con, "SELECT e.model FROM renders r JOIN exchanges e USING (exchange_id) WHERE r.side = 'old'").column("model").to_pylist()
+    counts = {pattern: 0 for pattern, _, _ in routes}
+    unmatched = 0
+    for model in models:
+        hit = next((p for p, _, _ in routes if model is not None and fnmatch.fnmatchcase(model, p)), None)
+        if hit is None:
+            unmatched += 1
+        else:
+            counts[hit] += 1
+    fallback = f"`{opts['chat_template']}`" if opts.get("chat_template") else "`json-tools`"
+    return [
+        "Per-model templates: " + ", ".join(f"`{p}` -> `{f}` {counts[p]:,}" for p, _, f in routes)
+        + f"; {_n(unmatched, 'exchange')} matched no pattern, rendered with {fallback}."
+    ]
 
 
 def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | None = None) -> list[str]:
@@ -202,12 +250,8 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
         out.append(f"{sv['prompts_diverged']:,} of {sv['prompts_compared']:,} prompts the server logged differ from the reference render.")
     fails = {s: summary.get(s, {}).get("render_failures") or 0 for s in ("old", "new", "reference")}
     if any(fails.values()):
-        first = scalar(con, "SELECT mode(error) FROM renders WHERE error IS NOT NULL")
-        out.append(
-            f"Render failures: {fails['old']:,} with `{ser['old']}`, {fails['new']:,} with `{ser['new']}`, "
-            f"{fails['reference']:,} with the reference; the counts above leave them out. "
-            f"Most common error: `{_short(first)}` (all in `renders.error`)."
-        )
+        out.extend(render_failure_lines(fails, results.get("render_failures"), con))
+    out.extend(render_route_lines(con, opts))
 
     calls_whole = (summary.get("reference") or {}).get("calls_whole") or 0
     n_completions = scalar(con, "SELECT count(*) FROM streams WHERE side = 'reference' AND error IS NULL")

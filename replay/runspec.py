@@ -51,6 +51,18 @@ class RunSpec:
     chunkings: tuple[str, ...] | None = DEFAULT
     replay_timeout: float = 10.0
     batch_rows: int = 512
+    # render side (replay.render.options): per-model templates and tokenizers ("PATTERN=FILE"),
+    # per-side templates / renderer specs, request preparers (replay.prepare; None: vllm)
+    chat_template_routes: tuple[str, ...] = ()
+    tokenizer_routes: tuple[str, ...] = ()
+    old_chat_template: str | None = None
+    new_chat_template: str | None = None
+    reference_chat_template: str | None = None
+    old_renderer: str | None = None
+    new_renderer: str | None = None
+    old_preparer: str | None = None
+    new_preparer: str | None = None
+    reference_preparer: str | None = None
 
     def replace(self, **changes: Any) -> "RunSpec":
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
@@ -67,46 +79,32 @@ def build_config(spec: RunSpec) -> Any:
     (:func:`replay.pipeline.validate_specs` does, once per run).
     """
     from replay.pipeline import AuditConfig
-    from replay.render import ChatTemplateRenderer, JsonToolsRenderer
-    from replay.render.chat_template import special_tokens_from
-    from replay.render.specs import DEFAULT_DATE, parse_date, renderer_from_spec
+    from replay.render.options import render_setup
+    from replay.render.specs import DEFAULT_DATE, parse_date
 
-    tok = None
-    if spec.tokenizer is not None:
-        from replay.render import load_tokenizer
-
-        try:
-            tok = load_tokenizer(spec.tokenizer)
-        except Exception as exc:
-            raise ValueError(f"--tokenizer {spec.tokenizer}: {exc}") from None
     day = parse_date(spec.date) if spec.date is not None else DEFAULT_DATE
-    if spec.chat_template is not None:
-        try:
-            renderer = ChatTemplateRenderer.from_file(spec.chat_template, special_tokens=special_tokens_from(spec.tokenizer), date=day)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"--chat-template {spec.chat_template}: {exc}") from None
-    elif spec.renderer is not None:
-        try:
-            renderer = renderer_from_spec(spec.renderer, date=day)
-        except (ImportError, OSError, ValueError) as exc:
-            raise ValueError(f"--renderer {spec.renderer}: {exc}") from None
-    else:
-        renderer = JsonToolsRenderer()
-    reference_renderer = None
-    if spec.reference_encoder is not None:
-        try:
-            reference_renderer = renderer_from_spec(spec.reference_encoder, date=day)
-        except (ImportError, OSError, ValueError) as exc:
-            raise ValueError(f"--reference-encoder {spec.reference_encoder}: {exc}") from None
+    try:
+        setup = render_setup(
+            chat_templates=[*([spec.chat_template] if spec.chat_template else []), *spec.chat_template_routes],
+            tokenizers=[*([spec.tokenizer] if spec.tokenizer else []), *spec.tokenizer_routes],
+            renderer=spec.renderer, reference_encoder=spec.reference_encoder,
+            old_chat_template=spec.old_chat_template, new_chat_template=spec.new_chat_template,
+            reference_chat_template=spec.reference_chat_template, old_renderer=spec.old_renderer, new_renderer=spec.new_renderer,
+            date=day,
+        )
+    except (ImportError, OSError) as exc:  # the message names the option
+        raise ValueError(str(exc)) from None
+    tok = setup.tokenizer
+    renderer, reference_renderer = setup.renderer, setup.reference_renderer
     chunks = chunkings_of(spec, tok is not None)
     options = {
         "old_serializer": spec.old_serializer,
         "new_serializer": spec.new_serializer,
         "reference_serializer": spec.reference_serializer,
-        "renderer": renderer.name,
-        "chat_template": spec.chat_template,
-        "tokenizer": spec.tokenizer,
-        "reference_encoder": reference_renderer.name if reference_renderer is not None else None,
+        **setup.options,
+        "old_preparer": spec.old_preparer,
+        "new_preparer": spec.new_preparer,
+        "reference_preparer": spec.reference_preparer,
         "date": day.isoformat(),
         "parser": spec.parser,
         "old_parser": spec.old_parser,
@@ -125,6 +123,11 @@ def build_config(spec: RunSpec) -> Any:
         reference_serializer=spec.reference_serializer,
         renderer=renderer,
         reference_renderer=reference_renderer,
+        old_renderer=setup.old_renderer,
+        new_renderer=setup.new_renderer,
+        old_preparer=spec.old_preparer,
+        new_preparer=spec.new_preparer,
+        reference_preparer=spec.reference_preparer,
         tokenizer=tok,
         parser=spec.parser,
         old_parser=spec.old_parser,

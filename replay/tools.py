@@ -45,6 +45,7 @@ __all__ = [
     "leaked_nulls",
     "model_dump",
     "null_paths",
+    "request_fields",
 ]
 
 #: A tool serializer: the client's tool declaration (a JSON object as a dict) -> the dict the
@@ -293,6 +294,22 @@ def as_sent(tool: dict) -> dict:
     return copy.deepcopy(tool)
 
 
+def request_fields(tool: dict) -> dict:
+    """``request-fields``: only the fields a model is trained to read: ``name``, ``description``
+    and ``parameters``, as the client sent them (absent stays absent, a null the client wrote
+    stays); ``strict`` and every other request-only key (``type`` is kept as ``"function"``) are
+    dropped.
+
+    What Harmony (``ToolDescription.new(name, description, parameters)``), mistral-common
+    (``Function(name, description, parameters)``) and most checkpoints' own encoders read of a tool;
+    as ``--reference-serializer`` it judges a change that stops printing ``strict`` (vLLM #52741)
+    as a fix. Raises :class:`ToolDeclarationError` for a declaration without a ``function`` object
+    holding a string ``name``.
+    """
+    fn = _check_shape(tool)
+    return {"type": "function", "function": {k: copy.deepcopy(fn[k]) for k in ("name", "description", "parameters") if k in fn}}
+
+
 #: Built-in serializers by name (the names accepted by ``--old-serializer`` / ``--new-serializer``).
 SERIALIZERS: dict[str, Serializer] = {
     "model-dump": model_dump,
@@ -300,6 +317,7 @@ SERIALIZERS: dict[str, Serializer] = {
     "client-fields": client_fields,
     "as-sent": as_sent,
     "empty-description": empty_description,
+    "request-fields": request_fields,
 }
 
 

@@ -108,8 +108,8 @@ def parse_fail_on(expr: str) -> FailOn:
         return FailOn(check=f"served:{verdict}", verdict="wrong", limit=limit, text=expr.strip())
     if check is not None and check not in CHECKS:
         raise FailOnError(f"--fail-on {expr!r}: unknown check {check!r}; checks: {', '.join(CHECKS)}, or served:CHECK")
-    if verdict not in VERDICTS:
-        raise FailOnError(f"--fail-on {expr!r}: unknown verdict {verdict!r}; verdicts: {', '.join(VERDICTS)}")
+    if verdict not in VERDICTS + ("not-judged",):
+        raise FailOnError(f"--fail-on {expr!r}: unknown verdict {verdict!r}; verdicts: {', '.join(VERDICTS)}, not-judged")
     return FailOn(check=check, verdict=verdict, limit=limit, text=expr.strip())
 
 

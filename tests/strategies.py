@@ -16,6 +16,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+import os
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,8 @@ from replay.stream import (
     two_way_splits,
 )
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+#: The steering repo's shared/ beside this checkout (a worktree elsewhere: set REPLAY_SHARED).
+SHARED = Path(os.environ.get("REPLAY_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
 OUTPUTS = SHARED / "corpus" / "outputs"
 PUBLIC_BUGS = SHARED / "cases" / "public-bugs.jsonl"
 

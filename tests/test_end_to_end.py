@@ -256,8 +256,12 @@ def test_render_failures_are_said_and_left_out_of_the_denominators(tmp_path: Pat
     assert result.exit_code == 0, result.output
     text = (out / "report.md").read_text()
     # 35 of the 37 rendered requests carry tools: each side fails those 35 and renders the two without
-    assert "Render failures: 35 with `model-dump`, 35 with `client-fields`, 35 with the reference" in text
-    assert "tools are not supported" in text
+    assert "Render failures: 35 on the old side, 35 on the new side, 35 on the reference" in text
+    # the template's own raise_exception is its rejection, listed per side with one exchange
+    import re
+
+    assert re.search(r"Top render-failure reasons, old: `rejected by the template: tools are not supported` \(35, e\.g\. `[^`]+`\)\.", text)
+    assert "35 exchanges not judged on the render checks" in text
     assert "0 of 0 tool schemas" not in text and "of 81 tool schemas" not in text
     summary = {r["side"]: r for r in query_json(out, "summary")}
     assert summary["old"]["render_failures"] == 35 and summary["old"]["schemas_with_leaked_null"] == 0

@@ -169,6 +169,16 @@ EXPECTED["empty-description"] = {
     "name-only": {"type": "function", "function": {"name": "ls", "description": "", "parameters": None}},
 }
 
+# request-fields: name, description, parameters as sent (what Harmony and mistral-common read), in that order
+EXPECTED["request-fields"] = {
+    "name-only": {"type": "function", "function": {"name": "ls"}},
+    "no-strict": {"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": PARAMS}},
+    "strict-true": {"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": PARAMS}},
+    "strict-false": {"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": PARAMS}},
+    "default-null": {"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": PARAMS_DEFAULT_NULL}},
+    "no-parameters": {"type": "function", "function": {"name": "now", "description": "Current time"}},
+}
+
 EXPECTED_LEAKS: dict[str, dict[str, list[str]]] = {
     "model-dump": {
         "name-only": ["$.function.description", "$.function.parameters", "$.function.strict"],
@@ -190,6 +200,7 @@ EXPECTED_LEAKS: dict[str, dict[str, list[str]]] = {
     "as-sent": {case: [] for case in CASES},
 }
 EXPECTED_LEAKS["empty-description"] = EXPECTED_LEAKS["client-fields"]
+EXPECTED_LEAKS["request-fields"] = {case: [] for case in CASES}
 
 
 def _ordered(d: Any) -> bytes:

@@ -210,7 +210,7 @@ def test_verdict_table_has_a_row_per_check_and_its_columns(stream_capture, tmp_p
     got = audit(stream_capture, tmp_path / "r")
     assert list(got) == [*ALL_CHECKS, *SERVED_ROWS]
     first = next(iter(got.values()))
-    assert list(first) == ["check", *COLUMNS, "wrong", "exchanges"]
+    assert list(first) == ["check", *COLUMNS, "wrong", "exchanges", "not-judged"]
     # the built-in parser on both sides: every stream check same-ok on every exchange
     for check in STREAM_CHECKS + NEW_CHECKS:
         assert only(got[check]) == {**ZERO, "same-ok": len(OUTPUTS)}, check

@@ -43,6 +43,63 @@ def special_tokens_from(tokenizer_path: str | os.PathLike[str] | None) -> dict[s
     return out
 
 
+#: Special tokens of a tokenizer family, picked by a marker the family's chat templates write,
+#: for a template given as a ``.jinja`` file without ``--tokenizer`` (first match wins). The
+#: values are the ``bos_token`` / ``eos_token`` of the family's published ``tokenizer_config.json``.
+FAMILY_SPECIAL_TOKENS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("<|start_header_id|>", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}),  # Llama 3.x (functionary v3, firefunction v2)
+    ("<\uff5cbegin\u2581of\u2581sentence\uff5c>", {"bos_token": "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "eos_token": "<\uff5cend\u2581of\u2581sentence\uff5c>"}),  # DeepSeek
+    ("<start_of_turn>", {"bos_token": "<bos>", "eos_token": "<eos>"}),  # Gemma 2/3
+    ("<|START_OF_TURN_TOKEN|>", {"bos_token": "<BOS_TOKEN>", "eos_token": "<|END_OF_TURN_TOKEN|>"}),  # Cohere Command R
+    ("<|content|>", {"bos_token": "<s>", "eos_token": "</s>"}),  # Apriel (Mistral/Pixtral tokenizer)
+    ("[INST]", {"bos_token": "<s>", "eos_token": "</s>"}),  # Mistral
+    ("<|end|>", {"bos_token": "<s>", "eos_token": "<|endoftext|>"}),  # Phi-3.x
+    ("<|startoftext|>", {"bos_token": "<|startoftext|>", "eos_token": "<|im_end|>"}),  # LFM2
+    ("<|im_start|>", {"eos_token": "<|im_end|>"}),  # Qwen / ChatML (no BOS token)
+)
+
+
+def family_special_tokens(template: str) -> dict[str, str]:
+    """``bos_token``/``eos_token`` of the tokenizer family whose marker ``template`` writes
+    (:data:`FAMILY_SPECIAL_TOKENS`); empty when no marker matches."""
+    for marker, tokens in FAMILY_SPECIAL_TOKENS:
+        if marker in template:
+            return dict(tokens)
+    return {}
+
+
+def template_special_tokens(template_path: str | os.PathLike[str] | None, template: str, tokenizer_path: str | os.PathLike[str] | None) -> tuple[dict[str, str], str]:
+    """The special tokens ``apply_chat_template`` would pass to ``template``, and where they came from.
+
+    In order: the ``tokenizer_config.json`` beside ``--tokenizer`` (``"tokenizer"``); the template
+    file itself when it is a ``tokenizer_config.json`` (``"template-file"``); the family table
+    (``"family"``); none (``"none"``). Returns ``(tokens, source)``."""
+    got = special_tokens_from(tokenizer_path)
+    if got:
+        return got, "tokenizer"
+    if template_path is not None and Path(template_path).suffix == ".json":
+        got = _config_tokens(Path(template_path).expanduser())
+        if got:
+            return got, "template-file"
+    got = family_special_tokens(template)
+    return (got, "family") if got else ({}, "none")
+
+
+def _config_tokens(cfg: Path) -> dict[str, str]:
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, str] = {}
+    for key in ("bos_token", "eos_token", "pad_token", "unk_token"):
+        value = data.get(key) if isinstance(data, dict) else None
+        if isinstance(value, dict):  # AddedToken form
+            value = value.get("content")
+        if isinstance(value, str):
+            out[key] = value
+    return out
+
+
 def request_messages(route: str | None, request: dict[str, Any]) -> list[dict[str, Any]]:
     """The chat messages a template sees for a request body.
 
@@ -161,5 +218,19 @@ class ChatTemplateRenderer:
                 **self.kwargs,
             )
         except Exception as exc:  # jinja2 TemplateError, TypeError inside the template, ...
-            raise RenderError(f"{type(exc).__name__}: {exc}") from exc
+            raise RenderError(render_error_text(exc)) from exc
         return rendered[0]
+
+
+def render_error_text(exc: BaseException) -> str:
+    """The ``renders.error`` text of a template failure. A template's own ``raise_exception(msg)``
+    (transformers raises a bare ``jinja2.TemplateError(msg)``: Mistral's tool-call id check,
+    Gemma 2's "System role not supported", Llama 3's single tool call) is the template rejecting
+    the request, as a server returns it (HTTP 400 with the message): ``rejected by the template:
+    msg``. Anything else (an undefined attribute, a type error inside the template) is
+    ``<ExceptionType>: msg``."""
+    from jinja2.exceptions import TemplateError
+
+    if type(exc) is TemplateError:
+        return f"rejected by the template: {exc}"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,302 @@
+"""The render stage for one exchange: each side's preparer, tool serializer and renderer -> ``renders`` rows.
+
+A side (old, new, reference) renders a captured request in three steps, each its own component:
+
+1. **prepare** (:mod:`replay.prepare`, ``--old-preparer`` ...): the request body -> the chat
+   messages and tool declarations the server hands ``apply_chat_template`` (default ``vllm``);
+   the content format (strings or part lists) is the server's choice for the side's template;
+2. **serialize** (:mod:`replay.tools`, ``--old-serializer`` ...): each tool declaration -> the
+   dict the template sees;
+3. **render** (:mod:`replay.render`): a chat template (``--old-chat-template``, or one chosen by
+   the served model name from ``--chat-template 'PATTERN=FILE'`` routes), ``json-tools``, or an
+   encoder (``--old-renderer``, ``--reference-encoder``).
+
+**Leaked nulls** are judged twice. ``leaked_nulls`` / ``schemas_with_leaked_null`` are the
+serializer's: nulls in the serialized tools at paths where the client's declaration (Chat
+Completions form, :func:`replay.prepare.openai_tools`) has none. ``leak_in_prompt`` says whether
+they reach the model: the side's prompt is rendered once more with the leaked keys removed, and
+the leak counts in the prompt columns only when that prompt differs (a template that renders no
+tools, or only their names, carries no leak). The variant is rendered only when a leak exists, and
+its outcome is cached per (renderer, serialized tool list) for the run: the tool block a template
+writes does not depend on the conversation.
+
+A template that calls ``raise_exception`` (Mistral's tool-call id check, Gemma 2's "System role
+not supported") fails with ``rejected by the template: <its message>``, as a server returns it;
+a preparer's HTTP 400 fails with ``rejected by the <server> preparer: <message>``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import orjson
+
+from replay.prepare import PrepareError, get_preparer, openai_tools
+from replay.render.base import RenderError, count_tokens
+from replay.tools import _suffix, leaked_nulls
+
+SIDES = ("old", "new", "reference")
+
+__all__ = ["ModelRoutes", "RenderPlan", "render_plan", "render_rows", "strip_paths", "pair_tools"]
+
+
+@dataclass
+class ModelRoutes:
+    """Per-model renderers of a mixed capture: ``routes`` = ``[(pattern, renderer, tokenizer or
+    None)]`` matched in order against the served model name with :func:`fnmatch.fnmatchcase`
+    (``Qwen/Qwen3*``); an exchange no pattern matches gets ``fallback`` (``json-tools`` unless a
+    plain ``--chat-template FILE`` was given too). ``name`` is ``routes``; rows carry the chosen
+    renderer's own name."""
+
+    routes: list[tuple[str, Any, Any]]
+    fallback: Any
+    fallback_tokenizer: Any = None
+    name: str = "routes"
+
+    def for_model(self, model: str | None) -> tuple[Any, Any]:
+        """``(renderer, tokenizer or None)`` for a served model name."""
+        for pattern, renderer, tok in self.routes:
+            if model is not None and fnmatch.fnmatchcase(model, pattern):
+                return renderer, tok
+        return self.fallback, self.fallback_tokenizer
+
+
+@dataclass
+class RenderPlan:
+    """The resolved render components of a run: ``renderers`` and ``preparers`` by side, and the
+    cache of leak-in-prompt decisions (``{(renderer name, tools JSON, stripped JSON): bool}``)."""
+
+    renderers: dict[str, Any]
+    preparers: dict[str, Any]
+    leak_cache: dict[tuple[str, bytes, bytes], bool] = field(default_factory=dict)
+
+
+def render_plan(cfg: Any) -> RenderPlan:
+    """The :class:`RenderPlan` of an :class:`replay.pipeline.AuditConfig`, built once and kept on
+    it (``cfg._render_plan``). Side renderers default to ``cfg.renderer``; preparers to
+    :data:`replay.prepare.DEFAULT_PREPARER`. Raises the spec errors of
+    :func:`replay.prepare.get_preparer`."""
+    plan = getattr(cfg, "_render_plan", None)
+    if plan is None:
+        base = cfg.renderer
+        renderers = {
+            "old": getattr(cfg, "old_renderer", None) or base,
+            "new": getattr(cfg, "new_renderer", None) or base,
+            "reference": cfg.reference_renderer or base,
+        }
+        preparers = {side: get_preparer(getattr(cfg, f"{side}_preparer", None)) for side in SIDES}
+        plan = RenderPlan(renderers, preparers)
+        cfg._render_plan = plan
+    return plan
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def strip_paths(value: Any, paths: set[str], root: str = "$") -> Any:
+    """A copy of a JSON value without the object members whose JSON path (the :mod:`replay.tools`
+    path syntax) is in ``paths``; list items are kept (removing one would shift the others)."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            p = root + _suffix(str(k))
+            if p in paths:
+                continue
+            out[k] = strip_paths(v, paths, p)
+        return out
+    if isinstance(value, list):
+        return [strip_paths(v, paths, f"{root}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def pair_tools(client: list[Any] | None, prepared: list[Any] | None) -> list[tuple[Any, Any]]:
+    """``(client declaration, prepared declaration)`` pairs: by position when the preparer kept the
+    count, else by function name (a converter that dropped server tools)."""
+    client, prepared = client or [], prepared or []
+    if len(client) == len(prepared):
+        return list(zip(client, prepared))
+
+    def name(t: Any) -> Any:
+        fn = t.get("function", t) if isinstance(t, dict) else None
+        return fn.get("name") if isinstance(fn, dict) else None
+
+    by_name = {name(t): t for t in client}
+    return [(by_name.get(name(p), {}), p) for p in prepared]
+
+
+def _call(renderer: Any, messages: list[dict[str, Any]], tools: Any, flat_retry: bool) -> tuple[str, list[int] | None]:
+    """``(prompt, ids or None)``; with ``flat_retry`` a failed render is tried once more with each
+    tool's ``function`` object alone (SGLang's fallback)."""
+    try:
+        if hasattr(renderer, "render_ids"):
+            return renderer.render_ids(messages, tools)
+        return renderer.render(messages, tools), None
+    except RenderError:
+        if not (flat_retry and tools):
+            raise
+        flat = [t["function"] if isinstance(t, dict) and "function" in t else t for t in tools]
+        if hasattr(renderer, "render_ids"):
+            return renderer.render_ids(messages, flat)
+        return renderer.render(messages, flat), None
+
+
+def render_rows(
+    ex: dict[str, Any],
+    cfg: Any,
+    serializers: dict[str, Callable],
+    pre: dict[str, Any] | None = None,
+    *,
+    ids_plan: tuple[Any, str | None] = (None, None),
+    ids_sha: Callable[[list[int] | None], str | None] = lambda ids: None,
+    tokens_differing: Callable[[list[int], list[int]], int] | None = None,
+) -> list[dict[str, Any]]:
+    """The ``renders`` rows of one exchange: one per side (old, new, reference), plus ``served``
+    when the server logged its prompt and the old side renders with a chat template (or a
+    reference encoder is set).
+
+    ``ex``: an exchanges row (``exchange_id``, ``route``, ``request_json``, ``server_prompt``;
+    ``model`` and ``server_prompt_token_ids`` when present). ``serializers``: ``{side: callable}``;
+    ``pre``: ``{side: serialized tools | None | WorkerError}`` for sides serialized out of process
+    (they serialize the client's declarations, not a preparer's). ``ids_plan``: ``(tokenizer,
+    vocabulary)`` of a token-id comparison (:func:`replay.pipeline._ids_plan`). Never raises: a
+    side's failure is its row's ``error``.
+    """
+    from replay.sides import WorkerError
+
+    plan = render_plan(cfg)
+    xid = ex["exchange_id"]
+    model = ex.get("model")
+    chosen: dict[str, tuple[Any, Any]] = {}
+    for side in SIDES:
+        r = plan.renderers[side]
+        chosen[side] = r.for_model(model) if hasattr(r, "for_model") else (r, cfg.tokenizer)
+    ref_renderer = chosen["reference"][0]
+    specs = cfg.serializer_specs()
+    try:
+        request = orjson.loads(ex["request_json"])
+        if not isinstance(request, dict):
+            raise ValueError("request is not a JSON object")
+        client_tools = openai_tools(ex.get("route"), request.get("tools"))
+    except Exception as exc:  # request unusable for every side
+        return [
+            {"exchange_id": xid, "renderer": chosen[s][0].name, "side": s, "serializer": specs[s], "error": f"{type(exc).__name__}: {exc}"}
+            for s in SIDES
+        ]
+    id_tok, ref_vocab = ids_plan
+    done: dict[tuple[Any, ...], dict[str, Any]] = {}
+    prepared_cache: dict[tuple[str, str], Any] = {}
+    ref_ids: list[int] | None = None
+    side_ids: dict[str, list[int]] = {}
+    rows = []
+    for side in SIDES:
+        renderer, tok = chosen[side]
+        preparer = plan.preparers[side]
+        row: dict[str, Any] = {"exchange_id": xid, "renderer": renderer.name, "side": side, "serializer": specs[side],
+                               "preparer": preparer.name, "n_tools": len(client_tools or ())}
+        try:
+            fmt = preparer.content_format(getattr(renderer, "template", None))
+            pkey = (preparer.name, fmt)
+            if pkey not in prepared_cache:
+                try:
+                    prepared_cache[pkey] = preparer.prepare(ex.get("route"), request, fmt)
+                except PrepareError as exc:
+                    prepared_cache[pkey] = RenderError(f"rejected by the {preparer.name} preparer: {exc}")
+                except Exception as exc:  # a plugin preparer's bug
+                    prepared_cache[pkey] = RenderError(f"preparer {preparer.name}: {type(exc).__name__}: {exc}")
+            prepared = prepared_cache[pkey]
+            if isinstance(prepared, Exception):
+                raise prepared
+            if pre is not None and side in pre:
+                serialized = pre[side]
+                if isinstance(serialized, WorkerError):
+                    raise serialized
+                pairs = pair_tools(client_tools, client_tools)
+            else:
+                pairs = pair_tools(client_tools, prepared.tools)
+                serialized = [serializers[side](p) for _, p in pairs] if pairs else None
+            leaks: list[dict[str, Any]] = []
+            leak_paths: list[set[str]] = []
+            leaking_tools = 0
+            for i, ((c, _), s) in enumerate(zip(pairs, serialized or ())):
+                paths = leaked_nulls(c, s)
+                leaks.extend({"tool_index": i, "path": p} for p in paths)
+                leak_paths.append(set(paths))
+                leaking_tools += bool(paths)
+            row["leaked_nulls"] = leaks
+            row["schemas_with_leaked_null"] = leaking_tools
+            tools_json = orjson.dumps(serialized)
+            key = (renderer.name, pkey, tools_json)
+            if key not in done:
+                prompt, ids = _call(renderer, prepared.messages, serialized, prepared.flat_tools_retry)
+                if ids is not None and not (id_tok is None or getattr(renderer, "vocab", None) == ref_vocab):
+                    ids = None
+                if ids is None and id_tok is not None:
+                    ids = id_tok.ids(prompt)
+                done[key] = {
+                    "prompt_sha256": _sha(prompt),
+                    "prompt_chars": len(prompt),
+                    "prompt_tokens": _tokens(tok, prompt, ids, renderer is ref_renderer),
+                    "prompt_ids_sha256": ids_sha(ids) if id_tok is not None else None,
+                    "_ids": ids if id_tok is not None else None,
+                }
+            facts = dict(done[key])
+            ids = facts.pop("_ids")
+            row.update(facts)
+            if leaks:
+                stripped = [strip_paths(s, p) for s, p in zip(serialized or (), leak_paths)]
+                lkey = (renderer.name, tools_json, orjson.dumps(stripped))
+                if lkey not in plan.leak_cache:
+                    try:
+                        variant, _ = _call(renderer, prepared.messages, stripped, prepared.flat_tools_retry)
+                        plan.leak_cache[lkey] = _sha(variant) != row["prompt_sha256"]
+                    except Exception:  # noqa: BLE001 - without the leaked keys the template fails: the leak changes the outcome
+                        plan.leak_cache[lkey] = True
+                row["leak_in_prompt"] = plan.leak_cache[lkey]
+            if ids is not None:
+                side_ids[side] = ids
+                if side == "reference":
+                    ref_ids = ids
+        except Exception as exc:  # preparer, serializer (ToolDeclarationError, plugin bug) or RenderError
+            kind = "" if isinstance(exc, (RenderError, WorkerError)) else f"{type(exc).__name__}: "
+            row["error"] = f"{kind}{exc}"
+        rows.append(row)
+    old_renderer = chosen["old"][0]
+    prompt = ex.get("server_prompt")
+    if prompt is not None and (old_renderer.name.startswith("chat-template") or cfg.reference_renderer is not None):
+        ids = None
+        if id_tok is not None:
+            logged = ex.get("server_prompt_token_ids")
+            ids = list(logged) if logged is not None else id_tok.ids(prompt)
+            side_ids["served"] = ids
+        tok = chosen["old"][1]
+        rows.append(
+            {
+                "exchange_id": xid,
+                "renderer": old_renderer.name,
+                "side": "served",
+                "serializer": None,
+                "n_tools": len(client_tools or ()),
+                "prompt_sha256": _sha(prompt),
+                "prompt_chars": len(prompt),
+                "prompt_tokens": len(ids) if ids is not None else count_tokens(tok, prompt) if tok is not None else None,
+                "prompt_ids_sha256": ids_sha(ids),
+            }
+        )
+    if ref_ids is not None and tokens_differing is not None:
+        for row in rows:
+            ids = side_ids.get(row["side"])
+            if ids is not None:
+                row["tokens_differing"] = tokens_differing(ids, ref_ids)
+    return rows
+
+
+def _tokens(tokenizer: Any, prompt: str, ids: list[int] | None, is_reference: bool) -> int | None:
+    """``prompt_tokens``: the compared ids' count when there are, the reference encoder's own ids
+    count, else the side's tokenizer's count (None without one)."""
+    if ids is not None and (is_reference or tokenizer is None):
+        return len(ids)
+    return count_tokens(tokenizer, prompt) if tokenizer is not None else None
