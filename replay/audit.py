@@ -26,11 +26,13 @@ from typing import Any, Callable, ContextManager
 from replay.capture import discover, ingest
 from replay.capture.files import file_size
 from replay.capture.detect import FORMATS
+from replay.capture.filters import Filters, describe_kept
 from replay.pipeline import AuditConfig, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
 from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries
+from replay.report_html import write_html_report
 from replay.sql import connect
 from replay.tables import TABLES
 from replay.verdicts import write_exemplars
@@ -103,6 +105,16 @@ def clear_run(run_dir: str | Path) -> None:
         old.unlink()
 
 
+def filters_meta(filters: Filters, stats: Any) -> dict[str, Any]:
+    """``run.json`` ``filters``: the options (:meth:`Filters.options`), the exchanges ``kept`` and
+    ``seen`` (kept + filtered out), ``filtered_by`` reason, and the sentence the reports show
+    (:func:`replay.capture.filters.describe_kept`)."""
+    seen = stats.exchanges + stats.filtered
+    opts = filters.options()
+    return {"options": opts, "kept": stats.exchanges, "seen": seen, "filtered_by": dict(stats.filtered_by),
+            "sentence": describe_kept(opts, stats.exchanges, seen)}
+
+
 @dataclass
 class Report:
     """A written ``report.md``: its path, the report queries' results (Arrow tables by query name)
@@ -114,14 +126,15 @@ class Report:
 
 
 def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True) -> Report:
-    """(Re)write ``report.md`` and ``exemplars/`` from the run's tables, running each report query
-    once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`)."""
+    """(Re)write ``report.md``, ``report.html`` (:mod:`replay.report_html`) and ``exemplars/``
+    from the run's tables, running each report query once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`)."""
     con = connect(run_dir)
     results = run_report_queries(con)
     lines = headlines(con, meta, results)
     exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
     path = Path(run_dir) / "report.md"
     path.write_text(markdown_report(con, meta, results, lines, exemplars), encoding="utf-8")
+    write_html_report(con, Path(run_dir), meta, results, lines, exemplars)
     con.close()
     return Report(path=path, results=results, headlines=lines)
 
@@ -136,6 +149,7 @@ def audit(
     redact: bool = True,
     hash_text: bool = False,
     max_line_bytes: int = 32 << 20,
+    filters: Filters | None = None,
 ) -> AuditResult:
     """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
 
@@ -145,6 +159,8 @@ def audit(
     ids are decoded with ``cfg.tokenizer``. ``redact``: mask message text in the exemplars.
     ``hash_text`` (``--redact``), ``max_line_bytes``: passed to :func:`replay.capture.ingest` as
     ``redact`` and ``max_line_bytes`` (hash message text at ingest; longest line read).
+    ``filters``: which exchanges to keep (:class:`replay.capture.filters.Filters`), recorded with
+    what they kept in ``run.json`` ``filters`` (:func:`filters_meta`).
     Returns an :class:`AuditResult`.
     Raises FileNotFoundError for a missing input path and ValueError for a bad serializer or parser
     spec, before anything is written; faults in the data itself never raise (they are rows).
@@ -161,14 +177,14 @@ def audit(
         close_sides(cfg)
         raise
     try:
-        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes)
+        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters)
     finally:
         close_sides(cfg)
 
 
 def _run(
     files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None,
-    redact: bool = True, hash_text: bool = False, max_line_bytes: int = 32 << 20,
+    redact: bool = True, hash_text: bool = False, max_line_bytes: int = 32 << 20, filters: Filters | None = None,
 ) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
@@ -181,9 +197,11 @@ def _run(
     t0 = time.perf_counter()
     with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
         stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.tokenizer,
-                       redact=hash_text, max_line_bytes=max_line_bytes)
+                       redact=hash_text, max_line_bytes=max_line_bytes, filters=filters)
     seconds["ingest"] = time.perf_counter() - t0
     meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
+    if filters is not None and filters.active:
+        meta["filters"] = filters_meta(filters, stats)
 
     n = count_exchanges(run_dir)
     t0 = time.perf_counter()

@@ -137,6 +137,38 @@ def _date_value(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def _ts_value(value: Optional[str]) -> Optional[str]:
+    """``--since`` / ``--until``: ISO 8601 or epoch seconds (:func:`replay.capture.timestamps.parse_ts`)."""
+    if value is not None:
+        from replay.capture.timestamps import TimestampError, parse_ts
+
+        try:
+            parse_ts(value)
+        except TimestampError:
+            raise typer.BadParameter(f"{value!r} is not a time: ISO 8601 (2026-01-31, 2026-01-31T12:00:00Z) or epoch seconds") from None
+    return value
+
+
+def _fraction_value(value: Optional[str]) -> Optional[str]:
+    if value is not None:
+        from replay.capture.filters import parse_fraction
+
+        try:
+            parse_fraction(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+def _routes_value(value: Optional[list[str]]) -> Optional[list[str]]:
+    from replay.capture.v1 import ROUTES
+
+    for route in value or []:
+        if route not in ROUTES:
+            raise typer.BadParameter(f"unknown route {route!r}; one of: {', '.join(ROUTES)}")
+    return value
+
+
 # --- shared options -------------------------------------------------------------------------------
 RunOpt = Annotated[Path, typer.Option("--run", help="Run folder (made by `replay audit` or `replay ingest`).")]
 OldSer = Annotated[str, typer.Option(help="Tool serializer of the old side: built-in name or module:attr / file.py:attr.")]
@@ -221,11 +253,51 @@ CaptureFormatOpt = Annotated[
     Optional[str],
     typer.Option("--capture-format", callback=_format_value, help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
 ]
+ModelOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--model", metavar="GLOB", help="Keep exchanges whose model matches this shell glob (e.g. 'Qwen/*'). Repeatable: any."),
+]
+RouteOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--route", callback=_routes_value, help="Keep exchanges of this route: chat.completions, messages, responses. Repeatable."),
+]
+SinceOpt = Annotated[
+    Optional[str], typer.Option("--since", metavar="TIME", callback=_ts_value, help="Keep exchanges with ts at or after TIME (ISO 8601 or epoch seconds; no offset: UTC).")
+]
+UntilOpt = Annotated[Optional[str], typer.Option("--until", metavar="TIME", callback=_ts_value, help="Keep exchanges with ts before TIME.")]
+SampleOpt = Annotated[
+    Optional[str],
+    typer.Option("--sample", metavar="FRACTION", callback=_fraction_value, help="Keep this fraction (0.1 or 10%), chosen by a hash of the sample key: the same on every run."),
+]
+SampleKeyOpt = Annotated[
+    str,
+    typer.Option("--sample-key", metavar="FIELD", help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
+]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, metavar="N", help="Keep at most N exchanges (the first that pass the other filters).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (the results are printed all the same).")]
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(callback=_chunkings_value, help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
 ]
+
+
+def _filters(
+    model: Optional[list[str]], route: Optional[list[str]], since: Optional[str], until: Optional[str],
+    sample: Optional[str], sample_key: str, limit: Optional[int],
+) -> Any:
+    """The :class:`replay.capture.filters.Filters` of the filter options (values already checked
+    by their callbacks); ``--since`` not before ``--until`` is a usage error (exit 2)."""
+    from replay.capture.filters import Filters, parse_fraction
+    from replay.capture.timestamps import parse_ts
+
+    try:
+        return Filters(
+            models=tuple(model or ()), routes=tuple(route or ()),
+            since=parse_ts(since) if since is not None else None, until=parse_ts(until) if until is not None else None,
+            sample=parse_fraction(sample) if sample is not None else None, sample_key=sample_key, limit=limit,
+        )
+    except ValueError as exc:
+        _fail(str(exc), 2)
 
 
 def _fail(msg: str, code: int = 1) -> None:
@@ -458,6 +530,13 @@ def audit(
     capture_format: CaptureFormatOpt = None,
     fail_on: FailOnOpt = None,
     exemplar_text: ExemplarTextOpt = False,
+    model: ModelOpt = None,
+    route: RouteOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    sample: SampleOpt = None,
+    sample_key: SampleKeyOpt = "exchange_id",
+    limit: LimitOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
@@ -469,6 +548,7 @@ def audit(
     from replay.verdicts import fidelity_sentence
 
     gates = _gates(fail_on)
+    filters = _filters(model, route, since, until, sample, sample_key, limit)
     cfg = _config(
         old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
@@ -484,11 +564,13 @@ def audit(
     try:
         with _progress(quiet) as stage:
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
-                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes)
+                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
     console.print(escape(fidelity_sentence(result.report.results["fidelity"])), highlight=False)
+    if result.meta.get("filters"):
+        console.print(f"Filters: {result.meta['filters']['sentence']}.", highlight=False, markup=False)
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
     for line in result.report.headlines:
         console.print(f"• {line}", highlight=False, markup=False, soft_wrap=True)
@@ -506,6 +588,13 @@ def ingest(
     capture_format: CaptureFormatOpt = None,
     tokenizer: Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace the run --out already holds (its tables, run.json, reports, exemplars).")] = False,
+    model: ModelOpt = None,
+    route: RouteOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    sample: SampleOpt = None,
+    sample_key: SampleKeyOpt = "exchange_id",
+    limit: LimitOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
@@ -518,8 +607,9 @@ def ingest(
     from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size
 
-    from replay.audit import clear_run, existing_run
+    from replay.audit import clear_run, existing_run, filters_meta
 
+    filters = _filters(model, route, since, until, sample, sample_key, limit)
     held = existing_run(out)
     if held and not force:
         _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
@@ -530,9 +620,15 @@ def ingest(
     out.mkdir(parents=True, exist_ok=True)
     with _progress(quiet) as stage:
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
-            stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact, max_line_bytes=max_line_bytes)
-    write_meta(out, {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)})
+            stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact, max_line_bytes=max_line_bytes,
+                               filters=filters)
+    meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)}
+    if filters.active:
+        meta["filters"] = filters_meta(filters, stats)
+    write_meta(out, meta)
     console.print(str(stats), highlight=False)
+    if filters.active:
+        console.print(meta["filters"]["sentence"], highlight=False, markup=False)
     if stats.errors:
         from replay.sql import connect, run_sql
         from replay.report import rich_table

@@ -187,6 +187,8 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
             + (f"; {_n(dup, 'repeated id')} kept apart as `<id>@<file>:<line>`" if dup else "")
             + ("; first: " + _first_error(con) + "." if ingest.get("errors") else ".")
         )
+        if (meta.get("filters") or {}).get("sentence"):
+            out.append(f"Filters: {meta['filters']['sentence']}.")
         red = ingest.get("redactions") or {}
         if red.get("name") or any(k.startswith("value:") for k in red):
             shapes = sum(v for k, v in red.items() if k.startswith("value:"))

@@ -6,7 +6,7 @@ counted in :attr:`IngestStats.blank_lines`). A fault that stops reading a file (
 corrupt compressed stream, unreadable file) gives one ``ingest_errors`` row standing for the line
 at which reading stopped, and counts as one line. Hence always::
 
-    stats.lines - stats.blank_lines - stats.skipped == stats.exchanges + stats.errors
+    stats.lines - stats.blank_lines - stats.skipped - stats.filtered == stats.exchanges + stats.errors
 
 (``lines`` counts records; for JSON-lines formats a record is a line; see
 :mod:`replay.capture.records` for the others.)
@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from replay.capture import redact as _redact
 from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
+from replay.capture.filters import REASONS, Filters, FilterState
 from replay.capture.readers import plan, read_units
 from replay.capture.v1 import CaptureError, parse_line, parse_record
 from replay.tables import EXCHANGES, INGEST_ERRORS, TOOLS
@@ -61,8 +62,10 @@ class IngestStats:
     ``redactions``: what :mod:`replay.capture.redact` removed, by kind (``name``,
     ``value:<kind>``, ``hashed``, ``raw-dropped``); counts only, never the values.
     ``lines`` counts records: a line for the JSON-lines formats, else what each reader calls a
-    record (:mod:`replay.capture.records`).
-    Invariant: ``lines - blank_lines - skipped == exchanges + errors``.
+    record (:mod:`replay.capture.records`). ``filtered``: exchanges the run's filters dropped
+    (:mod:`replay.capture.filters`; not errors), split in ``filtered_by`` by the first filter that
+    dropped each (``model``, ``route``, ``no-ts``, ``since``, ``until``, ``sample``, ``limit``).
+    Invariant: ``lines - blank_lines - skipped - filtered == exchanges + errors``.
     """
 
     files: int = 0
@@ -74,6 +77,8 @@ class IngestStats:
     bytes_read: int = 0
     duplicate_ids: int = 0
     skipped: int = 0
+    filtered: int = 0
+    filtered_by: dict[str, int] = field(default_factory=dict)
     errors_by_reason: dict[str, int] = field(default_factory=dict)
     formats: dict[str, int] = field(default_factory=dict)
     redactions: dict[str, int] = field(default_factory=dict)
@@ -83,7 +88,8 @@ class IngestStats:
             return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
         skipped = f", {self.skipped:,} skipped" if self.skipped else ""
-        return f"{n(self.lines, 'line')}: {n(self.exchanges, 'exchange')}, {n(self.errors, 'error')}{skipped}"
+        filtered = f", {self.filtered:,} filtered out" if self.filtered else ""
+        return f"{n(self.lines, 'line')}: {n(self.exchanges, 'exchange')}, {n(self.errors, 'error')}{skipped}{filtered}"
 
 
 class _Writer:
@@ -184,6 +190,7 @@ def ingest(
     tokenizer: Any = None,
     redact: bool = False,
     max_line_bytes: int = MAX_LINE_BYTES,
+    filters: Filters | None = None,
 ) -> IngestStats:
     """Read capture files (format v1) and write the ingest tables to ``out_dir``.
 
@@ -210,7 +217,9 @@ def ingest(
     ``capture_format``: read every file as this format (one of
     :data:`replay.capture.detect.FORMATS`); None detects each file's format
     (:mod:`replay.capture.detect`). ``tokenizer``: a ``tokenizers.Tokenizer`` that decodes token
-    ids of server logs logged without text (:mod:`replay.capture.serverlog`).
+    ids of server logs logged without text (:mod:`replay.capture.serverlog`). ``filters``: which
+    exchanges to keep (:class:`replay.capture.filters.Filters`); the others are counted in
+    :attr:`IngestStats.filtered`.
 
     Returns :class:`IngestStats`. Raises :class:`FileNotFoundError` when a path does not exist
     (before anything is written), :class:`ValueError` when ``batch_rows < 1`` or
@@ -223,12 +232,13 @@ def ingest(
         raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
     files = discover(paths)
     with line_limit(max_line_bytes):  # every reader's open_lines reads with this limit
-        return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer)
+        return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters)
 
 
 def _ingest_planned(
     planned: list, files: list[Path], out_dir: str | os.PathLike, batch_rows: int,
     progress: Callable[[int], None] | None, redact: bool, max_line_bytes: int, tokenizer: Any,
+    filters: Filters | None = None,
 ) -> IngestStats:
     """The body of :func:`ingest` once the files are planned."""
     out = Path(out_dir)
@@ -243,6 +253,7 @@ def _ingest_planned(
     writer = _Writer(out, batch_rows, stats, hash_text=redact)
     # The one structure that grows with the capture: the exchange ids seen (tens of bytes each).
     seen_ids: set[str] = set()
+    keep = FilterState(filters) if filters is not None and filters.active else None
     formats: dict[str, int] = {}
     try:
         for pf in planned:
@@ -284,6 +295,9 @@ def _ingest_planned(
                     except Exception as exc:  # a bug in the parser must not stop the run
                         writer.add_error(src, line_no, offset, "internal-error", repr(exc), raw)
                         continue
+                    if keep is not None and not keep.keep(row):
+                        stats.filtered += 1
+                        continue
                     xid = row["exchange_id"]
                     if xid in seen_ids:  # keep exchange_id a key: every join of the SQL relies on it
                         row["exchange_id"] = xid = f"{xid}@{src}:{line_no}"
@@ -301,4 +315,6 @@ def _ingest_planned(
     finally:
         writer.close()
         stats.formats = dict(sorted(formats.items()))
+        if keep is not None:
+            stats.filtered_by = {r: keep.dropped[r] for r in REASONS if r in keep.dropped}
     return stats
