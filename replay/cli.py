@@ -178,6 +178,7 @@ TemplateOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--chat-template",
+        metavar="FILE|PATTERN=FILE",
         help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer. "
         "Repeatable as 'PATTERN=FILE' (e.g. 'Qwen/Qwen3*=qwen3.jinja'): the served model name picks the template; "
         "an exchange no pattern matches is rendered with the plain --chat-template, else with json-tools.",
@@ -188,6 +189,7 @@ RenderTokenizerOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--tokenizer",
+        metavar="FILE|PATTERN=FILE",
         help="tokenizer.json (or a folder holding one) for token counts, the `token` chunking and the templates' special tokens "
         "(bos_token, eos_token from its tokenizer_config.json). Repeatable as 'PATTERN=FILE' for the --chat-template of that pattern.",
     ),
@@ -820,7 +822,8 @@ def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOp
 
 @app.command(short_help="List tool-parser families, markers and serializers.")
 def formats() -> None:
-    """List the tool-parser families, their aliases and markers, and the tool serializers.
+    """List the tool-parser families (aliases, markers, the end-of-turn tokens stripped from
+    content), the model-name table and the tool serializers.
 
     Example: replay formats
     """
@@ -830,7 +833,7 @@ def formats() -> None:
     from replay.tools import SERIALIZERS
 
     t = Table(title="tool parsers", title_justify="left", header_style="bold")
-    for col in ("family", "aliases", "covers", "markers"):
+    for col in ("family", "aliases", "covers", "markers", "end tokens"):
         t.add_column(col)
     by_cls: dict[type, list[str]] = {}
     for alias, cls in PARSERS.items():
@@ -838,7 +841,8 @@ def formats() -> None:
     for cls, aliases in by_cls.items():
         others = [a for a in aliases if a != cls.name]
         # markers such as [TOOL_CALLS] or [/THINK] are text, not rich markup
-        t.add_row(*(escape(c) for c in (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers))))
+        cells = (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers), " ".join(getattr(cls, "end_tokens", ())))
+        t.add_row(*(escape(c) for c in cells))
     console.print(t)
     m = Table(title="served model names -> family (first match wins; --parser overrides)", title_justify="left", header_style="bold")
     m.add_column("model name pattern")
@@ -853,6 +857,15 @@ def formats() -> None:
         first = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
         s.add_row(name, escape(re.sub(r":\w+:`([^`]*)`", r"\1", first).replace("``", "`")))
     console.print(s)
+    from replay.prepare import DEFAULT_PREPARER, PREPARERS
+
+    p = Table(title="request preparers", title_justify="left", header_style="bold")
+    p.add_column("name")
+    p.add_column("what it reproduces")
+    for name, cls in PREPARERS.items():
+        doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+        p.add_row(name + (" (default)" if name == DEFAULT_PREPARER else ""), escape(doc.replace("``", "`")))
+    console.print(p)
 
 
 @app.callback(invoke_without_command=True)

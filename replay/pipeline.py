@@ -595,23 +595,27 @@ def render_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
     for chunk in _batches(batch.to_pylist(), BATCH if remote else len(batch) or 1, chars=1 << 62):
         pre: list[dict[str, Any]] = [{} for _ in chunk]
         if remote:
-            items, where = [], []
+            from replay.render.exchange import prepared_tools
+
+            work: dict[str, tuple[list[dict[str, Any]], list[int]]] = {side: ([], []) for side in remote}
             for i, ex in enumerate(chunk):
                 if ex["request_json"] == "{}":
                     continue
                 try:
-                    tools = openai_tools(ex.get("route"), orjson.loads(ex["request_json"]).get("tools"))
+                    request = orjson.loads(ex["request_json"])
+                    openai_tools(ex.get("route"), request.get("tools"))
                 except Exception:  # render_exchange records it for every side
                     continue
                 for side in remote:
                     pre[i][side] = None
-                if tools:
-                    items.append({"k": ex["exchange_id"], "tools": tools})
-                    where.append(i)
-            for w in remote.values():
-                w.submit("serialize", items, [1] * len(items))
+                    tools = prepared_tools(cfg, side, ex.get("route"), request)  # what the side's preparer hands its serializer
+                    if tools:
+                        work[side][0].append({"k": ex["exchange_id"], "tools": tools})
+                        work[side][1].append(i)
             for side, w in remote.items():
-                for i, answer in zip(where, w.collect()):
+                w.submit("serialize", work[side][0], [1] * len(work[side][0]))
+            for side, w in remote.items():
+                for i, answer in zip(work[side][1], w.collect()):
                     if isinstance(answer, WorkerError):
                         pre[i][side] = answer
                     elif "error" in answer:

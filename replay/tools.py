@@ -295,8 +295,9 @@ def as_sent(tool: dict) -> dict:
 
 
 def request_fields(tool: dict) -> dict:
-    """``request-fields``: only the fields a model is trained to read: ``name``, ``description``
-    and ``parameters``, as the client sent them (absent stays absent, a null the client wrote
+    """``request-fields``: only ``name``, ``description`` and ``parameters``, as the client sent them.
+
+    The fields a model is trained to read (absent stays absent, a null the client wrote
     stays); ``strict`` and every other request-only key (``type`` is kept as ``"function"``) are
     dropped.
 

@@ -283,16 +283,31 @@ def public_bug_cases(parser_names: tuple[str, ...]) -> list[dict]:
     return [c for c in rows if (c.get("input") or {}).get("parser") in parser_names and "raw_output" in c["input"]]
 
 
+def _opened_by_prompt(inp: dict) -> bool:
+    """The case's prompt ends inside an opened reasoning section (``prompt_ends_with`` ``<think>``)."""
+    return str(inp.get("prompt_ends_with") or "").rstrip().endswith(THINK[0])
+
+
 def check_public_bug_case(cls, case: dict) -> None:
     """The case's expected calls (names, same JSON arguments, and the exact joined argument
-    strings when given), content when given, and finish reason, under the whole-text parse, every
-    synthetic default chunking and the recorded chunks when the case has them."""
+    strings when given), content and reasoning when given, and finish reason, under the
+    whole-text parse, every synthetic default chunking and the recorded chunks when the case has
+    them; the same for its variant output (``variant_raw_output``, expected ``variant_tool_calls``
+    or, when the case states none, the variant's own whole-text parse). A prompt that opened the
+    reasoning (``prompt_ends_with`` ``<think>``) is honoured."""
     inp, expected = case["input"], case["expected"]
-    text, tools = inp["raw_output"], inp.get("tools")
+    ro = _opened_by_prompt(inp)
+    _check_bug_text(cls, case["id"], inp["raw_output"], inp.get("tools"), inp.get("chunks"), expected, ro)
+    if "variant_raw_output" in inp:
+        variant = {"tool_calls": expected["variant_tool_calls"]} if "variant_tool_calls" in expected else {}
+        _check_bug_text(cls, case["id"] + "/variant", inp["variant_raw_output"], inp.get("tools"), inp.get("variant_chunks"), variant, ro)
+
+
+def _check_bug_text(cls, cid, text, tools, steps, expected, ro) -> None:
     chunkings = {name: split(text, name, markers=cls.markers) for name in SYNTHETIC_DEFAULT}
-    if inp.get("chunks") is not None:
-        chunkings["recorded"] = split(text, "recorded", steps=inp["chunks"])
-    whole = cls(tools).parse(text)
+    if steps is not None:
+        chunkings["recorded"] = split(text, "recorded", steps=steps)
+    whole = (cls(tools, reasoning_open=True) if ro else cls(tools)).parse(text)
     runs = {"parse": whole}
     want_calls, want_content = expected_outcome(expected)
     if want_calls is None:  # an invariant-only case: every chunking gives the whole-text parse
@@ -300,10 +315,10 @@ def check_public_bug_case(cls, case: dict) -> None:
         want_content = whole.content
     finish = expected.get("finish_reason", "tool_calls" if want_calls else "stop")
     for name, deltas in chunkings.items():
-        runs[name] = got = replay_stream(cls, tools, deltas)
-        assert got.finish_reason == finish, (case["id"], name)
+        runs[name] = got = replay_stream(cls, tools, deltas, reasoning_open=ro)
+        assert got.finish_reason == finish, (cid, name)
     for name, got in runs.items():
-        at = (case["id"], name)
+        at = (cid, name)
         assert [c.name for c in got.calls] == [c["name"] for c in want_calls], at
         for g, w in zip(got.calls, want_calls):
             assert same_call(g.arguments, json.dumps(w["arguments"])), at
@@ -315,6 +330,10 @@ def check_public_bug_case(cls, case: dict) -> None:
             assert got.content.strip() == want_content.strip(), at
         elif want_content is not None:
             assert got.content == want_content, at
+        if "reasoning" in expected:
+            assert got.reasoning.strip() == expected["reasoning"].strip(), at
+        for bad in expected.get("reasoning_not_contains", ()):
+            assert bad not in got.reasoning, at
 
 
 def expected_outcome(expected: dict) -> tuple[list[dict] | None, str | None]:

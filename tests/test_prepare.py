@@ -58,6 +58,9 @@ def test_sglang_rejects_arguments_that_are_not_a_json_object():
     got = prep("sglang", chat(assistant('{"city": "Paris"}'), {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}))
     assert got.messages[0]["content"] == "" and got.messages[0]["tool_calls"][0]["function"]["arguments"] == {"city": "Paris"}
     assert got.messages[1]["content"] == "a b"  # SGLang joins text parts with a space
+    tool_parts = {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    assert prep("sglang", chat(tool_parts), fmt="openai").messages == [{"role": "tool", "tool_call_id": "c", "content": "a b"}]
+    assert prep("sglang", chat({"role": "user", "content": [{"type": "text", "text": "a"}]}), fmt="openai").messages[0]["content"] == [{"type": "text", "text": "a"}]
     assert got.flat_tools_retry
 
 
@@ -136,3 +139,25 @@ def test_plugins_and_unknown_names(tmp_path):
         get_preparer("tgi")
     assert set(PREPARERS) == {"vllm", "sglang", "trtllm", "as-sent"}
     assert json.loads(json.dumps(get_preparer(None).prepare("chat.completions", chat({"role": "user", "content": None})).messages)) == [{"role": "user", "content": ""}]
+
+
+def test_templates_get_the_special_tokens_apply_chat_template_passes(tmp_path):
+    """bos_token/eos_token: from the tokenizer's config, else the template file's, else the family's."""
+    from replay.render.chat_template import template_special_tokens
+    from replay.render.options import template_renderer
+
+    llama = "{{ bos_token }}<|start_header_id|>user<|end_header_id|>{{ messages[0].content }}{{ eos_token }}"
+    jinja = tmp_path / "t.jinja"
+    jinja.write_text(llama)
+    assert template_special_tokens(jinja, llama, None) == ({"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "family")
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    (tok / "tokenizer_config.json").write_text(json.dumps({"bos_token": {"content": "<B>"}, "eos_token": "<E>"}))
+    assert template_special_tokens(jinja, llama, tok) == ({"bos_token": "<B>", "eos_token": "<E>"}, "tokenizer")
+    cfg = tmp_path / "tokenizer_config.json"
+    cfg.write_text(json.dumps({"chat_template": llama, "bos_token": "<s>"}))
+    assert template_special_tokens(cfg, llama, None) == ({"bos_token": "<s>"}, "template-file")
+    assert template_special_tokens(jinja, "{{ messages }}", None) == ({}, "none")
+    r = template_renderer(jinja, None, None)
+    assert r.render([{"role": "user", "content": "hi"}], None).startswith("<|begin_of_text|><|start_header_id|>user")
+    assert r.special_tokens_source == "family"

@@ -138,3 +138,21 @@ def test_per_model_templates(tmp_path):
 def test_bad_render_options_fail_naming_the_option(tmp_path, args, message):
     result = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(tmp_path / "r"), "--quiet", *args])
     assert result.exit_code == 1 and message in " ".join(result.output.split()), result.output
+
+
+def test_an_out_of_process_side_serializes_what_its_preparer_made(tmp_path):
+    """vLLM's Anthropic converter writes a missing tool description as None: a side serialized in
+    a worker (--old-python) sees the converted tools, as the in-process side does."""
+    import sys
+
+    cap = tmp_path / "messages.jsonl"
+    request = {"model": "claude-x", "max_tokens": 10, "tools": [{"name": "lookup", "input_schema": {"type": "object"}}],
+               "messages": [{"role": "user", "content": "Paris?"}]}
+    cap.write_text(json.dumps({"id": "m1", "route": "messages", "request": request}) + "\n")
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["audit", str(cap), "--out", str(out), "--quiet", "--old-python", sys.executable,
+                                 "--old-serializer", "as-sent", "--new-serializer", "as-sent"])
+    assert result.exit_code == 0, result.output
+    got = query(out, sql="SELECT side, leaked_nulls FROM renders WHERE side IN ('old', 'new') ORDER BY side")
+    assert got == [{"side": "new", "leaked_nulls": [{"tool_index": 0, "path": "$.function.description"}]},
+                   {"side": "old", "leaked_nulls": [{"tool_index": 0, "path": "$.function.description"}]}]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from replay.parsers._block import Decided, object_arguments
-from replay.parsers._markers import find_marker, first_marker
+from replay.parsers._markers import TokenStripper, find_marker, first_marker, strip_tokens
 from replay.parsers.base import CallDelta, StreamDelta, ToolCall
 
 #: A family's block reader for :func:`parse_blocks`: ``(text, index of the marker, marker) ->
@@ -88,9 +88,15 @@ class StreamParser:
     """
 
     tools: list[dict[str, Any]] | None
+    #: the family's end-of-turn / end-of-sequence tokens: servers never show them in content (a
+    #: stop token ends the text, a skipped special token is not decoded), so both paths remove
+    #: every occurrence from the raw text before anything else (:func:`strip_tokens`,
+    #: :class:`TokenStripper`; prefix-free). ``replay formats`` lists them.
+    end_tokens: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter) -> None:
         self.tools = tools
+        self._eot = TokenStripper(self.end_tokens)
         self._think = think
         self._buf = ""  # body text received and not yet decided
         self._index = 0  # OpenAI tool_calls[].index of the next call
@@ -101,7 +107,7 @@ class StreamParser:
         reasoning fragments it completes. Raises RuntimeError after :meth:`finish`."""
         if self._finished:
             raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(delta)
+        reasoning, body = self._think.feed(self._eot.feed(delta))
         self._append(body)
         out = self._drain(final=False)
         out.reasoning = reasoning + out.reasoning
@@ -128,12 +134,20 @@ class StreamParser:
         delta."""
         if self._finished:
             return StreamDelta()
+        tail = self._eot.finish()
+        head_reasoning, head = self._think.feed(tail) if tail else ("", "")
         reasoning, body = self._think.finish()
-        self._append(body)
+        reasoning = head_reasoning + reasoning
+        self._append(head + body)
         out = self._drain(final=True)
         out.reasoning = reasoning + out.reasoning
         self._finished = True
         return out
+
+    def strip_end_tokens(self, text: str) -> str:
+        """Whole-text side of :attr:`end_tokens`: ``text`` without them (every family's ``parse``
+        calls it first, as ``feed`` filters each delta)."""
+        return strip_tokens(text, self.end_tokens)
 
     def _emit_call(self, index: int, name: str, arguments: str, raw: str) -> list[CallDelta]:
         """The tool-call deltas sent for one decided call: the name once and the arguments, exactly

@@ -56,3 +56,66 @@ def find_marker(buf: str, markers: tuple[str, ...], final: bool, start: int = 0)
         return len(buf), ""
     longest = max(len(m) for m in markers)
     return len(buf) - partial_marker_suffix(buf[max(start, len(buf) - longest + 1) :], markers), ""
+
+
+def check_prefix_free(tokens: tuple[str, ...]) -> tuple[str, ...]:
+    """``tokens`` when no token is a prefix of another (so the leftmost occurrence in a text is
+    one token, whole and streamed alike); raises ValueError naming the pair otherwise."""
+    for a in tokens:
+        for b in tokens:
+            if a != b and b.startswith(a):
+                raise ValueError(f"end token {a!r} is a prefix of {b!r}")
+    return tokens
+
+
+def strip_tokens(text: str, tokens: tuple[str, ...]) -> str:
+    """``text`` without any occurrence of ``tokens`` (a family's end-of-turn / end-of-sequence
+    tokens), removed in one left-to-right pass: text around a removed token is not read again,
+    as a detokenizer that skips the token's id leaves its neighbours as they are. ``tokens`` must
+    be prefix-free (:func:`check_prefix_free`)."""
+    if not tokens:
+        return text
+    parts: list[str] = []
+    pos = 0
+    while True:
+        i, tok = first_marker(text, tokens, pos)
+        if i < 0:
+            parts.append(text[pos:])
+            return "".join(parts)
+        parts.append(text[pos:i])
+        pos = i + len(tok)
+
+
+class TokenStripper:
+    """Streaming :func:`strip_tokens`: ``feed(delta)`` returns the text that can no longer be part
+    of a token (a suffix that is a proper prefix of one is held back, so a token split across
+    deltas is still removed), ``finish()`` the held-back rest. The joined output equals
+    ``strip_tokens(joined input)`` for every chunking."""
+
+    def __init__(self, tokens: tuple[str, ...]) -> None:
+        self.tokens = check_prefix_free(tokens)
+        self._held = ""
+
+    def feed(self, delta: str) -> str:
+        """Take the next delta; return its text minus complete tokens, minus a held-back tail."""
+        if not self.tokens:
+            return delta
+        s = self._held + delta
+        parts: list[str] = []
+        pos = 0
+        while True:
+            i, tok = first_marker(s, self.tokens, pos)
+            if i < 0:
+                break
+            parts.append(s[pos:i])
+            pos = i + len(tok)
+        keep = partial_marker_suffix(s[pos:], self.tokens)
+        cut = len(s) - keep
+        parts.append(s[pos:cut])
+        self._held = s[cut:]
+        return "".join(parts)
+
+    def finish(self) -> str:
+        """End of stream: the held-back text (a proper prefix of a token is not one)."""
+        rest, self._held = self._held, ""
+        return rest

@@ -326,6 +326,7 @@ class XmlCallParser(StreamParser):
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
         rules of :mod:`replay.parsers._xmlcall`."""
+        text = self.strip_end_tokens(text)
         reasoning, body = split_reasoning(text, self.THINK, open=self.reasoning_open)
         content, calls = parse_body(body, self.START, self.END, self._declared)
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)

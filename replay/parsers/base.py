@@ -87,6 +87,9 @@ class ToolParser(Protocol):
       ``name``: the family's registry name (``hermes``, ``deepseek_v31``).
       ``markers``: the family's special tokens. A real server never splits one across two
       deltas, so synthetic chunkings do not cut inside them (except ``char-raw``).
+      ``end_tokens`` (built-in families; optional for plugins): the end-of-turn / end-of-sequence
+      tokens removed from the raw text in both paths before parsing, as servers never show them
+      (``replay formats`` lists them).
 
     ``__init__(tools)`` takes the request's tool declarations (a list of OpenAI tool dicts, or
     None), for families whose parse depends on the declared schema. Families that split off

@@ -45,6 +45,12 @@ Streaming: the reasoning splitter, then a buffered state machine (outside a bloc
 emitted as soon as it cannot start a block or section marker; a block is buffered, its header
 scanned incrementally, its JSON by :class:`~replay.parsers._block.JsonBlock`, and its call sent
 in one tool-call delta once decided: name once, arguments exactly the whole-text string).
+
+Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
+
+* llama.cpp's lenient reader accepts ``<｜tool▁calls｜>`` (a misspelt section token) with no
+  ``<｜tool▁call▁begin｜>``; replay reads the family's tokens only.
+* ``<｜end▁of▁sentence｜>`` is an end token (``end_tokens``): removed from the raw text in both paths.
 """
 
 from __future__ import annotations
@@ -111,6 +117,7 @@ class DeepSeekV3Parser(SectionedParser):
 
     name: ClassVar[str] = "deepseek_v3"
     markers: ClassVar[tuple[str, ...]] = (*MARKERS, *THINK)
+    end_tokens: ClassVar[tuple[str, ...]] = (EOS,)
     covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3, V3-0324, DeepSeek-R1, R1-0528 (and R1 distills served with their tool template)"
 
     OUTSIDE = OUTSIDE
@@ -129,6 +136,7 @@ class DeepSeekV3Parser(SectionedParser):
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
         module rules."""
+        text = self.strip_end_tokens(text)
         reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
         content, calls = parse_blocks(text, OUTSIDE, _read_block, block_content=drop_section_markers)
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)

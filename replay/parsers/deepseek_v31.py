@@ -38,6 +38,8 @@ complete; arguments exactly the whole-text parse's string). The name is not sent
 Reasoning: a leading ``<think>...</think>`` (or, with ``reasoning_open`` — the V3.1 thinking
 prompt ends with ``<think>`` — everything up to the first ``</think>``) is split off first, as
 :mod:`replay.parsers._reasoning` defines.
+
+End token ``<｜end▁of▁sentence｜>`` (``end_tokens``) is removed from the raw text in both paths.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class DeepSeekV31Parser(SectionedParser):
     name: ClassVar[str] = "deepseek_v31"
     covers: ClassVar[str] = "DeepSeek V3.1, V3.1-Terminus: tool calls without the function type word or code fence"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    end_tokens: ClassVar[tuple[str, ...]] = (EOS,)
     OUTSIDE = OUTSIDE
     CALL_BEGIN = CALL_BEGIN
 
@@ -117,6 +120,7 @@ class DeepSeekV31Parser(SectionedParser):
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
         module rules (reasoning split off first, :mod:`replay.parsers._reasoning`)."""
+        text = self.strip_end_tokens(text)
         reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
         content, calls = parse_blocks(text, OUTSIDE, _read_block, block_content=drop_section_markers)
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)

@@ -50,6 +50,8 @@ Streaming: the reasoning splitter, then a buffered state machine over the body: 
 text is emitted as soon as it cannot start an open tag or the end-of-sentence token; inside a
 block each invoke is buffered until its end tag (searched for only in new text) and its call is
 sent in one tool-call delta (name once; arguments exactly the whole-text string).
+
+End token ``<｜end▁of▁sentence｜>`` (``end_tokens``) is removed from the raw text in both paths.
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ class DeepSeekV32Parser(StreamParser):
 
     name: ClassVar[str] = "deepseek_v32"
     markers: ClassVar[tuple[str, ...]] = (DSML, EOS, *THINK)
+    end_tokens: ClassVar[tuple[str, ...]] = (EOS,)
     covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3.2(-Exp, -Speciale) and DeepSeek-V4 (DSML tool calls)"
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
@@ -152,6 +155,7 @@ class DeepSeekV32Parser(StreamParser):
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
         module rules."""
+        text = self.strip_end_tokens(text)
         reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
         content: list[str] = []
         calls: list[ToolCall] = []

@@ -48,6 +48,8 @@ markers acted upon (a held-back suffix); a reasoning section is streamed as it a
 8 chars wait until the ``thought`` prefix is decided). A block is buffered and scanned once,
 incrementally, by :class:`ArgsScanner`; when decided, its call is sent in one tool-call delta (name
 once, arguments exactly the whole-text string), or its text as content.
+
+End tokens ``<turn|>`` and ``<eos>`` (``end_tokens``) are removed from the raw text in both paths.
 """
 
 from __future__ import annotations
@@ -423,6 +425,7 @@ class Gemma4Parser(StreamParser):
     name: ClassVar[str] = "gemma4"
     covers: ClassVar[str] = "Google Gemma 4 (gemma-4-*-it, incl. the interleaved-thinking template): <|tool_call>call:NAME{...}<tool_call|>"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    end_tokens: ClassVar[tuple[str, ...]] = (TURN_END, "<eos>")
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         super().__init__(tools, NoReasoning())  # the channel sections are read by _drain
@@ -435,6 +438,7 @@ class Gemma4Parser(StreamParser):
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
         module rules. Never raises on model output."""
+        text = self.strip_end_tokens(text)
         content: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []

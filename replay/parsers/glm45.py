@@ -55,6 +55,13 @@ grammar incrementally (a scan position per state; tags are found by scanning ``<
 once, holding back a suffix that may be an incomplete tag), and sends the call when
 ``</tool_call>`` arrives: one tool-call delta with the name and the whole-text parse's arguments.
 No call is ever sent from ``finish()``: a block still open at the end of the stream is content.
+
+Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
+
+* Calls to undeclared tools: SGLang's ``Glm4MoeDetector`` / ``Glm47MoeDetector`` drop them;
+  replay reports them (an audit must see them).
+* End tokens ``<|endoftext|>``, ``<|user|>``, ``<|observation|>`` (GLM's stop tokens: the turn
+  ends there) are removed from the raw text in both paths.
 """
 
 from __future__ import annotations
@@ -128,6 +135,7 @@ class Glm45Parser(StreamParser):
 
     name: ClassVar[str] = "glm45"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    end_tokens: ClassVar[tuple[str, ...]] = ("<|endoftext|>", "<|user|>", "<|observation|>")
     covers: ClassVar[str] = "zai-org/THUDM GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7 (Flash), GLM-5 (<arg_key>/<arg_value> XML calls)"
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
@@ -150,6 +158,7 @@ class Glm45Parser(StreamParser):
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
         module rules. Never raises on malformed output."""
+        text = self.strip_end_tokens(text)
         reasoning, body = split_reasoning(text, THINK, open=self.reasoning_open)
         content, calls = parse_blocks(body, (START,), self._whole_block)
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)

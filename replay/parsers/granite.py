@@ -55,6 +55,13 @@ granite-4.0/4.1 templates instruct exactly this). It is :class:`~replay.parsers.
 under another name, with Hermes's rules for malformed output; vLLM ``Granite4ToolParser`` differs:
 any malformed block (two starts in a row, end without start, empty or unterminated call) turns the
 whole output into content, and it has no ``parameters`` synonym.
+
+Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
+
+* llama.cpp's generic JSON fallback (``{"tool_calls": [...]}``) is not Granite syntax; replay
+  reads ``<|tool_call|>`` lists (and Granite 4's ``<tool_call>`` blocks) only.
+* ``"arguments"`` given as a JSON string is a call (:func:`replay.parsers._block.arguments_text`),
+  as in Hermes; end token ``<|end_of_text|>`` is removed from the raw text in both paths.
 """
 
 from __future__ import annotations
@@ -140,6 +147,7 @@ class GraniteParser(StreamParser):
     name: ClassVar[str] = "granite"
     covers: ClassVar[str] = "IBM Granite 3.0-3.3 instruct (<|tool_call|> + JSON list; 3.3 <think>/<response>)"
     markers: ClassVar[tuple[str, ...]] = (TOOL_CALL, TOOL_CALL_PLAIN, *THINK, *RESPONSE)
+    end_tokens: ClassVar[tuple[str, ...]] = ("<|end_of_text|>",)
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         super().__init__(tools, GraniteSplitter(open=reasoning_open))
@@ -150,6 +158,7 @@ class GraniteParser(StreamParser):
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
         module rules. Never raises on malformed output."""
+        text = self.strip_end_tokens(text)
         reasoning, text = split_granite_reasoning(text, open=self._reasoning_open)
         content, calls = parse_blocks(text, STARTS, _read_block)
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)

@@ -75,6 +75,9 @@ suffix of the buffer that is a proper prefix of one) is held back; reasoning and
 are streamed as they arrive; headers and call bodies are buffered (a call body is also scanned
 incrementally with :class:`~replay.parsers._jsonscan.JsonPrefix`) and a call is sent in one
 tool-call delta when its message ends: the name once, the arguments exactly the whole-text string.
+
+End token ``<|endoftext|>`` (``end_tokens``) is removed from the raw text in both paths; ``<|return|>``
+and ``<|call|>`` (gpt-oss's stop tokens) are read by the message grammar above and never reach content.
 """
 
 from __future__ import annotations
@@ -166,6 +169,7 @@ class HarmonyParser(StreamParser):
     name: ClassVar[str] = "harmony"
     covers: ClassVar[str] = "OpenAI gpt-oss-20b / gpt-oss-120b (Harmony: analysis/commentary/final channels, to=functions.NAME calls)"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    end_tokens: ClassVar[tuple[str, ...]] = ("<|endoftext|>",)
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         super().__init__(tools, NoReasoning())  # the channels are read by _drain
@@ -184,6 +188,7 @@ class HarmonyParser(StreamParser):
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion, special tokens as text) -> reasoning,
         content and calls, per the module rules. Never raises on model output."""
+        text = self.strip_end_tokens(text)
         content: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []

@@ -36,6 +36,21 @@ start of ``<tool_call>`` (a buffer suffix that is a prefix of the marker is held
 block it buffers until the block is decided (end marker seen, or the JSON can no longer be a
 value and the end marker is seen, or ``finish()``), then sends the call in one tool-call delta:
 the name once, complete, and the arguments as exactly the whole-text parse's string.
+
+Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
+
+* Calls to tools the request does not declare: SGLang (``HermesDetector``) and TensorRT-LLM
+  (``Qwen3ToolParser``) drop them; vLLM reports them; replay reports them, because an audit must
+  see a model calling a tool that does not exist.
+* llama.cpp's Hermes reader also accepts ``<function=NAME>{...}</function>``, ``<tool>``,
+  ``<tools>``, ``<response>``, ``<json>``, ``<xml>`` wrappers and fenced or bare JSON objects;
+  vLLM and SGLang read ``<tool_call>`` only; replay reads the family's ``<tool_call>`` syntax only
+  (the chat templates of the models it covers emit nothing else, and a bare JSON object in prose
+  is prose).
+* End tokens (``end_tokens``): ``<|im_end|>``, ``<|endoftext|>`` (Qwen, ChatML Hermes),
+  ``<|eot_id|>``, ``<|end_of_text|>`` (Hermes 3 on Llama) are removed from the raw text in both
+  paths, as a server never shows them (a stop token ends the text; skipped special tokens are not
+  decoded).
 """
 
 from __future__ import annotations
@@ -88,6 +103,7 @@ class HermesParser(StreamParser):
     name: ClassVar[str] = "hermes"
     covers: ClassVar[str] = "Hermes 2 Pro / 3, Qwen2.5, Qwen3 (incl. thinking), QwQ: <tool_call> JSON blocks"
     markers: ClassVar[tuple[str, ...]] = (START, END)
+    end_tokens: ClassVar[tuple[str, ...]] = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
@@ -98,6 +114,7 @@ class HermesParser(StreamParser):
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
         module rules (reasoning split off first, :mod:`replay.parsers._reasoning`)."""
+        text = self.strip_end_tokens(text)
         reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
         content, calls = parse_blocks(text, (START,), _read_block)
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)

@@ -53,6 +53,8 @@ the grammar incrementally (each state keeps its scan position; searches cover ne
 sends the block's calls when ``</minimax:tool_call>`` arrives, or from ``finish()`` for a block
 the stream cut off between invokes: one tool-call delta per call, with the name and exactly the
 whole-text parse's arguments.
+
+End token ``[e~[`` (MiniMax's end of message, ``end_tokens``) is removed from the raw text in both paths.
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ class MiniMaxM2Parser(StreamParser):
 
     name: ClassVar[str] = "minimax_m2"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    end_tokens: ClassVar[tuple[str, ...]] = ("[e~[",)
     covers: ClassVar[str] = "MiniMaxAI/MiniMax-M2 and MiniMax-M2.1 (<minimax:tool_call> <invoke>/<parameter> XML calls)"
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
@@ -144,6 +147,7 @@ class MiniMaxM2Parser(StreamParser):
     def parse(self, text: str) -> ParseResult:
         """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
         module rules. Never raises on malformed output."""
+        text = self.strip_end_tokens(text)
         reasoning, body = split_reasoning(text, THINK, open=self.reasoning_open)
         content, calls = parse_blocks(body, (START,), self._whole_block)
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)

@@ -37,6 +37,16 @@ here those are content. vLLM's newer parser treats the closing tags as structura
 start (so code values may contain them); here the first tag ends the value, as in SGLang.
 Typing follows ``_schema.py`` (undeclared parameters are JSON-decoded when they are JSON, where
 vLLM/SGLang keep the raw string).
+
+Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
+
+* vLLM's ``Qwen3CoderToolParser`` (and its engine variant) falls back to ``<function=NAME>``
+  blocks written without ``<tool_call>``; SGLang's ``Qwen3CoderDetector`` needs ``<tool_call>``;
+  replay follows SGLang: the chat template always writes ``<tool_call>``, and ``<function=``
+  alone in prose (code, docs) is more often text than a call.
+* Text parameters are typed by the shared rule of :mod:`replay.parsers._schema` (``null`` is None
+  whatever the type; type names by prefix), in both paths.
+* End tokens ``<|im_end|>``, ``<|endoftext|>`` are removed from the raw text in both paths.
 """
 
 from __future__ import annotations
@@ -63,6 +73,7 @@ class Qwen3CoderParser(XmlCallParser):
 
     name: ClassVar[str] = "qwen3_coder"
     markers: ClassVar[tuple[str, ...]] = (START, END, *THINK_TAGS)
+    end_tokens: ClassVar[tuple[str, ...]] = ("<|im_end|>", "<|endoftext|>")
     covers: ClassVar[str] = (
         "Qwen3-Coder (30B-A3B, 480B-A35B, Next), Qwen3.5, NVIDIA Nemotron 3 Nano, StepFun Step-3.5 Flash "
         "(<tool_call><function=..><parameter=..> XML, <think> reasoning)"

@@ -36,6 +36,8 @@ any type. Deliberate differences: there a missing ``</parameter>`` swallows the 
 end of the stream as a call and accepts ``<function=`` outside a block (vLLM); here those are
 content. vLLM's whole-text path keeps the reasoning in the content (its reasoning parser
 splits it); here it is reasoning. Typing follows ``_schema.py``.
+
+End token ``<seed:eos>`` (``end_tokens``) is removed from the raw text in both paths.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class SeedOssParser(XmlCallParser):
 
     name: ClassVar[str] = "seed_oss"
     markers: ClassVar[tuple[str, ...]] = (START, END, *THINK_TAGS)
+    end_tokens: ClassVar[tuple[str, ...]] = ("<seed:eos>",)
     covers: ClassVar[str] = "ByteDance Seed-OSS-36B (Base/Instruct) <seed:tool_call> XML calls with <seed:think> reasoning"
     START: ClassVar[str] = START
     END: ClassVar[str] = END

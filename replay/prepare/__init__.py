@@ -58,9 +58,12 @@ class FunctionPreparer:
         self.fn = fn
 
     def content_format(self, template: str | None) -> str:
+        """Always ``"string"``: a plugin function takes no content format."""
         return "string"
 
     def prepare(self, route: str | None, request: dict[str, Any], content_format: str = "string") -> Prepared:
+        """Call the plugin; raises ``TypeError`` when it returns anything but messages or
+        ``(messages, tools)``."""
         got = self.fn(route, request)
         tools: Any = None
         if isinstance(got, tuple) and len(got) == 2:

@@ -40,7 +40,7 @@ from replay.tools import _suffix, leaked_nulls
 
 SIDES = ("old", "new", "reference")
 
-__all__ = ["ModelRoutes", "RenderPlan", "render_plan", "render_rows", "strip_paths", "pair_tools"]
+__all__ = ["ModelRoutes", "RenderPlan", "render_plan", "render_rows", "strip_paths", "pair_tools", "prepared_tools"]
 
 
 @dataclass
@@ -91,6 +91,16 @@ def render_plan(cfg: Any) -> RenderPlan:
         plan = RenderPlan(renderers, preparers)
         cfg._render_plan = plan
     return plan
+
+
+def prepared_tools(cfg: Any, side: str, route: str | None, request: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The tool declarations ``side``'s preparer hands its serializer (what an out-of-process
+    side is sent to serialize); the client's (:func:`replay.prepare.openai_tools`) when the
+    preparer rejects the request (that side's row then carries the rejection)."""
+    try:
+        return render_plan(cfg).preparers[side].prepare(route, request, "string").tools
+    except Exception:  # noqa: BLE001 - render_rows records the preparer's error on the row
+        return openai_tools(route, request.get("tools"))
 
 
 def _sha(text: str) -> str:
@@ -161,7 +171,7 @@ def render_rows(
     ``ex``: an exchanges row (``exchange_id``, ``route``, ``request_json``, ``server_prompt``;
     ``model`` and ``server_prompt_token_ids`` when present). ``serializers``: ``{side: callable}``;
     ``pre``: ``{side: serialized tools | None | WorkerError}`` for sides serialized out of process
-    (they serialize the client's declarations, not a preparer's). ``ids_plan``: ``(tokenizer,
+    (each serialized what its preparer made of the declarations, :func:`prepared_tools`). ``ids_plan``: ``(tokenizer,
     vocabulary)`` of a token-id comparison (:func:`replay.pipeline._ids_plan`). Never raises: a
     side's failure is its row's ``error``.
     """
@@ -214,7 +224,7 @@ def render_rows(
                 serialized = pre[side]
                 if isinstance(serialized, WorkerError):
                     raise serialized
-                pairs = pair_tools(client_tools, client_tools)
+                pairs = pair_tools(client_tools, prepared.tools)
             else:
                 pairs = pair_tools(client_tools, prepared.tools)
                 serialized = [serializers[side](p) for _, p in pairs] if pairs else None
