@@ -353,17 +353,14 @@ def sdk_chat_calls(path: Path) -> list[tuple[str, str]]:
 
 
 def sdk_messages_calls(path: Path) -> list[tuple[str, str]]:
-    """An independent reading of an Anthropic SSE file as ``MessageStream`` builds tool_use blocks."""
-    blocks: dict[int, list] = {}
-    for line in path.read_text().splitlines():
-        if not line.startswith("data:"):
-            continue
-        ev = json.loads(line[5:])
-        if ev["type"] == "content_block_start" and ev["content_block"]["type"] == "tool_use":
-            blocks[ev["index"]] = [ev["content_block"]["name"], ""]
-        elif ev["type"] == "content_block_delta" and ev["delta"]["type"] == "input_json_delta" and ev["index"] in blocks:
-            blocks[ev["index"]][1] += ev["delta"]["partial_json"]
-    return [tuple(blocks[i]) for i in sorted(blocks)]
+    """An Anthropic SSE file's tool_use blocks as the Anthropic SDK itself builds them
+    (tests/sdk_oracle.py: ``accumulate_event``; a block's input is the SDK's partial-JSON parse of
+    the fragments, written back as JSON text)."""
+    from sdk_oracle import anthropic_snapshot
+
+    events = [json.loads(line[5:]) for line in path.read_text().splitlines() if line.startswith("data:")]
+    snap = anthropic_snapshot(events)
+    return [(name, args) for _, _, name, args in snap.get("calls", [])]
 
 
 @pytest.mark.skipif(not CAPTURES.is_dir(), reason="../shared/corpus/captures is absent")
@@ -395,7 +392,10 @@ def test_real_sdk_fixtures_ingest_and_assemble_as_the_sdk(tmp_path: Path) -> Non
     tool_use = rows.get("tool_use_response.txt")
     assert tool_use is not None and tool_use["served_finish_reason"] == "tool_use" and len(tool_use["served_tool_calls"]) == 1
     partial = rows.get("incomplete_partial_json_response.txt")
-    assert partial is not None and partial["served_finish_reason"] == "max_tokens" and partial["served_non_json_calls"] == 1
+    # cut by max_tokens inside the input: the Anthropic SDK parses the fragments in partial mode, so the
+    # client holds a closed object without the unfinished string (its JSON text parses)
+    assert partial is not None and partial["served_finish_reason"] == "max_tokens" and partial["served_non_json_calls"] == 0
+    assert json.loads(partial["served_tool_calls"][0]["arguments"])["lines_of_text"][-1] == ""
 
 
 def test_events_from_lines_joins_multiline_data() -> None:
