@@ -28,32 +28,32 @@
 --   (the per-row facts are computed by replay/judge.py; this view only pairs and counts them)
 -- old_wrong / new_wrong: the side is wrong; old_outcome / new_outcome: what it got wrong (leaked null
 -- paths, prompt SHA-256, error text, missing call indexes and finish_reason, the offending calls'
--- index/name/arguments, the content); two wrong sides with different outcomes are `changed-wrong`.
+-- index/name/arguments, the content where it leaks); two wrong sides with different outcomes are `changed-wrong`.
 -- old_deltas / new_deltas: deltas fed under that chunking (0 for `parse` and `render`).
 -- old_items / new_items: null-leak only: the leaked null paths (an `improved` verdict compares them).
 -- unreliable: a stream check on an exchange whose old-side replay did not reproduce what was
 -- served (view fidelity_exchanges).
 WITH
+-- Memory (a 20k-exchange run has 400k streams rows; replay's DuckDB limit is 256 MB by default):
+-- each side's row carries its checks as a list of (check, applies, wrong, outcome) in one order, old
+-- and new rows are paired by (exchange, chunking) and only then are the two lists unnested side by
+-- side, so the pairing join holds 200k narrow rows, not 2M (a CROSS JOIN per check, then a self-join,
+-- needed over 512 MB). Each join's right side is the one DuckDB should build its hash table from
+-- (the smaller); replay.sql.connect keeps DuckDB from reordering them, since two large hash tables
+-- in one pipeline do not spill together.
 ref_render AS (SELECT exchange_id, prompt_sha256 FROM renders WHERE side = 'reference' AND error IS NULL),
-render_checks(check_name) AS (VALUES ('null-leak'), ('prompt-divergence'), ('render-failure')),
-render_judged AS (
-    SELECT r.exchange_id, r.side, k.check_name, 'render' AS chunking, 0 AS n_deltas,
-           CASE WHEN k.check_name = 'null-leak' THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls]) END AS items,
-           CASE k.check_name
-               WHEN 'null-leak' THEN r.error IS NULL
-               WHEN 'prompt-divergence' THEN r.error IS NULL AND ref.prompt_sha256 IS NOT NULL
-               ELSE true END AS applies,
-           CASE k.check_name
-               WHEN 'null-leak' THEN coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0)
-               WHEN 'prompt-divergence' THEN r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256
-               ELSE r.error IS NOT NULL END AS wrong,
-           CASE k.check_name
-               WHEN 'null-leak' THEN CASE WHEN coalesce(r.leak_in_prompt, true) THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR END
-               WHEN 'prompt-divergence' THEN r.prompt_sha256
-               ELSE r.error END AS outcome
+render_sides AS (
+    SELECT r.exchange_id, r.side, 'render' AS chunking, 0 AS n_deltas,
+           [struct_pack(c := 'null-leak', applies := r.error IS NULL, wrong := coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0),
+                        outcome := CASE WHEN coalesce(r.leak_in_prompt, true)
+                                        THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR END,
+                        items := CASE WHEN coalesce(r.leak_in_prompt, true)
+                                      THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls]) END),
+            struct_pack(c := 'prompt-divergence', applies := r.error IS NULL AND ref.prompt_sha256 IS NOT NULL,
+                        wrong := r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256, outcome := r.prompt_sha256, items := NULL::VARCHAR[]),
+            struct_pack(c := 'render-failure', applies := true, wrong := r.error IS NOT NULL, outcome := r.error, items := NULL::VARCHAR[])] AS checks
     FROM renders r
     JOIN ref_render ref USING (exchange_id)
-    CROSS JOIN render_checks k
     WHERE r.side IN ('old', 'new')
 ),
 ref_parse AS (SELECT exchange_id FROM streams WHERE side = 'reference' AND chunking = 'parse' AND error IS NULL),
@@ -66,83 +66,82 @@ side_calls AS (
                FILTER (WHERE arguments_json_ok AND NOT coalesce(matches_whole, false)) AS mismatched,
            list(struct_pack(i := index, n := name) ORDER BY index) FILTER (WHERE names_sent > 1) AS repeated,
            list(struct_pack(i := index, id := id) ORDER BY index) FILTER (WHERE id_fault) AS bad_ids,
-           list(struct_pack(n := name, a := arguments) ORDER BY index) AS all_calls
+           md5(list(struct_pack(n := name, a := arguments) ORDER BY index)::VARCHAR) AS calls_key  -- a digest: rows stay narrow
     FROM calls WHERE side IN ('old', 'new')
     GROUP BY exchange_id, side, chunking
 ),
 rows AS (
     SELECT s.exchange_id, s.side, s.chunking, coalesce(s.n_deltas, 0) AS n_deltas, s.error IS NOT NULL AS raised, s.error,
-           s.finish_reason, s.calls_whole, s.content, coalesce(s.content_leak, false) AS content_leak,
+           s.finish_reason, s.calls_whole, s.content, s.content_leak,
            [i FOR i IN coalesce(rc.idx, []) IF NOT list_contains(coalesce(sc.idx, []), i)] AS missing,
-           sc.bad_json, sc.mismatched, sc.repeated, sc.bad_ids, sc.all_calls,
-           s.client_error, coalesce(s.name_repeats, 0) AS name_repeats, coalesce(s.id_faults, 0) AS id_faults,
-           coalesce(s.finish_fault, false) AS finish_fault, coalesce(s.differs_from_reference, false) AS differs_from_reference,
-           s.differs_from_own_parse
-    FROM streams s
+           sc.bad_json, sc.mismatched, sc.repeated, sc.bad_ids, coalesce(sc.calls_key, '') AS calls_key, s.content_key,
+           s.client_error, s.name_repeats, s.id_faults, s.finish_fault, s.differs_from_reference, s.differs_from_own_parse
+    FROM (  -- the content only where it leaks markup (the content-leak outcome): every row below carries it
+        SELECT exchange_id, side, chunking, n_deltas, error, finish_reason, calls_whole, coalesce(content_leak, false) AS content_leak,
+               CASE WHEN content_leak THEN content END AS content, md5(coalesce(content, '')) AS content_key,
+               client_error, coalesce(name_repeats, 0) AS name_repeats, coalesce(id_faults, 0) AS id_faults,
+               coalesce(finish_fault, false) AS finish_fault, coalesce(differs_from_reference, false) AS differs_from_reference,
+               differs_from_own_parse
+        FROM streams
+        WHERE side IN ('old', 'new') AND NOT starts_with(coalesce(error, ''), 'chunking:')
+    ) s
     JOIN ref_parse USING (exchange_id)
     LEFT JOIN ref_calls rc USING (exchange_id)
     LEFT JOIN side_calls sc USING (exchange_id, side, chunking)
-    WHERE s.side IN ('old', 'new') AND NOT starts_with(coalesce(s.error, ''), 'chunking:')
 ),
-stream_checks(check_name) AS (
-    VALUES ('replay-error'), ('client-error'), ('dropped-call'), ('non-json-join'), ('argument-mismatch'), ('content-leak'),
-           ('name-repeat'), ('call-id'), ('finish-reason'), ('streaming-fault'), ('semantic-diff')
+stream_sides AS (
+    SELECT r.exchange_id, r.side, r.chunking, r.n_deltas,
+           [struct_pack(c := 'replay-error', applies := true, wrong := r.raised, outcome := r.error, items := NULL::VARCHAR[]),
+            struct_pack(c := 'dropped-call', applies := NOT r.raised, wrong := len(r.missing) > 0,
+                        outcome := r.missing::VARCHAR || ' ' || coalesce(r.finish_reason, ''), items := NULL::VARCHAR[]),
+            struct_pack(c := 'non-json-join', applies := NOT r.raised, wrong := len(coalesce(r.bad_json, [])) > 0,
+                        outcome := r.bad_json::VARCHAR, items := NULL::VARCHAR[]),
+            struct_pack(c := 'argument-mismatch', applies := NOT r.raised, wrong := len(coalesce(r.mismatched, [])) > 0,
+                        outcome := r.mismatched::VARCHAR, items := NULL::VARCHAR[]),
+            struct_pack(c := 'content-leak', applies := NOT r.raised, wrong := r.content_leak, outcome := r.content, items := NULL::VARCHAR[]),
+            struct_pack(c := 'client-error', applies := NOT r.raised AND r.chunking <> 'parse', wrong := r.client_error IS NOT NULL,
+                        outcome := r.client_error, items := NULL::VARCHAR[]),
+            struct_pack(c := 'name-repeat', applies := NOT r.raised AND r.chunking <> 'parse', wrong := r.name_repeats > 0,
+                        outcome := r.repeated::VARCHAR, items := NULL::VARCHAR[]),
+            struct_pack(c := 'call-id', applies := NOT r.raised AND r.chunking <> 'parse', wrong := r.id_faults > 0,
+                        outcome := r.bad_ids::VARCHAR, items := NULL::VARCHAR[]),
+            struct_pack(c := 'finish-reason', applies := NOT r.raised, wrong := r.finish_fault,
+                        outcome := coalesce(r.finish_reason, '') || ' ' || r.calls_key, items := NULL::VARCHAR[]),
+            struct_pack(c := 'streaming-fault', applies := NOT r.raised AND r.chunking <> 'parse' AND r.differs_from_own_parse IS NOT NULL,
+                        wrong := coalesce(r.differs_from_own_parse, false), outcome := r.content_key || ' ' || r.calls_key, items := NULL::VARCHAR[]),
+            struct_pack(c := 'semantic-diff', applies := NOT r.raised AND r.chunking = 'parse', wrong := r.differs_from_reference,
+                        outcome := r.content_key || ' ' || r.calls_key, items := NULL::VARCHAR[])] AS checks
+    FROM rows r
 ),
-stream_judged AS (
-    SELECT r.exchange_id, r.side, k.check_name, r.chunking, r.n_deltas, NULL::VARCHAR[] AS items,
-           CASE k.check_name
-               WHEN 'replay-error' THEN true
-               WHEN 'client-error' THEN NOT r.raised AND r.chunking <> 'parse'
-               WHEN 'name-repeat' THEN NOT r.raised AND r.chunking <> 'parse'
-               WHEN 'call-id' THEN NOT r.raised AND r.chunking <> 'parse'
-               WHEN 'streaming-fault' THEN NOT r.raised AND r.chunking <> 'parse' AND r.differs_from_own_parse IS NOT NULL
-               WHEN 'semantic-diff' THEN NOT r.raised AND r.chunking = 'parse'
-               ELSE NOT r.raised END AS applies,
-           CASE k.check_name
-               WHEN 'replay-error' THEN r.raised
-               WHEN 'client-error' THEN r.client_error IS NOT NULL
-               WHEN 'dropped-call' THEN len(r.missing) > 0
-               WHEN 'non-json-join' THEN len(coalesce(r.bad_json, [])) > 0
-               WHEN 'argument-mismatch' THEN len(coalesce(r.mismatched, [])) > 0
-               WHEN 'content-leak' THEN r.content_leak
-               WHEN 'name-repeat' THEN r.name_repeats > 0
-               WHEN 'call-id' THEN r.id_faults > 0
-               WHEN 'finish-reason' THEN r.finish_fault
-               WHEN 'streaming-fault' THEN r.differs_from_own_parse
-               ELSE r.differs_from_reference END AS wrong,
-           CASE k.check_name
-               WHEN 'replay-error' THEN r.error
-               WHEN 'client-error' THEN r.client_error
-               WHEN 'dropped-call' THEN r.missing::VARCHAR || ' ' || coalesce(r.finish_reason, '')
-               WHEN 'non-json-join' THEN r.bad_json::VARCHAR
-               WHEN 'argument-mismatch' THEN r.mismatched::VARCHAR
-               WHEN 'content-leak' THEN r.content
-               WHEN 'name-repeat' THEN r.repeated::VARCHAR
-               WHEN 'call-id' THEN r.bad_ids::VARCHAR
-               WHEN 'finish-reason' THEN coalesce(r.finish_reason, '') || ' ' || coalesce(r.all_calls::VARCHAR, '[]')
-               ELSE coalesce(r.content, '') || ' ' || coalesce(r.all_calls::VARCHAR, '[]') END AS outcome
-    FROM rows r CROSS JOIN stream_checks k
+sides AS NOT MATERIALIZED (SELECT * FROM render_sides UNION ALL SELECT * FROM stream_sides),
+paired AS (
+    SELECT o.exchange_id, o.chunking, o.n_deltas AS old_deltas, n.n_deltas AS new_deltas, o.checks AS old_checks, n.checks AS new_checks
+    FROM sides o
+    JOIN sides n ON n.exchange_id = o.exchange_id AND n.chunking = o.chunking
+    WHERE o.side = 'old' AND n.side = 'new'
 ),
-judged AS (SELECT * FROM render_judged UNION ALL SELECT * FROM stream_judged),
+judged AS (
+    SELECT exchange_id, chunking, old_deltas, new_deltas, unnest(old_checks) AS o, unnest(new_checks) AS n
+    FROM paired
+),
 unfaithful AS (SELECT exchange_id FROM fidelity_exchanges WHERE NOT faithful)
 SELECT
-    o.exchange_id,
-    o.check_name AS "check",
-    o.chunking,
-    o.n_deltas AS old_deltas,
-    n.n_deltas AS new_deltas,
-    o.wrong AS old_wrong,
-    n.wrong AS new_wrong,
-    o.outcome AS old_outcome,
-    n.outcome AS new_outcome,
-    o.items AS old_items,
-    n.items AS new_items,
-    CASE WHEN NOT o.wrong AND NOT n.wrong THEN 'same-ok'
-         WHEN o.wrong AND NOT n.wrong THEN 'fixed'
-         WHEN NOT o.wrong AND n.wrong THEN 'broken'
-         WHEN o.outcome IS NOT DISTINCT FROM n.outcome THEN 'still-wrong'
+    j.exchange_id,
+    j.o.c AS "check",
+    j.chunking,
+    j.old_deltas,
+    j.new_deltas,
+    j.o.wrong AS old_wrong,
+    j.n.wrong AS new_wrong,
+    j.o.outcome AS old_outcome,
+    j.n.outcome AS new_outcome,
+    j.o.items AS old_items,
+    j.n.items AS new_items,
+    CASE WHEN NOT j.o.wrong AND NOT j.n.wrong THEN 'same-ok'
+         WHEN j.o.wrong AND NOT j.n.wrong THEN 'fixed'
+         WHEN NOT j.o.wrong AND j.n.wrong THEN 'broken'
+         WHEN j.o.outcome IS NOT DISTINCT FROM j.n.outcome THEN 'still-wrong'
          ELSE 'changed-wrong' END AS verdict,
-    (o.chunking <> 'render' AND o.exchange_id IN (SELECT exchange_id FROM unfaithful)) AS unreliable
-FROM judged o
-JOIN judged n ON n.exchange_id = o.exchange_id AND n.check_name = o.check_name AND n.chunking = o.chunking
-WHERE o.side = 'old' AND n.side = 'new' AND o.applies AND n.applies
+    (j.chunking <> 'render' AND j.exchange_id IN (SELECT exchange_id FROM unfaithful)) AS unreliable
+FROM judged j
+WHERE j.o.applies AND j.n.applies

@@ -24,7 +24,7 @@ def help_at(width: int, *args: str) -> str:
 
 
 def test_every_command_is_listed():
-    assert set(COMMANDS) >= {"audit", "ingest", "render", "stream", "query", "report", "formats"}
+    assert set(COMMANDS) >= {"audit", "ingest", "render", "stream", "query", "report", "formats", "show"}
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])

@@ -204,6 +204,8 @@ def test_fractions_and_bad_values():
         (["--until", "2026-02-30"], "Invalid value for '--until'"),
         (["--route", "chat"], "Invalid value for '--route': unknown route 'chat'; one of: chat.completions, messages, responses"),
         (["--limit", "0"], "Invalid value for '--limit'"),
+        (["--sample", "0.5", "--sample-key", "session"], "Invalid value for '--sample-key': 'session' is neither request.PATH"),
+        (["--sample-key", "request."], "Invalid value for '--sample-key'"),
         (["--since", "2026-02-01", "--until", "2026-01-01"], "--since 2026-02-01T00:00:00+00:00 is not before --until"),
     ],
 )

@@ -163,6 +163,7 @@ def render_rows(
     ids_plan: tuple[Any, str | None] = (None, None),
     ids_sha: Callable[[list[int] | None], str | None] = lambda ids: None,
     tokens_differing: Callable[[list[int], list[int]], int] | None = None,
+    prompts: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``renders`` rows of one exchange: one per side (old, new, reference), plus ``served``
     when the server logged its prompt and the old side renders with a chat template (or a
@@ -172,8 +173,9 @@ def render_rows(
     ``model`` and ``server_prompt_token_ids`` when present). ``serializers``: ``{side: callable}``;
     ``pre``: ``{side: serialized tools | None | WorkerError}`` for sides serialized out of process
     (each serialized what its preparer made of the declarations, :func:`prepared_tools`). ``ids_plan``: ``(tokenizer,
-    vocabulary)`` of a token-id comparison (:func:`replay.pipeline._ids_plan`). Never raises: a
-    side's failure is its row's ``error``.
+    vocabulary)`` of a token-id comparison (:func:`replay.pipeline._ids_plan`). ``prompts``: when
+    given, each side's prompt text is put there by side (``replay show`` re-renders one exchange;
+    the stage keeps only hashes). Never raises: a side's failure is its row's ``error``.
     """
     from replay.sides import WorkerError
 
@@ -252,9 +254,14 @@ def render_rows(
                     "prompt_tokens": _tokens(tok, prompt, ids, renderer is ref_renderer),
                     "prompt_ids_sha256": ids_sha(ids) if id_tok is not None else None,
                     "_ids": ids if id_tok is not None else None,
+                    "_prompt": prompt if prompts is not None else None,
                 }
             facts = dict(done[key])
             ids = facts.pop("_ids")
+            if prompts is not None:
+                prompts[side] = facts.pop("_prompt")
+            else:
+                facts.pop("_prompt")
             row.update(facts)
             if leaks:
                 stripped = [strip_paths(s, p) for s, p in zip(serialized or (), leak_paths)]
