@@ -420,7 +420,9 @@ def measure(size: int, cap: Path, work: Path, steps: set[str], timeout: float | 
     rows: list[Row] = []
     rp = _replay()
 
-    def one(step: str, cmd: list[str], note: str = "") -> Result:
+    def one(step: str, cmd: list[str], note: str = "", out: Path | None = None) -> Result:
+        if out is not None:
+            shutil.rmtree(out, ignore_errors=True)  # a run folder left by an earlier bench
         res = run(cmd, timeout)
         rows.append(Row(size, step, res, note))
         log(rows[-1])
@@ -435,11 +437,11 @@ def measure(size: int, cap: Path, work: Path, steps: set[str], timeout: float | 
     if steps & {"ingest", "audit", "audit-template", "jobs"}:
         one("start-up", [*rp, "--version"], "replay --version: imports, counted in every replay row")
     if "ingest" in steps:
-        one("ingest", [*rp, "ingest", str(cap), "--out", str(work / "ingest"), "-q"])
+        one("ingest", [*rp, "ingest", str(cap), "--out", str(work / "ingest"), "-q"], out=work / "ingest")
 
     def audit(step: str, extra: list[str], note: str = "") -> None:
         out = work / step
-        res = one(step, [*rp, "audit", str(cap), "--out", str(out), "-q", *extra], note)
+        res = one(step, [*rp, "audit", str(cap), "--out", str(out), "-q", *extra], note, out=out)
         if res.rc in (0, 3):  # 3: a --fail-on gate held, the run is written
             q = run([*rp, "query", "summary", "--run", str(out)], timeout)
             rows.append(Row(size, f"{step}: query summary", q, "peak RSS counted in the audit's"))

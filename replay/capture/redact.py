@@ -16,7 +16,12 @@ so no capture format can bring a secret into a run folder by a path of its own.
    the value of a secret-named URL query parameter (``?api_key=…``). The replacement is the same
    in every column, so a key in a message is replaced identically in the logged prompt and a
    render of the messages still equals it. Shapes need a digit where words could pass for one
-   (``Bearer authentication`` and ``sk-learn-is-great`` are text, not keys).
+   (``Bearer authentication`` and ``sk-learn-is-great`` are text, not keys). Matches are taken
+   left to right, the first rule (in :data:`_KEY_RULES` order) that matches at a position winning;
+   a shape whose check fails (a query parameter whose name is not a secret's) is left as it is and
+   hides nothing that starts inside it. Linear time: an RE2 set of each rule's literal parts (its
+   gate) tells in one pass which rules can match in a row (scanning the capture line itself for v1
+   lines) and in each string, and only those rules' regexes run, each from its literal start.
 2. *Secret names* (:func:`is_secret_name`), in the envelope only: in JSON a row holds (the request
    body and the JSON columns readers add: headers, metadata), a key whose name is a secret's is
    dropped with its value, as is a header in list form (``{"name": "Authorization", "value": …}``
