@@ -313,6 +313,23 @@ def _filters(
         _fail(str(exc), 2)
 
 
+def _finished_run(run: Optional[Path]) -> None:
+    """Exit 1 when ``run`` was left by a command that stopped midway (``run.json`` ``incomplete``,
+    :func:`replay.audit.mark_incomplete`): its tables must not be read as a finished run's."""
+    from replay.audit import incomplete_stage
+
+    if run is None:
+        return
+    try:
+        stage = incomplete_stage(run)
+    except ValueError as exc:  # run.json not JSON
+        _fail(str(exc))
+    if stage:
+        redo = {"render": "replay render --run RUN, then replay stream --run RUN", "re-stream": "replay stream --run RUN"}.get(stage, "replay audit")
+        _fail(f"{run}: the command that wrote this run stopped during {stage} (interrupted?): its tables are incomplete; "
+              f"run `replay audit` again (or finish it: {redo.replace('RUN', str(run))})")
+
+
 def _fail(msg: str, code: int = 1) -> None:
     err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -580,6 +597,11 @@ def audit(
                                redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
+    except KeyboardInterrupt:
+        from replay.audit import incomplete_stage
+
+        _fail(f"interrupted during {incomplete_stage(run_dir) or 'start-up'}: {run_dir} is incomplete (run.json says so; "
+              "replay query and replay report refuse it); run the audit again", 130)
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
     console.print(escape(fidelity_sentence(result.report.results["fidelity"])), highlight=False)
     if result.meta.get("filters"):
@@ -620,7 +642,7 @@ def ingest(
     from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size
 
-    from replay.audit import clear_run, existing_run, filters_meta
+    from replay.audit import clear_run, existing_run, filters_meta, mark_incomplete
 
     filters = _filters(model, route, since, until, sample, sample_key, limit)
     held = existing_run(out)
@@ -631,6 +653,7 @@ def ingest(
     if held:
         clear_run(out)
     out.mkdir(parents=True, exist_ok=True)
+    mark_incomplete(out, {}, "ingest")
     with _progress(quiet) as stage:
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
             stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact, max_line_bytes=max_line_bytes,
@@ -656,7 +679,7 @@ def ingest(
 
 
 def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
-    from replay.audit import read_meta, write_meta, write_report
+    from replay.audit import mark_incomplete, read_meta, write_meta, write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
     from replay.sides import close_sides
 
@@ -667,12 +690,14 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
     except (FileNotFoundError, ValueError) as exc:
         close_sides(cfg)
         _fail(str(exc))
+    mark_incomplete(run, meta, which)
     try:
         with _progress(quiet) as stage:
             with stage(which, n) as advance:
                 counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
     finally:
         sides = close_sides(cfg)
+    meta.pop("incomplete", None)
     if sides:
         meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
@@ -788,6 +813,7 @@ def query(
         _fail("give a query NAME or --sql, not both (replay query --list shows the names)", 2)
     if run is None:
         _fail("--run RUN is required", 2)
+    _finished_run(run)
     try:
         con = connect(run)
         table = run_query(con, name) if name else run_sql(con, sql or "")
@@ -825,6 +851,7 @@ def show(
 
     if fmt not in ("text", "md"):
         _fail(f"Invalid value for '--format': {fmt!r}; one of: text, md", 2)
+    _finished_run(run)
     try:
         shown = show_exchange(run, exchange_id, mask=mask)
     except (ShowError, FileNotFoundError, ValueError) as exc:
@@ -841,6 +868,7 @@ def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOp
     from replay.audit import read_meta, write_report
 
     gates = _gates(fail_on)
+    _finished_run(run)
     try:
         written = write_report(run, read_meta(run), redact=not exemplar_text)
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable

@@ -1,0 +1,65 @@
+"""Faults found by a third fresh-user pass (README only, then bad input): a run folder reused by
+an interrupted audit, template files that are not text, filter options that silently did
+nothing, and usage errors reported with the wrong exit code."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from replay.audit import audit
+from replay.cli import app
+from replay.pipeline import AuditConfig
+from replay.render.json_tools import JsonToolsRenderer
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples"
+AGENT = SAMPLES / "coding-agent.jsonl"
+runner = CliRunner()
+
+
+def _interrupt_at(name: str):
+    """A progress callback for :func:`replay.audit.audit` that raises KeyboardInterrupt (a Ctrl-C)
+    when stage ``name`` starts."""
+
+    @contextlib.contextmanager
+    def stage(stage_name: str, total: int | None):
+        if stage_name == name:
+            raise KeyboardInterrupt
+        yield lambda n: None
+
+    return stage
+
+
+def test_interrupted_audit_into_an_old_run_leaves_no_table_read_as_complete(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    audit([AGENT], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)))
+    assert (run / "streams.parquet").is_file()
+    with pytest.raises(KeyboardInterrupt):
+        audit([SAMPLES / "model-gateway.jsonl"], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)), stage=_interrupt_at("re-stream"))
+    # the first run's streams/calls must not sit beside the second run's exchanges
+    assert not (run / "streams.parquet").exists()
+    assert not (run / "calls.parquet").exists()
+    for args in (["query", "summary", "--run", str(run)], ["report", "--run", str(run)], ["query", "--run", str(run), "--sql", "SELECT 1"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert "stopped during re-stream" in result.output and "incomplete" in result.output
+    # finishing the missing stage makes it a run again
+    result = runner.invoke(app, ["stream", "--run", str(run), "--chunkings", "whole", "-q"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["query", "summary", "--run", str(run), "--format", "json"])
+    assert result.exit_code == 0, result.output
+
+
+def test_finished_audit_is_not_marked_incomplete(tmp_path: Path) -> None:
+    import json
+
+    run = tmp_path / "run"
+    audit([AGENT], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)))
+    assert "incomplete" not in json.loads((run / "run.json").read_text())
+    result = runner.invoke(app, ["report", "--run", str(run)])
+    assert result.exit_code == 0, result.output
+
