@@ -63,3 +63,21 @@ def test_finished_audit_is_not_marked_incomplete(tmp_path: Path) -> None:
     result = runner.invoke(app, ["report", "--run", str(run)])
     assert result.exit_code == 0, result.output
 
+
+@pytest.mark.parametrize(
+    "option, content, name, says",
+    [
+        ("--chat-template", b"\x89PNG\r\n\x1a\n\xff\xfe\x00binary", "t.jinja", "not UTF-8 text"),
+        ("--new-chat-template", b"\xff\xfe\xfd", "t.jinja", "not UTF-8 text"),
+        ("--old-chat-template", b"{not json", "tokenizer_config.json", "not JSON"),
+        ("--chat-template", b"[1, 2]", "tokenizer_config.json", "no chat_template string"),
+    ],
+)
+def test_template_file_that_is_not_text_is_one_line_naming_the_option(tmp_path: Path, option: str, content: bytes, name: str, says: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    result = runner.invoke(app, ["audit", str(AGENT), "--out", str(tmp_path / "run"), "-q", option, str(path)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    line = result.output.strip()
+    assert "\n" not in line and line.startswith(f"error: {option} {path}") and says in line, line
