@@ -171,6 +171,14 @@ def _sample_key_value(value: str) -> str:
     raise typer.BadParameter(f"{value!r} is neither request.PATH (e.g. request.metadata.session_id) nor a column of exchanges (exchange_id, model, route, ...)")
 
 
+def _models_value(value: Optional[list[str]]) -> Optional[list[str]]:
+    """``--model``: shell globs; an empty one matches no model name, so it would keep nothing."""
+    for glob in value or []:
+        if not glob.strip():
+            raise typer.BadParameter(f"{glob!r}: an empty pattern matches no model (give a glob such as 'Qwen/*')")
+    return value
+
+
 def _routes_value(value: Optional[list[str]]) -> Optional[list[str]]:
     from replay.capture.v1 import ROUTES
 
@@ -268,7 +276,7 @@ CaptureFormatOpt = Annotated[
 ]
 ModelOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--model", metavar="GLOB", help="Keep exchanges whose model matches this shell glob (e.g. 'Qwen/*'). Repeatable: any."),
+    typer.Option("--model", metavar="GLOB", callback=_models_value, help="Keep exchanges whose model matches this shell glob (e.g. 'Qwen/*'). Repeatable: any."),
 ]
 RouteOpt = Annotated[
     Optional[list[str]],

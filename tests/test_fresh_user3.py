@@ -81,3 +81,27 @@ def test_template_file_that_is_not_text_is_one_line_naming_the_option(tmp_path: 
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     line = result.output.strip()
     assert "\n" not in line and line.startswith(f"error: {option} {path}") and says in line, line
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--sample", "0.5", "--sample-key", "bogus_col"], "--sample-key"),
+        (["--model", ""], "--model"),
+        (["--model", "Qwen/*", "--model", "  "], "--model"),
+    ],
+)
+@pytest.mark.parametrize("command", ["audit", "ingest"])
+def test_filter_values_that_would_silently_do_nothing_are_usage_errors(tmp_path: Path, command: str, args: list[str], option: str) -> None:
+    run = tmp_path / "run"
+    result = runner.invoke(app, [command, str(AGENT), "--out", str(run), "-q", *args])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and line.startswith(f"error: Invalid value for '{option}': "), line
+    assert not (run / "exchanges.parquet").exists()
+
+
+def test_good_sample_keys_still_sample(tmp_path: Path) -> None:
+    for key in ("model", "exchange_id", "request.metadata.session_id"):
+        result = runner.invoke(app, ["ingest", str(AGENT), "--out", str(tmp_path / key), "-q", "--sample", "0.5", "--sample-key", key])
+        assert result.exit_code == 0, result.output
