@@ -266,7 +266,7 @@ FailOnOpt = Annotated[
     typer.Option(
         "--fail-on",
         help="Exit with code 3 when the verdict table shows this: VERDICT (any check), CHECK:VERDICT or CHECK:VERDICT>N "
-        "(e.g. broken, dropped-call:broken>0, null-leak:still-wrong>10). Repeatable.",
+        "(e.g. broken, 'dropped-call:broken>0', 'null-leak:still-wrong>10': quote a >). Repeatable.",
     ),
 ]
 ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", help="Write message text in the exemplars and report as captured (default: masked, lengths and hashes kept).")]
@@ -817,8 +817,10 @@ def query(
         return
     if fmt not in ("table", "json", "csv", "md"):
         _fail(f"--format must be table, json, csv or md, not {fmt!r}", 2)
-    if (name is None) == (sql is None):
+    if name is not None and sql is not None:
         _fail("give a query NAME or --sql, not both (replay query --list shows the names)", 2)
+    if name is None and sql is None:
+        _fail("give a query NAME or --sql (replay query --list shows the names)", 2)
     if run is None:
         _fail("--run RUN is required", 2)
     _finished_run(run)
@@ -871,7 +873,7 @@ def show(
 def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOpt = False) -> None:
     """Rewrite RUN/report.md (and RUN/exemplars/) from the run's tables and print it.
 
-    Example: replay report --run runs/samples --fail-on dropped-call:broken>0
+    Example: replay report --run runs/samples --fail-on 'dropped-call:broken>0'
     """
     from replay.audit import read_meta, write_report
 

@@ -105,3 +105,27 @@ def test_good_sample_keys_still_sample(tmp_path: Path) -> None:
     for key in ("model", "exchange_id", "request.metadata.session_id"):
         result = runner.invoke(app, ["ingest", str(AGENT), "--out", str(tmp_path / key), "-q", "--sample", "0.5", "--sample-key", key])
         assert result.exit_code == 0, result.output
+
+
+def test_query_without_a_name_or_sql_says_what_is_missing(tmp_path: Path) -> None:
+    """`replay query --run RUN` alone said "give a query NAME or --sql, not both"."""
+    result = runner.invoke(app, ["query", "--run", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: give a query NAME or --sql (replay query --list shows the names)"
+    both = runner.invoke(app, ["query", "summary", "--sql", "SELECT 1", "--run", str(tmp_path)])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_readme_and_help_quote_fail_on_thresholds() -> None:
+    """The README's `--fail-on dropped-call:broken>0` unquoted is a shell redirection: run as
+    written it creates files `0` and `10` and gates on `dropped-call:broken` instead."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [ln for ln in readme.splitlines() if ln.lstrip().startswith(("replay ", "$ replay "))]
+    assert any("--fail-on" in ln for ln in commands)
+    for ln in commands:
+        for expr in re.findall(r"--fail-on\s+(\S+)", ln):
+            assert ">" not in expr or expr[0] in "'\"", ln
+    help_text = runner.invoke(app, ["report", "--help"], env={"COLUMNS": "200"}).output
+    assert "--fail-on dropped-call:broken>0" not in help_text
