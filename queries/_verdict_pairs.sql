@@ -18,30 +18,29 @@
 --     content-leak       call markup (a family marker) in the content beyond what the reference leaves
 -- old_wrong / new_wrong: the side is wrong; old_outcome / new_outcome: what it got wrong (leaked null
 -- paths, prompt SHA-256, error text, missing call indexes and finish_reason, the offending calls'
--- index/name/arguments, the content); two wrong sides with different outcomes are `changed-wrong`.
+-- index/name/arguments, the content where it leaks); two wrong sides with different outcomes are `changed-wrong`.
 -- old_deltas / new_deltas: deltas fed under that chunking (0 for `parse` and `render`).
 -- unreliable: a stream check on an exchange whose old-side replay did not reproduce what was
 -- served (view fidelity_exchanges).
 WITH
+-- Memory (a 20k-exchange run has 400k streams rows; replay's DuckDB limit is 256 MB by default):
+-- each side's row carries its checks as a list of (check, applies, wrong, outcome) in one order, old
+-- and new rows are paired by (exchange, chunking) and only then are the two lists unnested side by
+-- side, so the pairing join holds 200k narrow rows, not 2M (a CROSS JOIN per check, then a self-join,
+-- needed over 512 MB). Each join's right side is the one DuckDB should build its hash table from
+-- (the smaller); replay.sql.connect keeps DuckDB from reordering them, since two large hash tables
+-- in one pipeline do not spill together.
 ref_render AS (SELECT exchange_id, prompt_sha256 FROM renders WHERE side = 'reference' AND error IS NULL),
-render_checks(check_name) AS (VALUES ('null-leak'), ('prompt-divergence'), ('render-failure')),
-render_judged AS (
-    SELECT r.exchange_id, r.side, k.check_name, 'render' AS chunking, 0 AS n_deltas,
-           CASE k.check_name
-               WHEN 'null-leak' THEN r.error IS NULL
-               WHEN 'prompt-divergence' THEN r.error IS NULL AND ref.prompt_sha256 IS NOT NULL
-               ELSE true END AS applies,
-           CASE k.check_name
-               WHEN 'null-leak' THEN coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0)
-               WHEN 'prompt-divergence' THEN r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256
-               ELSE r.error IS NOT NULL END AS wrong,
-           CASE k.check_name
-               WHEN 'null-leak' THEN CASE WHEN coalesce(r.leak_in_prompt, true) THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR END
-               WHEN 'prompt-divergence' THEN r.prompt_sha256
-               ELSE r.error END AS outcome
+render_sides AS (
+    SELECT r.exchange_id, r.side, 'render' AS chunking, 0 AS n_deltas,
+           [struct_pack(c := 'null-leak', applies := r.error IS NULL, wrong := coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0),
+                        outcome := CASE WHEN coalesce(r.leak_in_prompt, true)
+                                        THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR END),
+            struct_pack(c := 'prompt-divergence', applies := r.error IS NULL AND ref.prompt_sha256 IS NOT NULL,
+                        wrong := r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256, outcome := r.prompt_sha256),
+            struct_pack(c := 'render-failure', applies := true, wrong := r.error IS NOT NULL, outcome := r.error)] AS checks
     FROM renders r
     JOIN ref_render ref USING (exchange_id)
-    CROSS JOIN render_checks k
     WHERE r.side IN ('old', 'new')
 ),
 ref_parse AS (SELECT exchange_id FROM streams WHERE side = 'reference' AND chunking = 'parse' AND error IS NULL),
@@ -57,51 +56,58 @@ side_calls AS (
 ),
 rows AS (
     SELECT s.exchange_id, s.side, s.chunking, coalesce(s.n_deltas, 0) AS n_deltas, s.error IS NOT NULL AS raised, s.error,
-           s.finish_reason, s.calls_whole, s.content, coalesce(s.content_leak, false) AS content_leak,
+           s.finish_reason, s.calls_whole, s.content, s.content_leak,
            [i FOR i IN coalesce(rc.idx, []) IF NOT list_contains(coalesce(sc.idx, []), i)] AS missing,
            sc.bad_json, sc.mismatched
-    FROM streams s
+    FROM (  -- the content only where it leaks markup (the content-leak outcome): every row below carries it
+        SELECT exchange_id, side, chunking, n_deltas, error, finish_reason, calls_whole, coalesce(content_leak, false) AS content_leak,
+               CASE WHEN content_leak THEN content END AS content
+        FROM streams
+        WHERE side IN ('old', 'new') AND NOT starts_with(coalesce(error, ''), 'chunking:')
+    ) s
     JOIN ref_parse USING (exchange_id)
     LEFT JOIN ref_calls rc USING (exchange_id)
     LEFT JOIN side_calls sc USING (exchange_id, side, chunking)
-    WHERE s.side IN ('old', 'new') AND NOT starts_with(coalesce(s.error, ''), 'chunking:')
 ),
-stream_checks(check_name) AS (VALUES ('replay-error'), ('dropped-call'), ('non-json-join'), ('argument-mismatch'), ('content-leak')),
-stream_judged AS (
-    SELECT r.exchange_id, r.side, k.check_name, r.chunking, r.n_deltas,
-           k.check_name = 'replay-error' OR NOT r.raised AS applies,
-           CASE k.check_name
-               WHEN 'replay-error' THEN r.raised
-               WHEN 'dropped-call' THEN len(r.missing) > 0
-               WHEN 'non-json-join' THEN len(coalesce(r.bad_json, [])) > 0
-               WHEN 'argument-mismatch' THEN len(coalesce(r.mismatched, [])) > 0
-               ELSE r.content_leak END AS wrong,
-           CASE k.check_name
-               WHEN 'replay-error' THEN r.error
-               WHEN 'dropped-call' THEN r.missing::VARCHAR || ' ' || coalesce(r.finish_reason, '')
-               WHEN 'non-json-join' THEN r.bad_json::VARCHAR
-               WHEN 'argument-mismatch' THEN r.mismatched::VARCHAR
-               ELSE r.content END AS outcome
-    FROM rows r CROSS JOIN stream_checks k
+stream_sides AS (
+    SELECT r.exchange_id, r.side, r.chunking, r.n_deltas,
+           [struct_pack(c := 'replay-error', applies := true, wrong := r.raised, outcome := r.error),
+            struct_pack(c := 'dropped-call', applies := NOT r.raised, wrong := len(r.missing) > 0,
+                        outcome := r.missing::VARCHAR || ' ' || coalesce(r.finish_reason, '')),
+            struct_pack(c := 'non-json-join', applies := NOT r.raised, wrong := len(coalesce(r.bad_json, [])) > 0,
+                        outcome := r.bad_json::VARCHAR),
+            struct_pack(c := 'argument-mismatch', applies := NOT r.raised, wrong := len(coalesce(r.mismatched, [])) > 0,
+                        outcome := r.mismatched::VARCHAR),
+            struct_pack(c := 'content-leak', applies := NOT r.raised, wrong := r.content_leak, outcome := r.content)] AS checks
+    FROM rows r
 ),
-judged AS (SELECT * FROM render_judged UNION ALL SELECT * FROM stream_judged),
+sides AS NOT MATERIALIZED (SELECT * FROM render_sides UNION ALL SELECT * FROM stream_sides),
+paired AS (
+    SELECT o.exchange_id, o.chunking, o.n_deltas AS old_deltas, n.n_deltas AS new_deltas, o.checks AS old_checks, n.checks AS new_checks
+    FROM sides o
+    JOIN sides n ON n.exchange_id = o.exchange_id AND n.chunking = o.chunking
+    WHERE o.side = 'old' AND n.side = 'new'
+),
+judged AS (
+    SELECT exchange_id, chunking, old_deltas, new_deltas, unnest(old_checks) AS o, unnest(new_checks) AS n
+    FROM paired
+),
 unfaithful AS (SELECT exchange_id FROM fidelity_exchanges WHERE NOT faithful)
 SELECT
-    o.exchange_id,
-    o.check_name AS "check",
-    o.chunking,
-    o.n_deltas AS old_deltas,
-    n.n_deltas AS new_deltas,
-    o.wrong AS old_wrong,
-    n.wrong AS new_wrong,
-    o.outcome AS old_outcome,
-    n.outcome AS new_outcome,
-    CASE WHEN NOT o.wrong AND NOT n.wrong THEN 'same-ok'
-         WHEN o.wrong AND NOT n.wrong THEN 'fixed'
-         WHEN NOT o.wrong AND n.wrong THEN 'broken'
-         WHEN o.outcome IS NOT DISTINCT FROM n.outcome THEN 'still-wrong'
+    j.exchange_id,
+    j.o.c AS "check",
+    j.chunking,
+    j.old_deltas,
+    j.new_deltas,
+    j.o.wrong AS old_wrong,
+    j.n.wrong AS new_wrong,
+    j.o.outcome AS old_outcome,
+    j.n.outcome AS new_outcome,
+    CASE WHEN NOT j.o.wrong AND NOT j.n.wrong THEN 'same-ok'
+         WHEN j.o.wrong AND NOT j.n.wrong THEN 'fixed'
+         WHEN NOT j.o.wrong AND j.n.wrong THEN 'broken'
+         WHEN j.o.outcome IS NOT DISTINCT FROM j.n.outcome THEN 'still-wrong'
          ELSE 'changed-wrong' END AS verdict,
-    (o.chunking <> 'render' AND o.exchange_id IN (SELECT exchange_id FROM unfaithful)) AS unreliable
-FROM judged o
-JOIN judged n ON n.exchange_id = o.exchange_id AND n.check_name = o.check_name AND n.chunking = o.chunking
-WHERE o.side = 'old' AND n.side = 'new' AND o.applies AND n.applies
+    (j.chunking <> 'render' AND j.exchange_id IN (SELECT exchange_id FROM unfaithful)) AS unreliable
+FROM judged j
+WHERE j.o.applies AND j.n.applies

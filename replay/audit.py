@@ -27,18 +27,18 @@ from replay.capture import discover, ingest
 from replay.capture.files import file_size
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
-from replay.pipeline import AuditConfig, count_exchanges, run_render, run_stream, validate_specs
+from replay.pipeline import RENDER, STREAM, AuditConfig, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
 from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries
 from replay.report_html import write_html_report
-from replay.sql import connect
 from replay.tables import TABLES
-from replay.verdicts import write_exemplars
+import duckdb
 
-#: ``stage(name, total) -> context manager yielding advance(n)``; how a caller shows progress.
-StageFn = Callable[[str, int | None], ContextManager[Callable[[int], None]]]
+from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_message
+from replay.verdicts import write_exemplars
+from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
 
 
 def _no_progress(name: str, total: int | None) -> ContextManager[Callable[[int], None]]:
@@ -143,17 +143,24 @@ class Report:
     headlines: list[str]
 
 
-def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True) -> Report:
+def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, duckdb_settings: DuckDBSettings | None = None) -> Report:
     """(Re)write ``report.md``, ``report.html`` (:mod:`replay.report_html`) and ``exemplars/``
-    from the run's tables, running each report query once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`)."""
-    con = connect(run_dir)
-    results = run_report_queries(con)
-    lines = headlines(con, meta, results)
-    exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
-    path = Path(run_dir) / "report.md"
-    path.write_text(markdown_report(con, meta, results, lines, exemplars), encoding="utf-8")
-    write_html_report(con, Path(run_dir), meta, results, lines, exemplars)
-    con.close()
+    from the run's tables, running each report query once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`).
+    ``duckdb_settings``: DuckDB's memory limit, threads and spill folder (:class:`replay.sql.DuckDBSettings`).
+    Raises :class:`replay.sql.QueryError` (a ValueError) for a table DuckDB cannot read, and when
+    DuckDB runs out of memory (the message names ``--duckdb-memory``)."""
+    con = connect(run_dir, duckdb_settings)
+    try:
+        results = run_report_queries(con)
+        lines = headlines(con, meta, results)
+        exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
+        path = Path(run_dir) / "report.md"
+        path.write_text(markdown_report(con, meta, results, lines, exemplars), encoding="utf-8")
+        write_html_report(con, Path(run_dir), meta, results, lines, exemplars)
+    except duckdb.OutOfMemoryException as exc:  # raised by a query outside run_sql (exemplars, headlines)
+        raise QueryError(out_of_memory_message(exc, con)) from exc
+    finally:
+        con.close()
     return Report(path=path, results=results, headlines=lines)
 
 
@@ -168,6 +175,8 @@ def audit(
     hash_text: bool = False,
     max_line_bytes: int = 32 << 20,
     filters: Filters | None = None,
+    duckdb_settings: DuckDBSettings | None = None,
+    engine: Any = None,
 ) -> AuditResult:
     """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
 
@@ -179,6 +188,9 @@ def audit(
     ``redact`` and ``max_line_bytes`` (hash message text at ingest; longest line read).
     ``filters``: which exchanges to keep (:class:`replay.capture.filters.Filters`), recorded with
     what they kept in ``run.json`` ``filters`` (:func:`filters_meta`).
+    ``duckdb_settings``: the report queries' memory limit, threads and spill folder. ``engine``:
+    what runs the render and re-stream stages (:class:`replay.executors.RayEngine`; None: this
+    process, :func:`replay.pipeline.run_stage`).
     Returns an :class:`AuditResult`.
     Raises FileNotFoundError for a missing input path and ValueError for a bad serializer or parser
     spec, before anything is written; faults in the data itself never raise (they are rows).
@@ -195,7 +207,7 @@ def audit(
         close_sides(cfg)
         raise
     try:
-        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters)
+        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, duckdb_settings, engine)
     finally:
         close_sides(cfg)
 
@@ -203,6 +215,7 @@ def audit(
 def _run(
     files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None,
     redact: bool = True, hash_text: bool = False, max_line_bytes: int = 32 << 20, filters: Filters | None = None,
+    duckdb_settings: DuckDBSettings | None = None, engine: Any = None,
 ) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     clear_run(run_dir)  # a previous run's renders/streams must never join this run's exchanges
@@ -227,20 +240,20 @@ def _run(
     mark_incomplete(run_dir, meta, "render")
     t0 = time.perf_counter()
     with stage("render", n) as advance:
-        run_render(run_dir, cfg, progress=advance)
+        run_render(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, RENDER, cfg, advance)
     seconds["render"] = time.perf_counter() - t0
 
     mark_incomplete(run_dir, meta, "re-stream")
     t0 = time.perf_counter()
     with stage("re-stream", n) as advance:
-        run_stream(run_dir, cfg, progress=advance)
+        run_stream(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, STREAM, cfg, advance)
     seconds["stream"] = time.perf_counter() - t0
     meta["sides"] = close_sides(cfg)  # interpreter and Python version of each side, worker restarts
     mark_incomplete(run_dir, meta, "report")
 
     t0 = time.perf_counter()
     meta["seconds"] = seconds
-    report = write_report(run_dir, meta, redact=redact)
+    report = write_report(run_dir, meta, redact=redact, duckdb_settings=duckdb_settings)
     seconds["report"] = time.perf_counter() - t0
     meta.pop("incomplete", None)
     write_meta(run_dir, meta)

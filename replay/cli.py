@@ -18,9 +18,8 @@ import re
 import os
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Optional
+from typing import Annotated, Any, Optional
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -29,9 +28,6 @@ import typer  # noqa: E402
 import typer.core  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
-from rich import filesize  # noqa: E402
-from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn  # noqa: E402
-from rich.text import Text  # noqa: E402
 
 from replay import __version__  # noqa: E402
 
@@ -295,7 +291,34 @@ SampleKeyOpt = Annotated[
     typer.Option("--sample-key", metavar="FIELD", callback=_sample_key_value, help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
 ]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, metavar="N", help="Keep at most N exchanges (the first that pass the other filters).")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (the results are printed all the same).")]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (a terminal), nor the progress line every ~10 s (stderr not a terminal: CI, logs); the results are printed all the same.")
+]
+DuckMemOpt = Annotated[
+    Optional[str],
+    typer.Option("--duckdb-memory", envvar="REPLAY_DUCKDB_MEMORY", show_envvar=True, help="Memory limit of DuckDB's queries (e.g. 256MB, 2GB; default 256MB). Past it they spill to --duckdb-temp; raise it when a query reports DuckDB out of memory."),
+]
+DuckThreadsOpt = Annotated[
+    Optional[int], typer.Option("--duckdb-threads", envvar="REPLAY_DUCKDB_THREADS", show_envvar=True, min=1, help="Threads of DuckDB's queries (default: the CPU count, at most 4).")
+]
+DuckTempOpt = Annotated[
+    Optional[Path], typer.Option("--duckdb-temp", envvar="REPLAY_DUCKDB_TEMP", show_envvar=True, help="Folder DuckDB spills to past its memory limit (default RUN/.duckdb_tmp, removed after).")
+]
+
+
+def _one_of(option: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise typer.BadParameter(f"{value!r} is not one of: {', '.join(allowed)}", param_hint=f"'{option}'")
+    return value
+
+
+EngineOpt = Annotated[
+    str,
+    typer.Option("--engine", callback=lambda v: _one_of("--engine", v, ("local", "ray")), help="What runs the render and re-stream stages: local (this machine) or ray (Ray Data, the same batch functions: a local Ray, or the cluster at --ray-address; needs the `ray` extra)."),
+]
+RayAddressOpt = Annotated[
+    Optional[str], typer.Option("--ray-address", help="With --engine ray: the Ray cluster to run on (ray://HOST:10001, HOST:6379, or auto); default: a local Ray started for the run. Its workers read RUN/exchanges.parquet, so RUN must be on storage every node mounts at the same path.")
+]
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(callback=_chunkings_value, help="Comma-separated chunkings (default: recorded,whole,char,fixed-2,3,5,8,13,40, and token with --tokenizer; also char-raw, random-SEED, split-K)."),
@@ -480,50 +503,32 @@ def _str(value: Any) -> Optional[str]:
     return None if value is None else str(value)
 
 
-class _DoneColumn(ProgressColumn):
-    """``done/total`` with the stage's unit: bytes for ingest (read from disk), exchanges after."""
+def _progress(quiet: bool) -> Any:
+    """Progress on stderr (:func:`replay.progress.reporter`): a bar per stage on a terminal, a
+    plain line every ~10 s elsewhere, nothing when ``quiet``."""
+    from replay.progress import reporter
 
-    def render(self, task) -> Text:  # type: ignore[no-untyped-def]
-        if task.fields.get("unit") == "bytes":
-            total = filesize.decimal(int(task.total)) if task.total is not None else "?"
-            return Text(f"{filesize.decimal(int(task.completed))}/{total}")
-        total = f"{int(task.total):,}" if task.total is not None else "?"
-        return Text(f"{int(task.completed):,}/{total} exchanges")
+    return reporter(quiet)
 
 
-@contextmanager
-def _progress(quiet: bool) -> Iterator[Callable[[str, Optional[int]], Any]]:
-    """A rich progress bar per stage, on stderr; nothing when ``quiet`` or not a terminal."""
-    if quiet:
-        from contextlib import nullcontext
+def _duckdb(memory: Optional[str], threads: Optional[int], temp: Optional[Path]) -> Any:
+    """The :class:`replay.sql.DuckDBSettings` of the ``--duckdb-*`` options (None: env, then default)."""
+    from replay.sql import DuckDBSettings
 
-        yield lambda name, total: nullcontext(lambda n: None)
-        return
-    progress = Progress(
-        TextColumn("{task.description:<10}"),
-        BarColumn(),
-        _DoneColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    )
+    return DuckDBSettings(memory_limit=memory, threads=threads, temp_directory=str(temp) if temp is not None else None)
 
-    started = []
 
-    @contextmanager
-    def stage(name: str, total: Optional[int]) -> Iterator[Callable[[int], None]]:
-        if not started:  # at the first stage: an option error raised before it prints no bar
-            progress.start()
-            started.append(True)
-        task = progress.add_task(name, total=total, unit="bytes" if name == "ingest" else "exchanges")
-        yield lambda n: progress.advance(task, n)
-        progress.update(task, completed=total if total is not None else progress.tasks[task].completed)
+def _engine(engine: str, ray_address: Optional[str], cfg: Any) -> Any:
+    """The stage executor of ``--engine``/``--ray-address`` (None: this process); recorded in
+    ``cfg.options`` for run.json. Exits 2 for ``--ray-address`` without ``--engine ray``."""
+    if engine != "ray":
+        if ray_address:
+            _fail("--ray-address needs --engine ray", 2)
+        return None
+    from replay.executors import RayEngine
 
-    try:
-        yield stage
-    finally:
-        if started:
-            progress.stop()
+    cfg.options.update(engine="ray", ray_address=ray_address)
+    return RayEngine(address=ray_address)
 
 
 def _default_out() -> Path:
@@ -576,6 +581,11 @@ def audit(
     sample_key: SampleKeyOpt = "exchange_id",
     limit: LimitOpt = None,
     quiet: QuietOpt = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Ingest captures, re-render and re-stream every exchange, count what differs, write report.md.
 
@@ -599,10 +609,12 @@ def audit(
     cfg.options.update(redact=redact, max_line_bytes=max_line_bytes)
     _captures(paths)
     run_dir = out or _default_out()
+    executor = _engine(engine, ray_address, cfg)
     try:
         with _progress(quiet) as stage:
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
-                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters)
+                               redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters,
+                               duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine=executor)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
@@ -610,6 +622,9 @@ def audit(
 
         _fail(f"interrupted during {incomplete_stage(run_dir) or 'start-up'}: {run_dir} is incomplete (run.json says so; "
               "replay query and replay report refuse it); run the audit again", 130)
+    finally:
+        if executor is not None:
+            executor.close()
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
     console.print(escape(fidelity_sentence(result.report.results["fidelity"])), highlight=False)
     if result.meta.get("filters"):
@@ -639,6 +654,9 @@ def ingest(
     sample_key: SampleKeyOpt = "exchange_id",
     limit: LimitOpt = None,
     quiet: QuietOpt = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
 ) -> None:
     """Ingest capture files into exchanges.parquet, tools.parquet and ingest_errors.parquet.
 
@@ -677,7 +695,10 @@ def ingest(
         from replay.sql import connect, run_sql
         from replay.report import rich_table
 
-        con = connect(out)
+        try:
+            con = connect(out, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+        except ValueError as exc:
+            _fail(str(exc))
         console.print(
             rich_table(
                 run_sql(con, "SELECT source_file, source_line, reason, detail FROM ingest_errors ORDER BY source_file, source_line LIMIT 20"),
@@ -686,7 +707,7 @@ def ingest(
         )
 
 
-def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
+def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
     from replay.audit import mark_incomplete, read_meta, write_meta, write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
     from replay.sides import close_sides
@@ -698,13 +719,24 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
     except (FileNotFoundError, ValueError) as exc:
         close_sides(cfg)
         _fail(str(exc))
+    executor = _engine(engine, ray_address, cfg)
     mark_incomplete(run, meta, which)
     try:
         with _progress(quiet) as stage:
             with stage(which, n) as advance:
-                counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+                if executor is not None:
+                    from replay.pipeline import RENDER, STREAM
+
+                    got = executor.run_stage(run, RENDER if which == "render" else STREAM, cfg, advance)
+                    counts = got["renders"] if which == "render" else (got["streams"], got["calls"])
+                else:
+                    counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+    except ValueError as exc:  # replay.executors.EngineError: Ray missing or unreachable
+        _fail(str(exc))
     finally:
         sides = close_sides(cfg)
+        if executor is not None:
+            executor.close()
     meta.pop("incomplete", None)
     if sides:
         meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
@@ -714,7 +746,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
     meta["options"] = {**meta.get("options", {}), **given}
     write_meta(run, meta)
     try:
-        write_report(run, meta)
+        write_report(run, meta, duckdb_settings=duckdb_settings)
     except ValueError as exc:  # a table of the run DuckDB cannot read
         _fail(f"{which} done, report.md not written: {exc}")
     wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
@@ -723,10 +755,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool) -> None:
 
 _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
 _STAGE_KEYS = {
-    "render": {"old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date",
+    "render": {"engine", "ray_address", "old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date",
                "chat_template_routes", "tokenizer_routes", "old_renderer", "new_renderer", "reference_chat_template", "special_tokens",
                "old_preparer", "new_preparer", "reference_preparer", *_SIDE_KEYS},
-    "re-stream": {"parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
+    "re-stream": {"engine", "ray_address", "parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
 }
 
 
@@ -754,6 +786,11 @@ def render(
     old_pythonpath: OldPath = None,
     new_pythonpath: NewPath = None,
     quiet: QuietOpt = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Re-render the prompts of an ingested run (rewrites renders.parquet and report.md).
 
@@ -766,7 +803,7 @@ def render(
         side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
                          old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
     )
-    _stage_command("render", run, cfg, quiet)
+    _stage_command("render", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine, ray_address)
 
 
 @app.command(short_help="Re-stream the raw completions of an ingested run.")
@@ -784,6 +821,11 @@ def stream(
     tokenizer: TokenizerOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
     quiet: QuietOpt = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Re-stream the raw completions of an ingested run (rewrites streams/calls.parquet and report.md).
 
@@ -793,7 +835,7 @@ def stream(
         "model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
-    _stage_command("re-stream", run, cfg, quiet)
+    _stage_command("re-stream", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine, ray_address)
 
 
 @app.command(short_help="Run a shipped query (or any SQL) on a run.")
@@ -803,13 +845,16 @@ def query(
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv | md")] = "table",
     sql: Annotated[Optional[str], typer.Option("--sql", help="Run this SQL on the run's tables (views: exchanges, tools, ingest_errors, renders, streams, calls; derived: verdict_pairs, verdicts_by_exchange, fidelity_exchanges).")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the queries with their titles.")] = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
 ) -> None:
     """Run a query of queries/ (or any SQL) on a run and print the result.
 
     Example: replay query summary --run runs/samples --format json
     """
     from replay.report import markdown_table, rich_table
-    from replay.sql import QueryError, connect, list_queries, run_query, run_sql
+    from replay.sql import connect, list_queries, run_query, run_sql
 
     if list_:
         for q in list_queries().values():
@@ -825,9 +870,9 @@ def query(
         _fail("--run RUN is required", 2)
     _finished_run(run)
     try:
-        con = connect(run)
+        con = connect(run, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
         table = run_query(con, name) if name else run_sql(con, sql or "")
-    except (FileNotFoundError, QueryError) as exc:
+    except (FileNotFoundError, ValueError) as exc:  # QueryError is a ValueError
         _fail(str(exc))
     if fmt == "json":
         sys.stdout.write(orjson.dumps(table.to_pylist(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode() + "\n")
@@ -870,7 +915,14 @@ def show(
 
 
 @app.command(short_help="Rewrite a run's report.md, report.html and exemplars.")
-def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOpt = False) -> None:
+def report(
+    run: RunOpt,
+    fail_on: FailOnOpt = None,
+    exemplar_text: ExemplarTextOpt = False,
+    duckdb_memory: DuckMemOpt = None,
+    duckdb_threads: DuckThreadsOpt = None,
+    duckdb_temp: DuckTempOpt = None,
+) -> None:
     """Rewrite RUN/report.md (and RUN/exemplars/) from the run's tables and print it.
 
     Example: replay report --run runs/samples --fail-on 'dropped-call:broken>0'
@@ -880,7 +932,7 @@ def report(run: RunOpt, fail_on: FailOnOpt = None, exemplar_text: ExemplarTextOp
     gates = _gates(fail_on)
     _finished_run(run)
     try:
-        written = write_report(run, read_meta(run), redact=not exemplar_text)
+        written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
     sys.stdout.write(written.path.read_text(encoding="utf-8"))

@@ -5,12 +5,17 @@ Every ``.parquet`` file of a run folder becomes a view of the same name (``excha
 (a run that stopped after ingest) becomes an empty view of its schema from :mod:`replay.tables`,
 and a column of the schema that an older run's file lacks reads as null, so every query runs on
 every run. A query file's first comment lines are its title and meaning.
+
+Every connection has a memory limit, a thread cap and a spill folder (:class:`DuckDBSettings`):
+a query over a large run spills to disk rather than growing the process, and a query that still
+runs out of memory fails with a message naming ``--duckdb-memory``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -111,30 +116,112 @@ def get_query(name: str) -> Query:
     return queries[name]
 
 
-#: DuckDB's memory cap (``REPLAY_DUCKDB_MEMORY``, DuckDB size syntax). Joins and aggregates over a
-#: large run spill to ``<run>/.duckdb_tmp`` past it instead of growing with the run.
-DEFAULT_MEMORY_LIMIT = "1GB"
+#: DuckDB's memory cap when neither ``--duckdb-memory`` nor ``$REPLAY_DUCKDB_MEMORY`` is given (DuckDB
+#: size syntax). Sized so that ``replay`` as a whole (Python, Arrow, the report's results) peaks
+#: under 500 MB on a 20k-exchange run; joins, sorts and aggregates spill to the temp directory past
+#: it instead of failing (measured in the README, "Scale").
+DEFAULT_MEMORY_LIMIT = "256MB"
+#: DuckDB's thread cap when none is given: the CPU count, at most this. Each thread holds its own
+#: buffers, so more threads need more memory under the same cap.
+MAX_DEFAULT_THREADS = 4
+#: Environment variables read when an option is not given.
+ENV_MEMORY, ENV_THREADS, ENV_TEMP = "REPLAY_DUCKDB_MEMORY", "REPLAY_DUCKDB_THREADS", "REPLAY_DUCKDB_TEMP"
 
 
-def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
+@dataclass(frozen=True)
+class DuckDBSettings:
+    """The limits of every DuckDB connection replay opens (:func:`connect`).
+
+    ``memory_limit``: DuckDB size text (``"256MB"``, ``"2GB"``); ``threads``: a positive int;
+    ``temp_directory``: where DuckDB spills past the limit. A None field is read from
+    ``$REPLAY_DUCKDB_MEMORY`` / ``$REPLAY_DUCKDB_THREADS`` / ``$REPLAY_DUCKDB_TEMP``, then
+    defaults to :data:`DEFAULT_MEMORY_LIMIT`, ``min(CPUs, MAX_DEFAULT_THREADS)`` and
+    ``<run>/.duckdb_tmp`` (or a folder of the system temp dir when the run folder is not
+    writable). Plain values: the settings pickle, for pool processes.
+    """
+
+    memory_limit: str | None = None
+    threads: int | None = None
+    temp_directory: str | None = None
+
+    def resolved(self, run_dir: str | Path) -> dict[str, Any]:
+        """DuckDB's ``config`` dict for a connection over ``run_dir``: ``memory_limit``,
+        ``threads``, ``temp_directory``. Raises ValueError naming the option (and its variable)
+        for a threads value that is not a positive integer."""
+        memory = self.memory_limit or os.environ.get(ENV_MEMORY) or DEFAULT_MEMORY_LIMIT
+        threads: Any = self.threads if self.threads is not None else os.environ.get(ENV_THREADS)
+        if threads is None or threads == "":
+            threads = max(1, min(os.cpu_count() or 1, MAX_DEFAULT_THREADS))
+        try:
+            threads = int(threads)
+            if threads < 1:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ValueError(f"--duckdb-threads / ${ENV_THREADS} {threads!r}: must be a whole number of threads, 1 or more") from None
+        temp = self.temp_directory or os.environ.get(ENV_TEMP) or _default_temp(Path(run_dir))
+        return {"memory_limit": str(memory), "threads": threads, "temp_directory": str(temp)}
+
+
+def _default_temp(run: Path) -> str:
+    """``<run>/.duckdb_tmp`` when the run folder is writable, else a folder of the system temp dir
+    (DuckDB creates it when it first spills and removes it when the connection closes)."""
+    if os.access(run, os.W_OK):
+        return str(run.resolve() / ".duckdb_tmp")
+    import tempfile
+
+    return str(Path(tempfile.gettempdir()) / f"replay-duckdb-{os.getpid()}")
+
+
+def out_of_memory_message(exc: BaseException, con: duckdb.DuckDBPyConnection | None = None) -> str:
+    """The message for DuckDB's out-of-memory error ``exc``: that it hit replay's limit, the
+    limit and thread count in force, the settings to raise (``--duckdb-memory`` /
+    ``$REPLAY_DUCKDB_MEMORY``, ``--duckdb-threads``) and where it spills, then the first line of
+    DuckDB's own message. ``con``: the connection, to read the settings in force from."""
+    limit, threads, temp = "?", "?", "?"
+    if con is not None:
+        try:
+            limit, threads, temp = con.execute(
+                "SELECT current_setting('memory_limit'), current_setting('threads'), current_setting('temp_directory')"
+            ).fetchall()[0]
+        except duckdb.Error:
+            pass
+    first = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+    return (
+        f"DuckDB ran out of memory at replay's limit of {limit} ({threads} threads), spilling to {temp}: "
+        f"raise the limit with --duckdb-memory (or ${ENV_MEMORY}), e.g. --duckdb-memory {_twice(limit)}, or use fewer threads "
+        f"(--duckdb-threads / ${ENV_THREADS}). DuckDB said: {first}"
+    )
+
+
+def _twice(limit: str) -> str:
+    """Twice DuckDB's shown limit (``"244.1 MiB"``) in MB, rounded up to 64 MB (``"512MB"``);
+    ``"1GB"`` when the text is not a size."""
+    m = re.fullmatch(r"([0-9.]+)\s*(KiB|MiB|GiB|TiB)", str(limit).strip())
+    if not m:
+        return "1GB"
+    mb = float(m.group(1)) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[m.group(2)] * 2 / 1e6
+    return f"{-(-int(mb) // 64) * 64}MB"
+
+
+def connect(run_dir: str | Path, settings: DuckDBSettings | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with a view per table of the run in ``run_dir``, the derived
     views of ``queries/_*.sql`` (``fidelity_exchanges``, ``verdict_pairs``: one per file, named
     after it without the ``_``) and the SQL function ``canonical_json`` (:func:`canonical_json`).
 
-    Memory is capped at ``$REPLAY_DUCKDB_MEMORY`` (default :data:`DEFAULT_MEMORY_LIMIT`); past it
-    DuckDB spills to ``<run>/.duckdb_tmp``. Raises FileNotFoundError when ``run_dir`` is not a run
-    (it has no ``exchanges.parquet``), :class:`QueryError` naming a table file DuckDB cannot read.
+    Memory, threads and the spill folder come from ``settings`` (:class:`DuckDBSettings`: the
+    options, else ``$REPLAY_DUCKDB_*``, else the defaults); past the memory limit DuckDB spills
+    there. Raises FileNotFoundError when ``run_dir`` is not a run (it has no
+    ``exchanges.parquet``), :class:`QueryError` naming a table file DuckDB cannot read, ValueError
+    naming the option for a memory limit or thread count DuckDB does not accept.
     """
     run = Path(run_dir)
     if not (run / "exchanges.parquet").is_file():
         raise FileNotFoundError(f"{run} is not a run folder: no exchanges.parquet (run `replay ingest` or `replay audit` first)")
-    con = duckdb.connect(
-        ":memory:",
-        config={
-            "memory_limit": os.environ.get("REPLAY_DUCKDB_MEMORY", DEFAULT_MEMORY_LIMIT),
-            "temp_directory": str(run.resolve() / ".duckdb_tmp"),
-        },
-    )
+    config = (settings or DuckDBSettings()).resolved(run)
+    try:
+        con = duckdb.connect(":memory:", config=config)
+    except duckdb.Error as exc:  # "Memory must have a number (e.g. 1GB)"
+        raise ValueError(f"--duckdb-memory / ${ENV_MEMORY} {config['memory_limit']!r}: {str(exc).splitlines()[0]}") from None
     for name, schema in tables.TABLES.items():
         path = run / f"{name}.parquet"
         if path.is_file():
@@ -160,6 +247,50 @@ def connect(run_dir: str | Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
+#: Derived views computed once per connection (:func:`materialize`) before the first query that
+#: reads them, directly or through another view: ``{view: names whose mention in SQL needs it}``.
+MATERIALIZED = {"verdict_pairs": ("verdict_pairs", "verdicts_by_exchange")}
+#: DuckDB optimizers kept off while a derived view is materialized: its joins are written with the
+#: side to build the hash table from on the right (the smaller), and DuckDB's estimates over
+#: Parquet put a 400k-row input there instead; two large hash tables in one pipeline do not spill
+#: together (duckdb/duckdb#6733), so ``verdict_pairs`` failed at 20k exchanges under 256 MB.
+_KEEP_JOIN_ORDER = "join_order,build_side_probe_side"
+
+
+def materialize(con: duckdb.DuckDBPyConnection, view: str) -> None:
+    """Compute the derived view ``view`` (a key of :data:`MATERIALIZED`) once: its rows go into a
+    temporary table (in DuckDB's buffer pool, under the memory limit, spilled past it) and the
+    view is redefined to read it, so the queries built on it (the report's ``verdicts`` and
+    ``smallest_failures``, ``verdicts_by_exchange``) stop recomputing it. A second call does
+    nothing. Raises :class:`QueryError` as :func:`run_sql` does."""
+    table = f"_{view}_rows"
+    if scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?", [table]):
+        return
+    try:
+        con.execute(f"SET disabled_optimizers = '{_KEEP_JOIN_ORDER}'")
+        _execute(con, f"CREATE TEMP TABLE {table} AS SELECT * FROM {view}")
+    finally:
+        con.execute("RESET disabled_optimizers")
+    _execute(con, f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM {table}")
+
+
+def _execute(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    try:
+        con.execute(sql)
+    except duckdb.OutOfMemoryException as exc:
+        raise QueryError(out_of_memory_message(exc, con)) from exc
+    except duckdb.Error as exc:
+        raise QueryError(str(exc)) from exc
+
+
+def _materialize_for(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """:func:`materialize` each view of :data:`MATERIALIZED` that ``sql`` reads."""
+    words = set(re.findall(r"\w+", sql.lower()))
+    for view, names in MATERIALIZED.items():
+        if words.intersection(names):
+            materialize(con, view)
+
+
 def _columns(con: duckdb.DuckDBPyConnection, src: str) -> set[str]:
     return {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
 
@@ -171,8 +302,11 @@ def _quote(path: Path) -> str:
 def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
     """Run ``sql`` on the run's views; returns the result as an Arrow table.
 
-    Raises :class:`QueryError` with DuckDB's message when the SQL fails.
+    A derived view the SQL reads is computed once first (:data:`MATERIALIZED`). Raises
+    :class:`QueryError` with DuckDB's message when the SQL fails; when DuckDB runs out of memory,
+    the message names the setting to raise (:func:`out_of_memory_message`).
     """
+    _materialize_for(con, sql)
     try:
         rel = con.sql(sql)
         if rel is None:  # a statement without a result (CREATE, SET ...)
@@ -180,6 +314,8 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
         # DuckDB 2 names it to_arrow_table(); DuckDB 1 arrow()
         fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
         return fetch()
+    except duckdb.OutOfMemoryException as exc:
+        raise QueryError(out_of_memory_message(exc, con)) from exc
     except duckdb.Error as exc:
         raise QueryError(str(exc)) from exc
 
@@ -191,7 +327,11 @@ def run_query(con: duckdb.DuckDBPyConnection, name: str) -> pa.Table:
 
 def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> Any:
     """The first column of the first row of ``sql`` (None when there is no row); the result is
-    read to its end, as DuckDB 2 requires before the connection runs anything else."""
-    got = con.execute(sql, params or []).fetchall()
+    read to its end, as DuckDB 2 requires before the connection runs anything else. Raises
+    :class:`QueryError` (:func:`out_of_memory_message`) when DuckDB runs out of memory."""
+    try:
+        got = con.execute(sql, params or []).fetchall()
+    except duckdb.OutOfMemoryException as exc:
+        raise QueryError(out_of_memory_message(exc, con)) from exc
     return got[0][0] if got else None
 
