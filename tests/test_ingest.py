@@ -627,15 +627,17 @@ def test_unexpected_faults_do_not_stop_the_run(tmp_path: Path, monkeypatch) -> N
     # `replay.capture.ingest` as an attribute is the re-exported function; the module is in sys.modules
     ing = sys.modules["replay.capture.ingest"]
 
-    def fake_parse(raw: bytes, source_file: str, line_no: int):
+    real = ing.parse_record
+
+    def fake_parse(rec: dict, source_file: str, line_no: int, capture_format: str = "v1"):
         if line_no == 1:
             raise RuntimeError("parser bug")
-        row, tools = parse_line(raw, source_file, line_no)
+        row, tools = real(rec, source_file, line_no, capture_format)
         if line_no == 2:
             row["n_tools"] = 2**40  # does not fit int32: caught when the batch is built
         return row, tools
 
-    monkeypatch.setattr(ing, "parse_line", fake_parse)
+    monkeypatch.setattr(ing, "parse_record", fake_parse)
     src = tmp_path / "x.jsonl"
     src.write_bytes(jl(*[{**EX_RESPONSE, "id": f"e{i}"} for i in range(4)]))
     out = tmp_path / "run"

@@ -16,7 +16,12 @@ so no capture format can bring a secret into a run folder by a path of its own.
    the value of a secret-named URL query parameter (``?api_key=…``). The replacement is the same
    in every column, so a key in a message is replaced identically in the logged prompt and a
    render of the messages still equals it. Shapes need a digit where words could pass for one
-   (``Bearer authentication`` and ``sk-learn-is-great`` are text, not keys).
+   (``Bearer authentication`` and ``sk-learn-is-great`` are text, not keys). Matches are taken
+   left to right, the first rule (in :data:`_KEY_RULES` order) that matches at a position winning;
+   a shape whose check fails (a query parameter whose name is not a secret's) is left as it is and
+   hides nothing that starts inside it. Linear time: an RE2 set of each rule's literal parts (its
+   gate) tells in one pass which rules can match in a row (scanning the capture line itself for v1
+   lines) and in each string, and only those rules' regexes run, each from its literal start.
 2. *Secret names* (:func:`is_secret_name`), in the envelope only: in JSON a row holds (the request
    body and the JSON columns readers add: headers, metadata), a key whose name is a secret's is
    dropped with its value, as is a header in list form (``{"name": "Authorization", "value": …}``
@@ -71,11 +76,14 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import heapq
+import os
 import re
 from collections import Counter
 from typing import Any, Callable
 
 import orjson
+import re2
 
 __all__ = [
     "Redactions",
@@ -168,46 +176,153 @@ def _basic_ok(token: str) -> bool:
         return False
 
 
-# (kind, pattern, check on the matched text or None). No pattern may match `"` or `\`, so a
-# replacement inside JSON text keeps it JSON.
-_KEY_RULES: list[tuple[str, str, Callable[[str], bool] | None]] = [
-    ("pem", r"-----BEGIN [A-Z ]{0,30}PRIVATE KEY-----[^\"]*?(?:-----END [A-Z ]{0,30}PRIVATE KEY-----|(?=\")|\Z)", None),
-    ("bearer", r"(?i:\bbearer)[ \t]+[A-Za-z0-9._~+/-]{12,}=*", _has_digit),
-    ("basic", r"(?i:\bbasic)[ \t]+[A-Za-z0-9+/]{8,}=*", lambda s: _basic_ok(s.split()[-1])),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", None),
-    ("stripe", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", None),
-    ("sk", r"\bsk-[A-Za-z0-9_-]{20,}", _has_digit),
-    ("aws", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", None),
-    ("github", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})", None),
-    ("slack", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", None),
-    ("google", r"\bAIza[0-9A-Za-z_-]{35}", None),
-    ("hf", r"\bhf_[A-Za-z0-9]{30,}", None),
-    ("url-password", r"(?<=://)[^/\s:@\"\\]{1,256}:[^/\s@\"\\]{1,256}(?=@)", None),
-    ("query", r"(?<=[?&])[A-Za-z0-9_.-]{1,64}=[^&#\s\"\\]+", lambda s: is_secret_name(s.split("=", 1)[0])),
+# (kind, pattern, check on the matched text or None, gate). No pattern may match `"` or `\`, so a
+# replacement inside JSON text keeps it JSON. The gate is an RE2 pattern that finds a superset of
+# the places where the rule can match, in the text itself, in JSON text holding it (orjson's, whose
+# only escapes are `\"`, `\\` and control characters) and in a raw capture line without `\/` or
+# `\u` escapes of ASCII (:func:`_raw_is_plain`): the rule's literal parts, its classes widened to
+# admit `\`, bounds dropped, `\b` and the check left out. Only rules whose gate matches ever run.
+_KEY_RULES: list[tuple[str, str, Callable[[str], bool] | None, str]] = [
+    ("pem", r"-----BEGIN [A-Z ]{0,30}PRIVATE KEY-----[^\"]*?(?:-----END [A-Z ]{0,30}PRIVATE KEY-----|(?=\")|\Z)", None,
+     r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    ("bearer", r"(?i:\bbearer)[ \t]+[A-Za-z0-9._~+/-]{12,}=*", _has_digit, r"(?i)bearer"),
+    # Python's case-insensitive match also takes U+017F for s and U+0130/U+0131 for i
+    ("basic", r"(?i:\bbasic)[ \t]+[A-Za-z0-9+/]{8,}=*", lambda s: _basic_ok(s.split()[-1]), "(?i)ba(?:s|\u017f)(?:i|\u0130|\u0131)c"),
+    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", None, r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\."),
+    ("stripe", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", None, r"[rs]k_(?:live|test)_[A-Za-z0-9]{16}"),
+    ("sk", r"\bsk-[A-Za-z0-9_-]{20,}", _has_digit, r"sk-[A-Za-z0-9_-]{20}"),
+    ("aws", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", None, r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
+    ("github", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})", None, r"gh[pousr]_[A-Za-z0-9]{30}|github_pat_[A-Za-z0-9_]{40}"),
+    ("slack", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", None, r"xox[abposr]-[A-Za-z0-9-]{10}"),
+    ("google", r"\bAIza[0-9A-Za-z_-]{35}", None, r"AIza[0-9A-Za-z_-]{35}"),
+    ("hf", r"\bhf_[A-Za-z0-9]{30,}", None, r"hf_[A-Za-z0-9]{30}"),
+    ("url-password", r"(?<=://)[^/\s:@\"\\]{1,256}:[^/\s@\"\\]{1,256}(?=@)", None, r'://[^/\s:@"]+:[^/\s@"]+@'),
+    # the gate: a name holding a word every secret name holds (is_secret_name), then "="
+    ("query", r"(?<=[?&])[A-Za-z0-9_.-]{1,64}=[^&#\s\"\\]+", lambda s: is_secret_name(s.split("=", 1)[0]),
+     r"[?&][A-Za-z0-9_.-]*(?i:auth|cookie|passw|passphrase|pwd|secret|credential|jwt|bearer|token|key)[A-Za-z0-9_.-]*="),
 ]
-_GROUPS = {f"k{i}": rule for i, rule in enumerate(_KEY_RULES)}
-_KEY_RE = re.compile("|".join(f"(?P<k{i}>{pat})" for i, (_, pat, _) in enumerate(_KEY_RULES)))
-# cheap gate (substring tests run at C speed): a string holding none of these cannot match a rule
-_GATE_WORDS = (
-    "PRIVATE KEY", "Bearer", "bearer", "BEARER", "Basic", "basic", "BASIC", "eyJ", "k_live_", "k_test_", "sk-",
-    "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "AIza", "hf_", "://",
-)
 
 
-def _may_hold_key(text: str) -> bool:
-    return any(w in text for w in _GATE_WORDS) or ("=" in text and ("?" in text or "&" in text))
+def _fast_form(pattern: str) -> tuple[str, int]:
+    """The rule's ``pattern`` rewritten so that Python's regex engine can skip to its literal start
+    (a pattern opening with ``\\b`` or a lookbehind is tried at every position): ``\\bLIT`` becomes
+    ``LIT`` followed by a lookbehind that the character before it is not a word character (the same
+    condition); ``(?<=P)`` becomes ``P`` consumed and the match itself in group 1. Returns the new
+    pattern and the length of what is consumed before the match (0, or the lookbehind's width)."""
+    for lead in ("://", "[?&]"):
+        if pattern.startswith(f"(?<={lead})"):
+            return f"{lead}({pattern[len(lead) + 5:]})", 3 if lead == "://" else 1
+    if pattern.startswith("(?i:\\b"):  # (?i:\bword)...
+        word = pattern[len("(?i:\\b"):pattern.index(")")]
+        return f"(?i:{word})(?<!\\w.{{{len(word)}}}){pattern[pattern.index(')') + 1:]}", 0
+    if pattern.startswith("\\b"):
+        body = pattern[2:]
+        m = re.match(r"\(\?:([^()]*)\)|\[[a-z]+\][a-z_]+|[A-Za-z_-]+", body)
+        head = m.group(0)
+        if m.group(1) is not None:  # \\b(?:A|B)...: the alternatives' common literal start goes first
+            alts = m.group(1).split("|")
+            lit = re.match(r"[A-Za-z0-9_-]*", os.path.commonprefix(alts)).group(0)
+            if lit:
+                rest = "|".join(a[len(lit):] for a in alts)
+                return f"{lit}(?<!\\w.{{{len(lit)}}})(?:{rest}){body[len(head):]}", 0
+        else:
+            width = len(re.sub(r"\[[a-z]+\]", "x", head))
+            return f"{head}(?<!\\w.{{{width}}}){body[len(head):]}", 0
+    return pattern, 0
 
 
-def _replace(m: re.Match, counts: Counter | None) -> str:
-    kind, _, check = _GROUPS[m.lastgroup]  # type: ignore[index]
-    text = m.group(0)
-    if check is not None and not check(text):
-        return text
-    if counts is not None:
-        counts[f"value:{kind}"] += 1
+#: Each rule's regex as it runs (:func:`_fast_form`), and what it consumes before its match.
+_RULE_RES: list[re.Pattern] = []
+_RULE_LEADS: list[int] = []
+for _, _pat, _, _ in _KEY_RULES:
+    _fp, _lead = _fast_form(_pat)
+    _RULE_RES.append(re.compile(_fp))
+    _RULE_LEADS.append(_lead)
+
+
+def _gate_set(patterns: list[str]) -> "re2.Set":
+    s = re2.Set.SearchSet()
+    for pat in patterns:
+        s.Add(pat)
+    s.Compile()
+    return s
+
+
+#: One RE2 pass over a text tells which rules can match in it (linear time, any number of rules).
+_GATES = _gate_set([g for *_, g in _KEY_RULES])
+_ALL_RULES = tuple(range(len(_KEY_RULES)))
+# a `\/` or a `\u` escape of an ASCII character (or of U+0130, U+0131, U+017F: see "basic") in raw
+# JSON can hide a gate's literal; a raw line holding one is gated on its decoded strings instead
+_RAW_ESCAPE = re2.compile(rb"\\(?:/|u00[0-7][0-9a-fA-F]|u013[01]|u017[fF])")
+
+
+def _rules_in(data: str | bytes) -> tuple[int, ...]:
+    """The indices (in :data:`_KEY_RULES` order) of the rules whose gate matches in ``data``;
+    every rule when the text cannot be encoded as UTF-8 (lone surrogates)."""
+    try:
+        hits = _GATES.Match(data)
+    except (UnicodeError, TypeError):
+        return _ALL_RULES
+    return tuple(sorted(hits)) if hits else ()
+
+
+def _raw_is_plain(raw: bytes) -> bool:
+    """True when the gates can be run on the raw JSON line ``raw`` itself (no escape that could hide a literal)."""
+    return b"\\" not in raw or _RAW_ESCAPE.search(raw) is None
+
+
+def _replacement(kind: str, text: str) -> str:
     if kind == "query":
         return text.split("=", 1)[0] + "=[redacted:query]"
     return f"[redacted:{kind}]"
+
+
+def _search(i: int, text: str, pos: int) -> tuple[int, int] | None:
+    """The span of rule ``i``'s first match starting at ``pos`` or later, else None."""
+    lead = _RULE_LEADS[i]
+    m = _RULE_RES[i].search(text, max(0, pos - lead))
+    if m is None:
+        return None
+    return m.span(1) if lead else m.span()
+
+
+def _scrub_rules(text: str, rules: tuple[int, ...], counts: Counter | None) -> str:
+    """Rule 1 with the rules ``rules`` only (those whose gate matched). Left to right, as one
+    alternation of the rules in :data:`_KEY_RULES` order would: at each position the first rule
+    that matches there wins and the scan goes on after its match; a match whose check fails
+    (``Bearer`` words without a digit, a query parameter whose name is not a secret's) is not
+    replaced and does not hide what starts inside it. Each rule's regex runs on its own from its
+    literal start (:func:`_fast_form`), so no alternation is tried at every position."""
+    heap = []
+    for i in rules:
+        sp = _search(i, text, 0)
+        if sp is not None:
+            heap.append((sp[0], i, sp[1]))
+    if not heap:
+        return text
+    heapq.heapify(heap)
+    out: list[str] = []
+    pos = 0
+    while heap:
+        start, i, end = heapq.heappop(heap)
+        kind, _, check, _ = _KEY_RULES[i]
+        if start < pos:  # inside a replaced match: this rule's next match from there
+            sp = _search(i, text, pos)
+        elif check is not None and not check(text[start:end]):
+            sp = _search(i, text, start + 1)
+        else:
+            out.append(text[pos:start])
+            out.append(_replacement(kind, text[start:end]))
+            if counts is not None:
+                counts[f"value:{kind}"] += 1
+            pos = end
+            sp = _search(i, text, pos)
+        if sp is not None:
+            heapq.heappush(heap, (sp[0], i, sp[1]))
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def scrub_text(text: str, counts: Counter | None = None) -> str:
@@ -215,11 +330,13 @@ def scrub_text(text: str, counts: Counter | None = None) -> str:
 
     ``counts``: incremented by ``value:<kind>`` per replacement. Deterministic and idempotent; a
     replacement never contains ``"`` or ``\\``, so JSON text stays JSON. Returns ``text`` itself
-    when nothing matched.
+    when nothing matched. Linear time: one RE2 pass finds the rules that can match (their gates),
+    and only those run (:func:`_scrub_rules`).
     """
-    if not _may_hold_key(text):
+    rules = _rules_in(text)
+    if not rules:
         return text
-    return _KEY_RE.sub(lambda m: _replace(m, counts), text)
+    return _scrub_rules(text, rules, counts)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -335,8 +452,10 @@ def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = T
     """
     if values:
         text = scrub_text(text, counts)
+    if not names:
+        return text
     low = text.lower()
-    if not names or not any(w in low for w in _NAME_GATE_WORDS):
+    if not any(w in low for w in _NAME_GATE_WORDS):
         return text
     try:
         obj = orjson.loads(text)
@@ -464,24 +583,55 @@ def _is_json_column(name: str) -> bool:
     return name.endswith("_json") or name in _JSON_COLUMNS
 
 
-_GATE_BYTES = tuple(w.encode() for w in _GATE_WORDS)
+#: Columns whose strings are those of the capture line as decoded (the request re-serialized, the
+#: server's text): on a v1 line they are gated by the line itself (see :func:`redact_exchange`).
+_VERBATIM_COLUMNS = frozenset({"request_json", "server_prompt", "server_output_text", "server_steps",
+                               "server_prompt_token_ids", "server_output_token_ids"})
 
 
-def _row_may_hold_key(row: dict, tools: list[dict]) -> bool:
-    """False when no string of the row or its tools can hold a key-like substring (one pass over
-    the row serialized by orjson, instead of a test per string)."""
+def _row_rules(row: dict, tools: list[dict], raw: bytes | None = None) -> tuple[int, ...]:
+    """The rules of rule 1 that can match in some string of the row or its tools (their gates, one
+    RE2 pass): over ``raw`` (the capture line the row was parsed from, when its escapes allow, see
+    :func:`_raw_is_plain`) plus the columns made from it (served content and calls, checks), else
+    over the row and tools serialized by orjson. ``()``: rule 1 has nothing to do in this row."""
+    if raw is not None and _raw_is_plain(raw):
+        derived = {k: v for k, v in row.items() if v is not None and k not in _VERBATIM_COLUMNS and k not in _KEEP_COLUMNS}
+        try:
+            blob = orjson.dumps(derived, default=str)
+        except TypeError:
+            return _ALL_RULES
+        return tuple(sorted(set(_rules_in(raw)) | set(_rules_in(blob))))
     try:
         blob = orjson.dumps([row, tools], default=str)
     except TypeError:
+        return _ALL_RULES
+    return _rules_in(blob)
+
+
+def _row_may_hold_key(row: dict, tools: list[dict]) -> bool:
+    """False when no string of the row or its tools can hold a key-like substring (one RE2 pass
+    over the row serialized by orjson, instead of a test per string)."""
+    return bool(_row_rules(row, tools))
+
+
+def _container_may_hold_key(value: Any) -> bool:
+    """False when no string of ``value`` (a list or dict of a row: steps, served calls) can hold a
+    key-like substring: one RE2 pass over it serialized, instead of one per string. (A gate's
+    match inside a string is a match inside the serialized whole.)"""
+    try:
+        return bool(_rules_in(orjson.dumps(value)))
+    except TypeError:
         return True
-    return any(w in blob for w in _GATE_BYTES) or (b"=" in blob and (b"?" in blob or b"&" in blob))
 
 
 def _same(text: str, counts: Counter | None = None) -> str:
     return text
 
 
-def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False, counts: Counter | None = None) -> None:
+def redact_exchange(
+    row: dict, tools: list[dict], *, hash_text_too: bool = False, counts: Counter | None = None, raw: bytes | None = None,
+    request: Any = None,
+) -> None:
     """Remove secrets from one ``exchanges`` row and its ``tools`` rows, in place.
 
     JSON text columns (``request_json``, any ``*_json``, ``headers``, ``metadata``) by
@@ -492,7 +642,13 @@ def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False
     are dropped (counted ``raw-dropped``). With ``hash_text_too`` (``--redact``), also: message
     text of the JSON columns hashed (:func:`hash_messages`), ``served_content`` hashed,
     ``served_tool_calls`` arguments by :func:`hash_arguments`, :data:`RAW_TEXT_COLUMNS` set to
-    None. ``counts``: see :data:`Redactions`.
+    None. ``counts``: see :data:`Redactions`. ``raw``: the capture-v1 line (bytes) the row was
+    parsed from (:func:`replay.capture.v1.parse_line`), whose decoded strings are those of
+    ``request_json``, the ``server_*`` columns and the tools: given, the row-level gate scans it
+    instead of serializing the row (the same answer, without a copy of the request).
+    ``request``: the decoded request ``request_json`` was serialized from (a dict): given, rules 2-3
+    run on it (in place; the text is re-serialized only when a name was dropped) instead of on a
+    second decoding of ``request_json``.
     """
     if hash_text_too:  # dropped first, so neither the key gate nor the scrub reads them
         for col in RAW_TEXT_COLUMNS:
@@ -500,7 +656,16 @@ def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False
                 row[col] = None
                 if counts is not None:
                     counts["raw-dropped"] += 1
-    st = scrub_text if _row_may_hold_key(row, tools) else _same
+    names_done = False
+    if isinstance(request, dict) and isinstance(row.get("request_json"), str):
+        local: Counter = Counter()
+        _drop_secret_names(request, local)
+        if local:
+            row["request_json"] = orjson.dumps(request).decode()
+            if counts is not None:
+                counts.update(local)
+        names_done = True
+    st = scrub_text if _row_rules(row, tools, raw) else _same
     # the steps can stop joining to the completion only when rule 1 runs on them
     out, steps = row.get("server_output_text"), row.get("server_steps")
     steps_joined = st is scrub_text and isinstance(out, str) and isinstance(steps, list) and all(isinstance(x, str) for x in steps) and "".join(steps) == out
@@ -509,7 +674,8 @@ def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False
             continue
         if isinstance(val, str):
             if _is_json_column(col):
-                val = scrub_json_text(val, counts, names=col != "tool_json", values=st is scrub_text)
+                names = col != "tool_json" and not (names_done and col == "request_json")
+                val = scrub_json_text(val, counts, names=names, values=st is scrub_text)
                 if hash_text_too:
                     try:
                         obj = orjson.loads(val)
@@ -523,7 +689,7 @@ def redact_exchange(row: dict, tools: list[dict], *, hash_text_too: bool = False
             else:
                 row[col] = st(val, counts)
         elif isinstance(val, (list, dict)):
-            if st is scrub_text:
+            if st is scrub_text and _container_may_hold_key(val):
                 scrub_json(val, counts, names=False)
             if hash_text_too and col == "served_tool_calls":
                 for call in val:

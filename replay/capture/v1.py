@@ -412,6 +412,13 @@ def decode_line(raw: bytes) -> dict:
     ``not-object``, ``too-deep``). Every line-based reader (:mod:`replay.capture.readers`) decodes with this."""
     if raw.startswith(_BOM):
         raw = raw[3:]
+    try:  # orjson checks UTF-8 itself: a good line is read in one pass (a bad one is classified below)
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        if isinstance(rec, dict):
+            return rec
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -521,16 +528,7 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
         tools = []
     elif not isinstance(tools, list):
         raise CaptureError("tools-not-list", f"request.tools is a {type(tools).__name__}, not an array")
-    tool_rows: list[dict] = []
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            raise CaptureError("tool-not-object", f"request.tools[{i}] is a {type(tool).__name__}, not an object")
-        tool_json = _dumps(tool, f"request.tools[{i}]")
-        row = {"exchange_id": exchange_id, "tool_index": i}
-        # fast path: no b"null" anywhere in the JSON text means no null value
-        row.update(describe_tool(tool, scan_nulls=b"null" in tool_json))
-        row["tool_json"] = tool_json.decode()
-        tool_rows.append(row)
+    tool_rows = [{"exchange_id": exchange_id, "tool_index": i, **cols} for i, cols in enumerate(_tool_columns(tools))]
 
     content = calls = finish = None
     n_chunks = None
@@ -582,6 +580,39 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
     }
     row.update(check_served(route, model, payloads, content, calls, finish))
     return row, tool_rows
+
+
+#: Tool lists seen, by their JSON text: an agent sends the same tools in every request, so each
+#: distinct list is described (and its declarations serialized) once. Bounded: emptied when full.
+_TOOLS_SEEN: dict[bytes, list[dict]] = {}
+_TOOLS_SEEN_MAX = 2048
+
+
+def _tool_columns(tools: list) -> list[dict]:
+    """For each declaration of ``tools`` (a list), the ``tools`` row columns but ``exchange_id``
+    and ``tool_index``: :func:`replay.tools.describe_tool` and ``tool_json``. Raises ``tool-not-object``
+    / ``too-deep`` / ``bad-field`` as :func:`parse_record` documents. Computed once per distinct
+    list (:data:`_TOOLS_SEEN`); the dicts returned are fresh, their ``client_null_paths`` lists shared."""
+    try:
+        key = orjson.dumps(tools)
+    except TypeError:
+        key = None  # too deep or not JSON: the loop below raises the declaration's own error
+    known = _TOOLS_SEEN.get(key) if key is not None else None
+    if known is None:
+        known = []
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict):
+                raise CaptureError("tool-not-object", f"request.tools[{i}] is a {type(tool).__name__}, not an object")
+            tool_json = _dumps(tool, f"request.tools[{i}]")
+            # fast path: no b"null" anywhere in the JSON text means no null value
+            cols = describe_tool(tool, scan_nulls=b"null" in tool_json)
+            cols["tool_json"] = tool_json.decode()
+            known.append(cols)
+        if key is not None:
+            if len(_TOOLS_SEEN) >= _TOOLS_SEEN_MAX:
+                _TOOLS_SEEN.clear()
+            _TOOLS_SEEN[key] = known
+    return [dict(cols) for cols in known]
 
 
 def _lacks(value: Any) -> list[str] | None:

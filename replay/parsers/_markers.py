@@ -94,12 +94,15 @@ class TokenStripper:
 
     def __init__(self, tokens: tuple[str, ...]) -> None:
         self.tokens = check_prefix_free(tokens)
+        self._firsts = tuple(sorted({t[0] for t in tokens}))
         self._held = ""
 
     def feed(self, delta: str) -> str:
         """Take the next delta; return its text minus complete tokens, minus a held-back tail."""
         if not self.tokens:
             return delta
+        if not self._held and not any(c in delta for c in self._firsts):
+            return delta  # no token can start here (the common delta): pass it through as is
         s = self._held + delta
         parts: list[str] = []
         pos = 0
