@@ -105,6 +105,24 @@ def clear_run(run_dir: str | Path) -> None:
         old.unlink()
 
 
+def mark_incomplete(run_dir: str | Path, meta: dict[str, Any], stage: str) -> None:
+    """Record in ``run.json`` that ``stage`` (``ingest``, ``render``, ``re-stream``, ``report``)
+    of a command writing ``run_dir`` has started and not finished: ``meta["incomplete"] = stage``,
+    written at once. The command removes the key and rewrites ``run.json`` when it ends; a run
+    stopped midway (Ctrl-C, a kill) keeps it, and :func:`incomplete_stage` lets ``replay query``
+    and ``replay report`` refuse to read its tables as a finished run's."""
+    meta["incomplete"] = stage
+    write_meta(Path(run_dir), meta)
+
+
+def incomplete_stage(run_dir: str | Path) -> str | None:
+    """The stage a command was in when it stopped before finishing (``run.json``
+    ``incomplete``, set by :func:`mark_incomplete`), or None for a finished run (or one written
+    by an older replay, or without ``run.json``). Raises ValueError when ``run.json`` is not JSON."""
+    stage = read_meta(Path(run_dir)).get("incomplete")
+    return str(stage) if stage else None
+
+
 def filters_meta(filters: Filters, stats: Any) -> dict[str, Any]:
     """``run.json`` ``filters``: the options (:meth:`Filters.options`), the exchanges ``kept`` and
     ``seen`` (kept + filtered out), ``filtered_by`` reason, and the sentence the reports show
@@ -200,6 +218,7 @@ def _run(
     duckdb_settings: DuckDBSettings | None = None, engine: Any = None,
 ) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
+    clear_run(run_dir)  # a previous run's renders/streams must never join this run's exchanges
     seconds: dict[str, float] = {}
     meta: dict[str, Any] = {
         "options": {**cfg.options, "capture_format": capture_format},
@@ -207,6 +226,7 @@ def _run(
         "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files],
     }
 
+    mark_incomplete(run_dir, meta, "ingest")
     t0 = time.perf_counter()
     with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
         stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.tokenizer,
@@ -217,20 +237,24 @@ def _run(
         meta["filters"] = filters_meta(filters, stats)
 
     n = count_exchanges(run_dir)
+    mark_incomplete(run_dir, meta, "render")
     t0 = time.perf_counter()
     with stage("render", n) as advance:
         run_render(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, RENDER, cfg, advance)
     seconds["render"] = time.perf_counter() - t0
 
+    mark_incomplete(run_dir, meta, "re-stream")
     t0 = time.perf_counter()
     with stage("re-stream", n) as advance:
         run_stream(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, STREAM, cfg, advance)
     seconds["stream"] = time.perf_counter() - t0
     meta["sides"] = close_sides(cfg)  # interpreter and Python version of each side, worker restarts
+    mark_incomplete(run_dir, meta, "report")
 
     t0 = time.perf_counter()
     meta["seconds"] = seconds
     report = write_report(run_dir, meta, redact=redact, duckdb_settings=duckdb_settings)
     seconds["report"] = time.perf_counter() - t0
+    meta.pop("incomplete", None)
     write_meta(run_dir, meta)
     return AuditResult(run_dir=run_dir, meta=meta, report=report, seconds=seconds)
