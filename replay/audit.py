@@ -106,6 +106,24 @@ def clear_run(run_dir: str | Path) -> None:
         old.unlink()
 
 
+def mark_incomplete(run_dir: str | Path, meta: dict[str, Any], stage: str) -> None:
+    """Record in ``run.json`` that ``stage`` (``ingest``, ``render``, ``re-stream``, ``report``)
+    of a command writing ``run_dir`` has started and not finished: ``meta["incomplete"] = stage``,
+    written at once. The command removes the key and rewrites ``run.json`` when it ends; a run
+    stopped midway (Ctrl-C, a kill) keeps it, and :func:`incomplete_stage` lets ``replay query``
+    and ``replay report`` refuse to read its tables as a finished run's."""
+    meta["incomplete"] = stage
+    write_meta(Path(run_dir), meta)
+
+
+def incomplete_stage(run_dir: str | Path) -> str | None:
+    """The stage a command was in when it stopped before finishing (``run.json``
+    ``incomplete``, set by :func:`mark_incomplete`), or None for a finished run (or one written
+    by an older replay, or without ``run.json``). Raises ValueError when ``run.json`` is not JSON."""
+    stage = read_meta(Path(run_dir)).get("incomplete")
+    return str(stage) if stage else None
+
+
 def filters_meta(filters: Filters, stats: Any) -> dict[str, Any]:
     """``run.json`` ``filters``: the options (:meth:`Filters.options`), the exchanges ``kept`` and
     ``seen`` (kept + filtered out), ``filtered_by`` reason, and the sentence the reports show
@@ -287,6 +305,8 @@ def _run(
     run_dir.mkdir(parents=True, exist_ok=True)
     state = dict(state or {"fingerprint": None, "ingest": None})
     resumed = bool(state.pop("resumed", False))
+    if not resumed:
+        clear_run(run_dir)  # a previous run's renders/streams must never join this run's exchanges
     seconds: dict[str, float] = {}
     meta: dict[str, Any] = {
         "options": {**cfg.options, "capture_format": capture_format},
@@ -294,6 +314,7 @@ def _run(
         "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files],
     }
 
+    mark_incomplete(run_dir, meta, "ingest")
     t0 = time.perf_counter()
     if state.get("ingest") is not None and (run_dir / "exchanges.parquet").is_file():  # resumed after ingest ended
         meta["ingest"] = state["ingest"]
@@ -313,22 +334,26 @@ def _run(
         meta["resumed"] = True
 
     n = count_exchanges(run_dir)
+    mark_incomplete(run_dir, meta, "render")
     t0 = time.perf_counter()
     with stage("render", n) as advance:
         run_render(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, RENDER, cfg, advance)
     seconds["render"] = time.perf_counter() - t0
 
+    mark_incomplete(run_dir, meta, "re-stream")
     t0 = time.perf_counter()
     with stage("re-stream", n) as advance:
         run_stream(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, STREAM, cfg, advance)
     seconds["stream"] = time.perf_counter() - t0
     meta["sides"] = close_sides(cfg)  # interpreter and Python version of each side, worker restarts
     meta["chunkings"] = chunking_plan(cfg)  # which sides ran which chunkings
+    mark_incomplete(run_dir, meta, "report")
 
     t0 = time.perf_counter()
     meta["seconds"] = seconds
     report = write_report(run_dir, meta, redact=redact, duckdb_settings=duckdb_settings)
     seconds["report"] = time.perf_counter() - t0
+    meta.pop("incomplete", None)
     write_meta(run_dir, meta)
     _state_path(run_dir).unlink(missing_ok=True)  # the audit is complete: nothing to resume
     try:

@@ -169,6 +169,14 @@ def _sample_key_value(value: str) -> str:
     raise typer.BadParameter(f"{value!r} is neither request.PATH (e.g. request.metadata.session_id) nor a column of exchanges (exchange_id, model, route, ...)")
 
 
+def _models_value(value: Optional[list[str]]) -> Optional[list[str]]:
+    """``--model``: shell globs; an empty one matches no model name, so it would keep nothing."""
+    for glob in value or []:
+        if not glob.strip():
+            raise typer.BadParameter(f"{glob!r}: an empty pattern matches no model (give a glob such as 'Qwen/*')")
+    return value
+
+
 def _routes_value(value: Optional[list[str]]) -> Optional[list[str]]:
     from replay.capture.v1 import ROUTES
 
@@ -256,7 +264,7 @@ FailOnOpt = Annotated[
     typer.Option(
         "--fail-on",
         help="Exit with code 3 when the verdict table shows this: VERDICT (any check), CHECK:VERDICT or CHECK:VERDICT>N "
-        "(e.g. broken, dropped-call:broken>0, null-leak:still-wrong>10). Repeatable.",
+        "(e.g. broken, 'dropped-call:broken>0', 'null-leak:still-wrong>10': quote a >). Repeatable.",
     ),
 ]
 ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", help="Write message text in the exemplars and report as captured (default: masked, lengths and hashes kept).")]
@@ -266,7 +274,7 @@ CaptureFormatOpt = Annotated[
 ]
 ModelOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--model", metavar="GLOB", help="Keep exchanges whose model matches this shell glob (e.g. 'Qwen/*'). Repeatable: any."),
+    typer.Option("--model", metavar="GLOB", callback=_models_value, help="Keep exchanges whose model matches this shell glob (e.g. 'Qwen/*'). Repeatable: any."),
 ]
 RouteOpt = Annotated[
     Optional[list[str]],
@@ -346,6 +354,23 @@ def _filters(
         )
     except ValueError as exc:
         _fail(str(exc), 2)
+
+
+def _finished_run(run: Optional[Path]) -> None:
+    """Exit 1 when ``run`` was left by a command that stopped midway (``run.json`` ``incomplete``,
+    :func:`replay.audit.mark_incomplete`): its tables must not be read as a finished run's."""
+    from replay.audit import incomplete_stage
+
+    if run is None:
+        return
+    try:
+        stage = incomplete_stage(run)
+    except ValueError as exc:  # run.json not JSON
+        _fail(str(exc))
+    if stage:
+        redo = {"render": "replay render --run RUN, then replay stream --run RUN", "re-stream": "replay stream --run RUN"}.get(stage, "replay audit")
+        _fail(f"{run}: the command that wrote this run stopped during {stage} (interrupted?): its tables are incomplete; "
+              f"run `replay audit` again (or finish it: {redo.replace('RUN', str(run))})")
 
 
 def _fail(msg: str, code: int = 1) -> None:
@@ -621,6 +646,11 @@ def audit(
         _fail(str(exc), 2)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
+    except KeyboardInterrupt:
+        from replay.audit import incomplete_stage
+
+        _fail(f"interrupted during {incomplete_stage(run_dir) or 'start-up'}: {run_dir} is incomplete (run.json says so; "
+              "replay query and replay report refuse it); run the audit again", 130)
     finally:
         if executor is not None:
             executor.close()
@@ -667,7 +697,7 @@ def ingest(
     from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size
 
-    from replay.audit import clear_run, existing_run, filters_meta
+    from replay.audit import clear_run, existing_run, filters_meta, mark_incomplete
 
     filters = _filters(model, route, since, until, sample, sample_key, limit)
     held = existing_run(out)
@@ -678,6 +708,7 @@ def ingest(
     if held:
         clear_run(out)
     out.mkdir(parents=True, exist_ok=True)
+    mark_incomplete(out, {}, "ingest")
     with _progress(quiet) as stage:
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
             stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact, max_line_bytes=max_line_bytes,
@@ -718,7 +749,7 @@ def _executor(cfg: Any, jobs: Optional[int], batch_rows: int) -> None:
 
 
 def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
-    from replay.audit import read_meta, write_meta, write_report
+    from replay.audit import mark_incomplete, read_meta, write_meta, write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
     from replay.sides import close_sides
 
@@ -730,6 +761,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
         close_sides(cfg)
         _fail(str(exc))
     executor = _engine(engine, ray_address, cfg)
+    mark_incomplete(run, meta, which)
     try:
         with _progress(quiet) as stage:
             with stage(which, n) as advance:
@@ -749,6 +781,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
         sides = close_sides(cfg)
         if executor is not None:
             executor.close()
+    meta.pop("incomplete", None)
     if sides:
         meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
@@ -887,10 +920,13 @@ def query(
         return
     if fmt not in ("table", "json", "csv", "md"):
         _fail(f"--format must be table, json, csv or md, not {fmt!r}", 2)
-    if (name is None) == (sql is None):
+    if name is not None and sql is not None:
         _fail("give a query NAME or --sql, not both (replay query --list shows the names)", 2)
+    if name is None and sql is None:
+        _fail("give a query NAME or --sql (replay query --list shows the names)", 2)
     if run is None:
         _fail("--run RUN is required", 2)
+    _finished_run(run)
     try:
         con = connect(run, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
         table = run_query(con, name) if name else run_sql(con, sql or "")
@@ -928,6 +964,7 @@ def show(
 
     if fmt not in ("text", "md"):
         _fail(f"Invalid value for '--format': {fmt!r}; one of: text, md", 2)
+    _finished_run(run)
     try:
         shown = show_exchange(run, exchange_id, mask=mask)
     except (ShowError, FileNotFoundError, ValueError) as exc:
@@ -946,11 +983,12 @@ def report(
 ) -> None:
     """Rewrite RUN/report.md (and RUN/exemplars/) from the run's tables and print it.
 
-    Example: replay report --run runs/samples --fail-on dropped-call:broken>0
+    Example: replay report --run runs/samples --fail-on 'dropped-call:broken>0'
     """
     from replay.audit import read_meta, write_report
 
     gates = _gates(fail_on)
+    _finished_run(run)
     try:
         written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable

@@ -242,14 +242,15 @@ def _show(con: Any, run_dir: Path, ex: dict[str, Any], meta: dict[str, Any], mas
     keep = declared_names(request.get("tools") if isinstance(request, dict) else None)
     red = (lambda t: redact_text(t, keep)) if mask else (lambda t: t)
 
-    verdicts = _rows(con, "SELECT \"check\", verdict, smallest_failing_chunking, smallest_failing_deltas, unreliable FROM verdicts_by_exchange WHERE exchange_id = ? ORDER BY \"check\"", [xid])
+    # every column of the view, read by name: a column another version lacks reads as absent
+    verdicts = _rows(con, "SELECT * FROM verdicts_by_exchange WHERE exchange_id = ? ORDER BY \"check\"", [xid])
     head = [
         f"exchange {xid}: model {ex.get('model')}, route {ex.get('route')}, {ex.get('capture_format')} capture "
         f"{ex.get('source_file')}:{ex.get('source_line')}",
     ]
     for v in verdicts:
-        extra = f" (smallest failing chunking {v['smallest_failing_chunking']}, {v['smallest_failing_deltas']} deltas)" if v["smallest_failing_chunking"] else ""
-        head.append(f"  {v['check']:<18} {v['verdict']}{' unreliable' if v['unreliable'] else ''}{extra}")
+        extra = f" (smallest failing chunking {v['smallest_failing_chunking']}, {v.get('smallest_failing_deltas')} deltas)" if v.get("smallest_failing_chunking") else ""
+        head.append(f"  {v['check']:<18} {v['verdict']}{' unreliable' if v.get('unreliable') else ''}{extra}")
     if not verdicts:
         head.append("  not judged (no renders or streams rows for it)")
     shown.add("verdicts", head)

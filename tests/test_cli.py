@@ -37,7 +37,7 @@ def test_help_at_80_columns_is_wrapped_not_cut(command):
     assert max(len(line) for line in text.splitlines()) <= 80, text
     if command == "audit":  # the texts rich cut at 80 columns
         flat = " ".join(text.split()).replace("- ", "-")  # click breaks lines after a hyphen
-        assert "(e.g. broken, dropped-call:broken>0, null-leak:still-wrong>10)" in flat
+        assert "(e.g. broken, 'dropped-call:broken>0', 'null-leak:still-wrong>10': quote a >)" in flat
         assert "recorded,whole,char,fixed-2,3,5,8,13,40, token with --tokenizer, and split-all" in flat  # the non-built-in default
 
 

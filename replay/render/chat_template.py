@@ -191,11 +191,19 @@ class ChatTemplateRenderer:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kw: Any) -> "ChatTemplateRenderer":
         """Read the template from ``path`` (a ``.jinja`` file, or a ``tokenizer_config.json`` whose
-        ``chat_template`` field holds it). Raises FileNotFoundError / ValueError."""
+        ``chat_template`` field holds it). Raises FileNotFoundError (OSError) for a file that cannot be read, ValueError for one that is
+        not UTF-8 text, a ``.json`` that is not JSON or holds no ``chat_template`` string."""
         p = Path(path).expanduser()
-        text = p.read_text(encoding="utf-8")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not a chat template: not UTF-8 text (invalid byte at offset {exc.start})") from None
         if p.suffix == ".json":
-            tmpl = json.loads(text).get("chat_template")
+            try:
+                doc = json.loads(text)
+            except ValueError as exc:
+                raise ValueError(f"not JSON ({exc})") from None
+            tmpl = doc.get("chat_template") if isinstance(doc, dict) else None
             if isinstance(tmpl, list):  # named templates: take "default" (or "tool_use" when present)
                 named = {t.get("name"): t.get("template") for t in tmpl if isinstance(t, dict)}
                 tmpl = named.get("tool_use") or named.get("default")

@@ -118,8 +118,8 @@ def render_setup(
     def tmpl(option: str, path: str, tok_path: str | None) -> Any:
         try:
             return template_renderer(path, tok_path, date)
-        except (OSError, ValueError) as exc:
-            raise type(exc)(f"{option} {path}: {exc}") from None
+        except (OSError, ValueError) as exc:  # plain classes: UnicodeDecodeError & co. take other arguments
+            raise (OSError if isinstance(exc, OSError) else ValueError)(f"{option} {path}: {exc}") from None
 
     plain: str | None = None
     routes: list[tuple[str, Any, Any]] = []
@@ -140,8 +140,8 @@ def render_setup(
     def spec(option: str, value: str) -> Any:
         try:
             return renderer_from_spec(value, date=date)
-        except (ImportError, OSError, ValueError) as exc:
-            raise type(exc)(f"{option} {value}: {exc}") from None
+        except (ImportError, OSError, ValueError) as exc:  # plain classes: subclasses take other arguments
+            raise next(c for c in (ImportError, OSError, ValueError) if isinstance(exc, c))(f"{option} {value}: {exc}") from None
 
     if plain is not None:
         base: Any = tmpl("--chat-template", plain, plain_tok)

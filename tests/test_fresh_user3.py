@@ -1,0 +1,131 @@
+"""Faults found by a third fresh-user pass (README only, then bad input): a run folder reused by
+an interrupted audit, template files that are not text, filter options that silently did
+nothing, and usage errors reported with the wrong exit code."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from replay.audit import audit
+from replay.cli import app
+from replay.pipeline import AuditConfig
+from replay.render.json_tools import JsonToolsRenderer
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples"
+AGENT = SAMPLES / "coding-agent.jsonl"
+runner = CliRunner()
+
+
+def _interrupt_at(name: str):
+    """A progress callback for :func:`replay.audit.audit` that raises KeyboardInterrupt (a Ctrl-C)
+    when stage ``name`` starts."""
+
+    @contextlib.contextmanager
+    def stage(stage_name: str, total: int | None):
+        if stage_name == name:
+            raise KeyboardInterrupt
+        yield lambda n: None
+
+    return stage
+
+
+def test_interrupted_audit_into_an_old_run_leaves_no_table_read_as_complete(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    audit([AGENT], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)))
+    assert (run / "streams.parquet").is_file()
+    with pytest.raises(KeyboardInterrupt):
+        audit([SAMPLES / "model-gateway.jsonl"], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)), stage=_interrupt_at("re-stream"))
+    # the first run's streams/calls must not sit beside the second run's exchanges
+    assert not (run / "streams.parquet").exists()
+    assert not (run / "calls.parquet").exists()
+    for args in (["query", "summary", "--run", str(run)], ["report", "--run", str(run)], ["query", "--run", str(run), "--sql", "SELECT 1"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert "stopped during re-stream" in result.output and "incomplete" in result.output
+    # finishing the missing stage makes it a run again
+    result = runner.invoke(app, ["stream", "--run", str(run), "--chunkings", "whole", "-q"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["query", "summary", "--run", str(run), "--format", "json"])
+    assert result.exit_code == 0, result.output
+
+
+def test_finished_audit_is_not_marked_incomplete(tmp_path: Path) -> None:
+    import json
+
+    run = tmp_path / "run"
+    audit([AGENT], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)))
+    assert "incomplete" not in json.loads((run / "run.json").read_text())
+    result = runner.invoke(app, ["report", "--run", str(run)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    "option, content, name, says",
+    [
+        ("--chat-template", b"\x89PNG\r\n\x1a\n\xff\xfe\x00binary", "t.jinja", "not UTF-8 text"),
+        ("--new-chat-template", b"\xff\xfe\xfd", "t.jinja", "not UTF-8 text"),
+        ("--old-chat-template", b"{not json", "tokenizer_config.json", "not JSON"),
+        ("--chat-template", b"[1, 2]", "tokenizer_config.json", "no chat_template string"),
+    ],
+)
+def test_template_file_that_is_not_text_is_one_line_naming_the_option(tmp_path: Path, option: str, content: bytes, name: str, says: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    result = runner.invoke(app, ["audit", str(AGENT), "--out", str(tmp_path / "run"), "-q", option, str(path)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    line = result.output.strip()
+    assert "\n" not in line and line.startswith(f"error: {option} {path}") and says in line, line
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--sample", "0.5", "--sample-key", "bogus_col"], "--sample-key"),
+        (["--model", ""], "--model"),
+        (["--model", "Qwen/*", "--model", "  "], "--model"),
+    ],
+)
+@pytest.mark.parametrize("command", ["audit", "ingest"])
+def test_filter_values_that_would_silently_do_nothing_are_usage_errors(tmp_path: Path, command: str, args: list[str], option: str) -> None:
+    run = tmp_path / "run"
+    result = runner.invoke(app, [command, str(AGENT), "--out", str(run), "-q", *args])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and line.startswith(f"error: Invalid value for '{option}': "), line
+    assert not (run / "exchanges.parquet").exists()
+
+
+def test_good_sample_keys_still_sample(tmp_path: Path) -> None:
+    for key in ("model", "exchange_id", "request.metadata.session_id"):
+        result = runner.invoke(app, ["ingest", str(AGENT), "--out", str(tmp_path / key), "-q", "--sample", "0.5", "--sample-key", key])
+        assert result.exit_code == 0, result.output
+
+
+def test_query_without_a_name_or_sql_says_what_is_missing(tmp_path: Path) -> None:
+    """`replay query --run RUN` alone said "give a query NAME or --sql, not both"."""
+    result = runner.invoke(app, ["query", "--run", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: give a query NAME or --sql (replay query --list shows the names)"
+    both = runner.invoke(app, ["query", "summary", "--sql", "SELECT 1", "--run", str(tmp_path)])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_readme_and_help_quote_fail_on_thresholds() -> None:
+    """The README's `--fail-on dropped-call:broken>0` unquoted is a shell redirection: run as
+    written it creates files `0` and `10` and gates on `dropped-call:broken` instead."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [ln for ln in readme.splitlines() if ln.lstrip().startswith(("replay ", "$ replay "))]
+    assert any("--fail-on" in ln for ln in commands)
+    for ln in commands:
+        for expr in re.findall(r"--fail-on\s+(\S+)", ln):
+            assert ">" not in expr or expr[0] in "'\"", ln
+    help_text = runner.invoke(app, ["report", "--help"], env={"COLUMNS": "200"}).output
+    assert "--fail-on dropped-call:broken>0" not in help_text
