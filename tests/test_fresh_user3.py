@@ -39,7 +39,8 @@ def test_interrupted_audit_into_an_old_run_leaves_no_table_read_as_complete(tmp_
     audit([AGENT], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)))
     assert (run / "streams.parquet").is_file()
     with pytest.raises(KeyboardInterrupt):
-        audit([SAMPLES / "model-gateway.jsonl"], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)), stage=_interrupt_at("re-stream"))
+        # force: an --out holding a finished run is refused otherwise (replay.audit.prepare_out)
+        audit([SAMPLES / "model-gateway.jsonl"], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)), stage=_interrupt_at("re-stream"), force=True)
     # the first run's streams/calls must not sit beside the second run's exchanges
     assert not (run / "streams.parquet").exists()
     assert not (run / "calls.parquet").exists()
