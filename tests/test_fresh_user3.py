@@ -129,3 +129,16 @@ def test_readme_and_help_quote_fail_on_thresholds() -> None:
             assert ">" not in expr or expr[0] in "'\"", ln
     help_text = runner.invoke(app, ["report", "--help"], env={"COLUMNS": "200"}).output
     assert "--fail-on dropped-call:broken>0" not in help_text
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_bad_duckdb_memory_is_a_usage_error_before_any_work(tmp_path: Path, how: str) -> None:
+    """`--duckdb-memory lots` ran ingest, render and re-stream, then failed at the report (exit 1)."""
+    run = tmp_path / "run"
+    args, env = (["--duckdb-memory", "lots"], {}) if how == "option" else ([], {"REPLAY_DUCKDB_MEMORY": "lots"})
+    result = runner.invoke(app, ["audit", str(AGENT), "--out", str(run), "-q", *args], env=env)
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and "--duckdb-memory" in line and "'lots'" in line, line
+    assert not run.exists()
+
