@@ -142,3 +142,12 @@ def test_bad_duckdb_memory_is_a_usage_error_before_any_work(tmp_path: Path, how:
     assert "\n" not in line and "--duckdb-memory" in line and "'lots'" in line, line
     assert not run.exists()
 
+
+def test_readme_ingest_example_does_not_collide_with_the_audit_run() -> None:
+    """The README audits into runs/samples, then shows `replay ingest samples/ --out runs/samples`,
+    which refuses (exit 2: already holds a run)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    audits = {ln.split("--out ")[1].split()[0] for ln in readme.splitlines() if ln.startswith("replay audit ") and "--out " in ln}
+    for ln in readme.splitlines():
+        if ln.startswith("replay ingest ") and "--force" not in ln:
+            assert ln.split("--out ")[1].split()[0] not in audits, ln
