@@ -16,10 +16,21 @@
 --     argument-mismatch  a call's arguments parse but differ from the reference (name or JSON value),
 --                        or a call the reference does not have
 --     content-leak       call markup (a family marker) in the content beyond what the reference leaves
+--     client-error       the client SDK raised on the side's stream (replay/assemble.py: an index that
+--                        skips or goes back, a call never opened); the client got no message
+--     name-repeat        a call's name came in more than one delta (the SDK concatenates the names)
+--     call-id            a call has no id, an id sent in more than one delta, or another call's id
+--     finish-reason      the side's finish_reason is not what its calls imply (`length` when the
+--                        capture was truncated), or it closed a truncated call with invented arguments
+--     streaming-fault    a streamed chunking's result differs from the side's OWN whole-text parse
+--                        (judged where that parse ran; the upstream suites' invariant)
+--     semantic-diff      the side's whole-text parse (chunking `parse`) differs from the reference's
+--   (the per-row facts are computed by replay/judge.py; this view only pairs and counts them)
 -- old_wrong / new_wrong: the side is wrong; old_outcome / new_outcome: what it got wrong (leaked null
 -- paths, prompt SHA-256, error text, missing call indexes and finish_reason, the offending calls'
 -- index/name/arguments, the content where it leaks); two wrong sides with different outcomes are `changed-wrong`.
 -- old_deltas / new_deltas: deltas fed under that chunking (0 for `parse` and `render`).
+-- old_items / new_items: null-leak only: the leaked null paths (an `improved` verdict compares them).
 -- unreliable: a stream check on an exchange whose old-side replay did not reproduce what was
 -- served (view fidelity_exchanges).
 WITH
@@ -35,10 +46,12 @@ render_sides AS (
     SELECT r.exchange_id, r.side, 'render' AS chunking, 0 AS n_deltas,
            [struct_pack(c := 'null-leak', applies := r.error IS NULL, wrong := coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0),
                         outcome := CASE WHEN coalesce(r.leak_in_prompt, true)
-                                        THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR END),
+                                        THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR END,
+                        items := CASE WHEN coalesce(r.leak_in_prompt, true)
+                                      THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls]) END),
             struct_pack(c := 'prompt-divergence', applies := r.error IS NULL AND ref.prompt_sha256 IS NOT NULL,
-                        wrong := r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256, outcome := r.prompt_sha256),
-            struct_pack(c := 'render-failure', applies := true, wrong := r.error IS NOT NULL, outcome := r.error)] AS checks
+                        wrong := r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256, outcome := r.prompt_sha256, items := NULL::VARCHAR[]),
+            struct_pack(c := 'render-failure', applies := true, wrong := r.error IS NOT NULL, outcome := r.error, items := NULL::VARCHAR[])] AS checks
     FROM renders r
     JOIN ref_render ref USING (exchange_id)
     WHERE r.side IN ('old', 'new')
@@ -50,7 +63,10 @@ side_calls AS (
            list(index ORDER BY index) AS idx,
            list(struct_pack(i := index, a := arguments) ORDER BY index) FILTER (WHERE NOT arguments_json_ok) AS bad_json,
            list(struct_pack(i := index, n := name, a := arguments) ORDER BY index)
-               FILTER (WHERE arguments_json_ok AND NOT coalesce(matches_whole, false)) AS mismatched
+               FILTER (WHERE arguments_json_ok AND NOT coalesce(matches_whole, false)) AS mismatched,
+           list(struct_pack(i := index, n := name) ORDER BY index) FILTER (WHERE names_sent > 1) AS repeated,
+           list(struct_pack(i := index, id := id) ORDER BY index) FILTER (WHERE id_fault) AS bad_ids,
+           md5(list(struct_pack(n := name, a := arguments) ORDER BY index)::VARCHAR) AS calls_key  -- a digest: rows stay narrow
     FROM calls WHERE side IN ('old', 'new')
     GROUP BY exchange_id, side, chunking
 ),
@@ -58,10 +74,14 @@ rows AS (
     SELECT s.exchange_id, s.side, s.chunking, coalesce(s.n_deltas, 0) AS n_deltas, s.error IS NOT NULL AS raised, s.error,
            s.finish_reason, s.calls_whole, s.content, s.content_leak,
            [i FOR i IN coalesce(rc.idx, []) IF NOT list_contains(coalesce(sc.idx, []), i)] AS missing,
-           sc.bad_json, sc.mismatched
+           sc.bad_json, sc.mismatched, sc.repeated, sc.bad_ids, coalesce(sc.calls_key, '') AS calls_key, s.content_key,
+           s.client_error, s.name_repeats, s.id_faults, s.finish_fault, s.differs_from_reference, s.differs_from_own_parse
     FROM (  -- the content only where it leaks markup (the content-leak outcome): every row below carries it
         SELECT exchange_id, side, chunking, n_deltas, error, finish_reason, calls_whole, coalesce(content_leak, false) AS content_leak,
-               CASE WHEN content_leak THEN content END AS content
+               CASE WHEN content_leak THEN content END AS content, md5(coalesce(content, '')) AS content_key,
+               client_error, coalesce(name_repeats, 0) AS name_repeats, coalesce(id_faults, 0) AS id_faults,
+               coalesce(finish_fault, false) AS finish_fault, coalesce(differs_from_reference, false) AS differs_from_reference,
+               differs_from_own_parse
         FROM streams
         WHERE side IN ('old', 'new') AND NOT starts_with(coalesce(error, ''), 'chunking:')
     ) s
@@ -71,14 +91,26 @@ rows AS (
 ),
 stream_sides AS (
     SELECT r.exchange_id, r.side, r.chunking, r.n_deltas,
-           [struct_pack(c := 'replay-error', applies := true, wrong := r.raised, outcome := r.error),
+           [struct_pack(c := 'replay-error', applies := true, wrong := r.raised, outcome := r.error, items := NULL::VARCHAR[]),
             struct_pack(c := 'dropped-call', applies := NOT r.raised, wrong := len(r.missing) > 0,
-                        outcome := r.missing::VARCHAR || ' ' || coalesce(r.finish_reason, '')),
+                        outcome := r.missing::VARCHAR || ' ' || coalesce(r.finish_reason, ''), items := NULL::VARCHAR[]),
             struct_pack(c := 'non-json-join', applies := NOT r.raised, wrong := len(coalesce(r.bad_json, [])) > 0,
-                        outcome := r.bad_json::VARCHAR),
+                        outcome := r.bad_json::VARCHAR, items := NULL::VARCHAR[]),
             struct_pack(c := 'argument-mismatch', applies := NOT r.raised, wrong := len(coalesce(r.mismatched, [])) > 0,
-                        outcome := r.mismatched::VARCHAR),
-            struct_pack(c := 'content-leak', applies := NOT r.raised, wrong := r.content_leak, outcome := r.content)] AS checks
+                        outcome := r.mismatched::VARCHAR, items := NULL::VARCHAR[]),
+            struct_pack(c := 'content-leak', applies := NOT r.raised, wrong := r.content_leak, outcome := r.content, items := NULL::VARCHAR[]),
+            struct_pack(c := 'client-error', applies := NOT r.raised AND r.chunking <> 'parse', wrong := r.client_error IS NOT NULL,
+                        outcome := r.client_error, items := NULL::VARCHAR[]),
+            struct_pack(c := 'name-repeat', applies := NOT r.raised AND r.chunking <> 'parse', wrong := r.name_repeats > 0,
+                        outcome := r.repeated::VARCHAR, items := NULL::VARCHAR[]),
+            struct_pack(c := 'call-id', applies := NOT r.raised AND r.chunking <> 'parse', wrong := r.id_faults > 0,
+                        outcome := r.bad_ids::VARCHAR, items := NULL::VARCHAR[]),
+            struct_pack(c := 'finish-reason', applies := NOT r.raised, wrong := r.finish_fault,
+                        outcome := coalesce(r.finish_reason, '') || ' ' || r.calls_key, items := NULL::VARCHAR[]),
+            struct_pack(c := 'streaming-fault', applies := NOT r.raised AND r.chunking <> 'parse' AND r.differs_from_own_parse IS NOT NULL,
+                        wrong := coalesce(r.differs_from_own_parse, false), outcome := r.content_key || ' ' || r.calls_key, items := NULL::VARCHAR[]),
+            struct_pack(c := 'semantic-diff', applies := NOT r.raised AND r.chunking = 'parse', wrong := r.differs_from_reference,
+                        outcome := r.content_key || ' ' || r.calls_key, items := NULL::VARCHAR[])] AS checks
     FROM rows r
 ),
 sides AS NOT MATERIALIZED (SELECT * FROM render_sides UNION ALL SELECT * FROM stream_sides),
@@ -103,6 +135,8 @@ SELECT
     j.n.wrong AS new_wrong,
     j.o.outcome AS old_outcome,
     j.n.outcome AS new_outcome,
+    j.o.items AS old_items,
+    j.n.items AS new_items,
     CASE WHEN NOT j.o.wrong AND NOT j.n.wrong THEN 'same-ok'
          WHEN j.o.wrong AND NOT j.n.wrong THEN 'fixed'
          WHEN NOT j.o.wrong AND j.n.wrong THEN 'broken'

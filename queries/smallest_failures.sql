@@ -22,6 +22,6 @@ candidates AS (
 SELECT c."check", n.broken, n.still_wrong, c.exchange_id, c.verdict, c.chunking, c.deltas
 FROM candidates c JOIN counts n USING ("check")
 WHERE c.rank = 1
-ORDER BY CASE c."check" WHEN 'null-leak' THEN 0 WHEN 'prompt-divergence' THEN 1 WHEN 'render-failure' THEN 2
-                        WHEN 'replay-error' THEN 3 WHEN 'dropped-call' THEN 4 WHEN 'non-json-join' THEN 5
-                        WHEN 'argument-mismatch' THEN 6 ELSE 7 END
+ORDER BY list_position(['null-leak', 'prompt-divergence', 'render-failure', 'replay-error', 'client-error', 'dropped-call',
+                        'non-json-join', 'argument-mismatch', 'content-leak', 'name-repeat', 'call-id', 'finish-reason',
+                        'streaming-fault', 'semantic-diff'], c."check")

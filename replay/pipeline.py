@@ -22,7 +22,8 @@ in bounded memory and a query never reads a half-written table. Per exchange:
 A side given an interpreter (``--old-python``) runs out of process (:mod:`replay.sides`): its
 exchanges go to its worker in batches, and what the worker returns (serialized tools; parse
 results and per-step parser events) becomes rows through the same code as an in-process side's
-(:func:`judge_side`, :func:`replay.stream.assemble_openai`).
+(:func:`replay.judge.judge_side`, :func:`replay.stream.assemble_openai`): the per-row facts are
+computed in :mod:`replay.judge`.
 
 Parsers raise; this module catches per exchange and records the error on the row.
 """
@@ -52,7 +53,7 @@ from replay.render.base import RenderError, Renderer, count_tokens  # noqa: F401
 from replay.sides import BATCH, BATCH_CHARS, RemoteParser, SideError, WorkerError, open_sides, side_specs
 from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, json_key, new_parser, replay_stream, split
 from replay.tools import get_serializer, leaked_nulls
-from replay.verdicts import markup_leak
+from replay.judge import judge_side, reference_rows  # noqa: F401  (judge_side: part of this module's API)
 
 SIDES = ("old", "new", "reference")
 
@@ -329,6 +330,8 @@ class StreamPlan:
     ref_calls: list[Any] = field(default_factory=list)
     ref_content: str = ""  # the reference whole-text parse's content (content leaks are judged against it)
     ref_keys: list[Any] = field(default_factory=list)  # json_key() of each reference call's arguments (judge_side)
+    ref_reasoning: str = ""  # the reference whole-text parse's reasoning
+    truncated: bool = False  # the capture ended with finish_reason `length` (replays then report `length`)
     streams: list[dict[str, Any]] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
     chunks: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
@@ -377,6 +380,7 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
         plan.done = True
         return plan
     ro = plan.ro = prompt_opens_reasoning(ex.get("server_prompt"))
+    plan.truncated = ex.get("served_finish_reason") == "length"
     try:
         with deadline(cfg.replay_timeout):
             whole = check_parse_result(new_parser(sides.reference, plan.tools, reasoning_open=ro).parse(text))
@@ -386,38 +390,8 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
         )
         plan.done = True
         return plan
-    ref_calls = plan.ref_calls = list(whole.calls)
-    plan.ref_content = whole.content
-    n_whole = len(ref_calls)
-    plan.streams.append(
-        {
-            "exchange_id": xid,
-            "side": "reference",
-            "parser": sides.reference.name,
-            "chunking": "parse",
-            "n_deltas": 0,
-            "calls_streamed": n_whole,
-            "calls_whole": n_whole,
-            "content": whole.content,
-            "reasoning": whole.reasoning,
-            "reasoning_open": ro,
-            "finish_reason": "tool_calls" if ref_calls else "stop",
-            "content_leak": markup_leak(whole.content, None, sides.reference.markers),
-        }
-    )
-    for i, c in enumerate(ref_calls):
-        plan.calls.append(
-            {
-                "exchange_id": xid,
-                "side": "reference",
-                "chunking": "parse",
-                "index": i,
-                "name": c.name,
-                "arguments": c.arguments,
-                "arguments_json_ok": _json_object(c.arguments),
-                "matches_whole": True,
-            }
-        )
+    plan.ref_reasoning = whole.reasoning or ""
+    reference_rows(plan, whole, sides.reference.name, sides.reference.markers)
     for side in ("old", "new"):
         cls = getattr(sides, side)
         if side == "new" and cls is sides.old:
@@ -460,7 +434,7 @@ def replay_in_process(plan: StreamPlan, cls: type, chunks: list[tuple[str, Any]]
             continue
         try:
             with deadline(limit):
-                streams.append(replay_stream(cls, plan.tools, deltas, reasoning_open=plan.ro))
+                streams.append(replay_stream(cls, plan.tools, deltas, reasoning_open=plan.ro, finish_reason="length" if plan.truncated else None))
         except Exception as exc:
             streams.append(f"{type(exc).__name__}: {exc}")
     return SideReplay(parse, streams)
@@ -479,7 +453,7 @@ def replay_item(plan: StreamPlan, parser: RemoteParser, chunks: list[tuple[str, 
     }
 
 
-def replay_from_worker(answer: Any, chunks: list[tuple[str, Any]]) -> SideReplay:
+def replay_from_worker(answer: Any, chunks: list[tuple[str, Any]], finish_reason: str | None = None) -> SideReplay:
     """A worker's answer to one ``replay`` item (or the :class:`WorkerError` of a crash or hang
     on it) -> the same :class:`SideReplay` an in-process replay gives: the per-step events are
     joined with :func:`replay.stream.assemble_openai`."""
@@ -502,71 +476,15 @@ def replay_from_worker(answer: Any, chunks: list[tuple[str, Any]]) -> SideReplay
                 got.append(s["error"])
                 continue
             events = [
-                StreamDelta(content=c, calls=[CallDelta(index=i, name=n, arguments=a) for i, n, a in calls], reasoning=r)
+                StreamDelta(content=c, calls=[CallDelta(x[0], x[1], x[2], *x[3:4]) for x in calls], reasoning=r)
                 for _, c, r, calls in s.get("events", ())
             ]
-            got.append(assemble_openai(events))
+            got.append(assemble_openai(events, finish_reason=finish_reason))
         if len(got) != n_cut:
             msg = f"WorkerError: {len(got)} chunkings answered, {n_cut} sent"
             got, parse = [msg] * n_cut, msg
     it = iter(got)
     return SideReplay(parse, [None if isinstance(d, ChunkingError) else next(it) for _, d in chunks])
-
-
-def judge_side(plan: StreamPlan, side: str, pname: str, chunks: list[tuple[str, Any]], rep: SideReplay) -> None:
-    """Append one side's ``streams`` and ``calls`` rows for a planned exchange to the plan:
-    the parse row, then a row per chunking, each call compared with the reference's."""
-    xid = plan.xid
-    n_whole = len(plan.ref_calls)
-    if len(plan.ref_keys) != n_whole:  # the reference's argument keys, once per exchange
-        plan.ref_keys = [json_key(c.arguments) for c in plan.ref_calls]
-    leak_markers = tuple(plan.sides.reference.markers) if plan.sides is not None else ()
-
-    def judge(chunking: str, n_deltas: int, content: str, reasoning: str, got: list[tuple[int, str | None, str]]) -> None:
-        plan.streams.append(
-            {
-                "exchange_id": xid,
-                "side": side,
-                "parser": pname,
-                "chunking": chunking,
-                "n_deltas": n_deltas,
-                "calls_streamed": len(got),
-                "calls_whole": n_whole,
-                "content": content,
-                "reasoning": reasoning,
-                "reasoning_open": plan.ro,
-                "finish_reason": "tool_calls" if got else "stop",
-                "content_leak": markup_leak(content, plan.ref_content, leak_markers),
-            }
-        )
-        for index, name, args in got:
-            ref = plan.ref_calls[index] if 0 <= index < n_whole else None
-            key = plan.ref_keys[index] if ref is not None else None
-            plan.calls.append(
-                {
-                    "exchange_id": xid,
-                    "side": side,
-                    "chunking": chunking,
-                    "index": index,
-                    "name": name,
-                    "arguments": args,
-                    "arguments_json_ok": _json_object(args),
-                    "matches_whole": key is not None and ref.name == name and json_key(args) == key,
-                }
-            )
-
-    res = rep.parse
-    if isinstance(res, str):
-        plan.streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": "parse", "error": res})
-    else:
-        judge("parse", 0, res.content, getattr(res, "reasoning", ""), [(i, c.name, c.arguments) for i, c in enumerate(res.calls)])
-    for (chunking, deltas), got in zip(chunks, rep.streams):
-        if isinstance(deltas, ChunkingError):
-            plan.streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "error": f"chunking: {deltas}"})
-        elif isinstance(got, str):
-            plan.streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "n_deltas": len(deltas), "error": got})
-        else:
-            judge(chunking, len(deltas), got.content, got.reasoning, [(c.index, c.name, c.arguments) for c in got.calls])
 
 
 def finish_stream(plan: StreamPlan, cfg: AuditConfig, remote: dict[str, SideReplay] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -656,7 +574,7 @@ def stage_context(spec: Any) -> _StageContext:
 
 #: Columns of ``exchanges`` each stage reads.
 RENDER_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_prompt_token_ids"]
-STREAM_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps"]
+STREAM_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps", "served_finish_reason"]
 
 
 def render_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
@@ -735,7 +653,7 @@ def stream_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
                 w.submit("replay", items, [1 + len(it["chunkings"]) for it in items])
             for side, w in remote.items():
                 for i, answer in zip(live, w.collect()):
-                    answers[i][side] = replay_from_worker(answer, plans[i].chunks[side])
+                    answers[i][side] = replay_from_worker(answer, plans[i].chunks[side], "length" if plans[i].truncated else None)
         for plan, got in zip(plans, answers):
             s, c = finish_stream(plan, cfg, got)
             s_rows.extend(s)

@@ -15,8 +15,8 @@ Synthetic chunkings never cut strictly inside an occurrence of one of the parser
 it. ``recorded`` and ``char-raw`` are not adjusted.
 
 :func:`replay_stream` feeds a fresh parser every delta, then ``finish()``, and assembles what a
-client sees with :func:`assemble_openai` (the OpenAI Python SDK's join, tool-call-formats.md
-§16.1). :func:`check_stream_equals_whole` is the property the audit and the tests rely on:
+client sees with :func:`assemble_openai` (exactly as the OpenAI Python SDK assembles the chunks
+a server sends for those events: :mod:`replay.assemble`). :func:`check_stream_equals_whole` is the property the audit and the tests rely on:
 the streamed, joined result equals the whole-text parse under every chunking.
 """
 
@@ -177,66 +177,54 @@ def two_way_splits(text: str, markers: Sequence[str] = ()) -> Iterator[tuple[int
 # ------------------------------------------------------------------------- client assembly
 @dataclass
 class AssembledCall:
-    """One call as the OpenAI SDK rebuilds it: ``arguments`` joined in order, first ``name`` kept.
+    """One call as the client's SDK holds it at the end of a replayed stream
+    (:mod:`replay.assemble`): ``index`` its position, ``name`` (concatenated when the side sent it
+    in more than one delta, as the OpenAI SDK does), ``arguments`` joined in order.
 
-    ``names_sent``: how many deltas of this index carried a name (more than 1 is a server fault:
-    the SDK would concatenate them; :func:`assemble_openai` keeps the first)."""
+    ``names_sent``: deltas of this call that carried a name (more than 1 is the ``name-repeat``
+    fault); ``id``: the call id the client holds; ``ids_sent``: the ids sent for it, in order."""
 
     index: int
     name: str | None
     arguments: str
     names_sent: int = 0
+    id: str | None = None
+    ids_sent: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Assembled:
-    """What a client ends up with: content, calls sorted by index, and the ``finish_reason``."""
+    """What a client ends up with: content, calls in the client's order, ``finish_reason``,
+    reasoning, and ``error``: what the client SDK raised on the stream (None when it did not; the
+    client then has no message, whatever the other fields hold)."""
 
     content: str
     calls: list[AssembledCall] = field(default_factory=list)
     finish_reason: str = "stop"
     reasoning: str = ""
+    error: str | None = None
 
 
-def assemble_openai(deltas: Iterable[StreamDelta]) -> Assembled:
-    """Join stream deltas as the OpenAI Python SDK does (tool-call-formats.md §16.1).
+def assemble_openai(deltas: Iterable[StreamDelta], *, finish_reason: str | None = None) -> Assembled:
+    """What an OpenAI SDK client ends up with from a side's parser events: the events become the
+    chunks a vLLM/SGLang server sends (:func:`replay.assemble.chunks_from_events`) and are
+    assembled exactly as the SDK does (:func:`replay.assemble.assemble_chat`, the one assembler
+    of captured streams too): argument fragments joined by index, a name or id sent twice
+    concatenated, an index that skips or goes back an SDK exception (``error``).
+    ``finish_reason``: the side's own, when its framework reports one (``length`` for a truncated
+    capture); else ``tool_calls`` when any call delta was sent, ``stop`` otherwise."""
+    from replay.assemble import assemble_events
 
-    Content fragments are concatenated; tool-call ``arguments`` are joined per ``index``; the first
-    ``name`` of an index wins (later ones are counted in ``names_sent``). ``finish_reason`` is
-    ``tool_calls`` when any tool-call delta was seen, else ``stop`` (as vLLM and SGLang set it).
-    """
-    content: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, AssembledCall] = {}
-    parts: dict[int, list[str]] = {}
-    saw_call = False
-    for d in deltas:
-        if d.content:
-            content.append(d.content)
-        if getattr(d, "reasoning", ""):
-            reasoning.append(d.reasoning)
-        for c in d.calls:
-            saw_call = True
-            call = calls.get(c.index)
-            if call is None:
-                call = calls[c.index] = AssembledCall(index=c.index, name=None, arguments="")
-                parts[c.index] = []
-            if c.name is not None:
-                call.names_sent += 1
-                if call.name is None:
-                    call.name = c.name
-            if c.arguments:
-                parts[c.index].append(c.arguments)
-    out = []
-    for index in sorted(calls):
-        call = calls[index]
-        call.arguments = "".join(parts[index])
-        out.append(call)
+    res = assemble_events(deltas, finish_reason=finish_reason)
     return Assembled(
-        content="".join(content),
-        calls=out,
-        finish_reason="tool_calls" if saw_call else "stop",
-        reasoning="".join(reasoning),
+        content=res.content or "",
+        calls=[
+            AssembledCall(index=c.index, name=c.name, arguments=c.arguments or "", names_sent=c.names_sent, id=c.id, ids_sent=c.ids_sent)
+            for c in res.calls
+        ],
+        finish_reason=res.finish_reason or "stop",
+        reasoning=res.reasoning or "",
+        error=res.error,
     )
 
 
@@ -252,18 +240,27 @@ def new_parser(parser_cls: Any, tools: list[dict[str, Any]] | None, *, reasoning
 
 
 def replay_stream(
-    parser_cls: Any, tools: list[dict[str, Any]] | None, deltas: Iterable[str], *, reasoning_open: bool = False
+    parser_cls: Any,
+    tools: list[dict[str, Any]] | None,
+    deltas: Iterable[str],
+    *,
+    reasoning_open: bool = False,
+    finish_reason: str | None = None,
 ) -> Assembled:
     """Replay one stream: a new parser (:func:`new_parser`), ``feed`` each delta (text),
-    ``finish()``, and assemble the events with :func:`assemble_openai`. Parser exceptions
-    propagate; a result that is not StreamDelta-shaped raises
-    :class:`replay.plugin_check.PluginResultError`."""
+    ``finish()``, and assemble the events with :func:`assemble_openai`. ``finish_reason``: the
+    server's (``length`` for a capture that was cut short), else the side's own: a
+    ``finish_reason`` attribute on what ``finish()`` returned (a framework adapter reporting its
+    framework's), else the serving layer's rule. Parser exceptions propagate; a result that is not
+    StreamDelta-shaped raises :class:`replay.plugin_check.PluginResultError`."""
     from replay.plugin_check import check_stream_delta
 
     parser = new_parser(parser_cls, tools, reasoning_open=reasoning_open)
     events = [check_stream_delta(parser.feed(d), "feed()") for d in deltas]
-    events.append(check_stream_delta(parser.finish(), "finish()"))
-    return assemble_openai(events)
+    last = check_stream_delta(parser.finish(), "finish()")
+    events.append(last)
+    own = getattr(last, "finish_reason", None)
+    return assemble_openai(events, finish_reason=finish_reason or (own if isinstance(own, str) and own else None))
 
 
 def _strict(value: Any) -> Any:
@@ -321,6 +318,8 @@ def compare_to_whole(got: Assembled, whole: Any) -> list[str]:
     Checked: content; reasoning; number of calls; per index the name, a single name delta, and the identical
     argument string; ``finish_reason`` is ``tool_calls`` iff the whole-text parse has calls."""
     problems: list[str] = []
+    if getattr(got, "error", None):
+        problems.append(f"the client SDK raised {got.error}")
     if got.content != whole.content:
         problems.append(f"content {got.content!r} != whole {whole.content!r}")
     if got.reasoning != getattr(whole, "reasoning", ""):
@@ -332,7 +331,7 @@ def compare_to_whole(got: Assembled, whole: Any) -> list[str]:
             problems.append(f"call at position {pos} has index {g.index}")
         if g.name != w.name:
             problems.append(f"call {pos}: name {g.name!r} != {w.name!r}")
-        if g.names_sent != 1:
+        if g.names_sent > 1:
             problems.append(f"call {pos}: name sent {g.names_sent} times")
         if g.arguments != w.arguments:
             problems.append(f"call {pos}: arguments {g.arguments!r} != {w.arguments!r}")

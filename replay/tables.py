@@ -32,7 +32,7 @@ EXCHANGES = pa.schema(
         pa.field("exchange_id", pa.string(), nullable=False),  # the capture's `id`, else "<file>:<line>"
         pa.field("source_file", pa.string(), nullable=False),
         pa.field("source_line", pa.int64(), nullable=False),  # 1-based line in the decompressed file
-        pa.field("ts", pa.string()),  # as captured (ISO 8601 text or epoch seconds as text)
+        pa.field("ts", pa.timestamp("us", tz="UTC")),  # from ISO 8601 or epoch seconds/ms (capture.v1.timestamp)
         pa.field("route", pa.string()),  # chat.completions | messages | responses
         pa.field("model", pa.string()),
         pa.field("stream", pa.bool_()),  # the request asked for a stream
@@ -59,6 +59,8 @@ EXCHANGES = pa.schema(
         pa.field("served_index_faults", pa.int32()),  # call indices that skip or go back; deltas for no open call
         pa.field("served_markup", pa.string()),  # the first call marker of the family left in the content
         pa.field("served_stop_with_calls", pa.bool_()),  # finish_reason stop (end_turn) while calls were sent
+        pa.field("served_id_faults", pa.int32()),  # calls whose id is missing, sent twice (the SDK concatenates) or another call's
+        pa.field("served_client_error", pa.string()),  # what the client SDK raised assembling the stream (replay/assemble.py); null: none
     ]
 )
 
@@ -129,12 +131,19 @@ STREAMS = pa.schema(
         pa.field("content", pa.string()),  # content the client assembles
         pa.field("reasoning", pa.string()),  # reasoning_content the client assembles
         pa.field("reasoning_open", pa.bool_()),  # the logged prompt opened the reasoning section
-        pa.field("finish_reason", pa.string()),  # tool_calls when any call was streamed, else stop
+        pa.field("finish_reason", pa.string()),  # as the client holds it: the side's own, else tool_calls/stop (length when the capture was truncated)
         pa.field("error", pa.string()),  # parser exception; the row's counts are then null
         # call markup (a marker of the family's parser: <tool_call>, [TOOL_CALLS], ...) in `content`:
         # on old/new rows, a marker occurring more often than in the reference's content (markup the
         # reference does not leave); on the reference row, any marker at all
         pa.field("content_leak", pa.bool_()),
+        # facts of the judge (replay/judge.py), computed where the rows are made; the SQL counts them
+        pa.field("client_error", pa.string()),  # what the client SDK raised assembling this stream (replay/assemble.py); the row then has no calls
+        pa.field("name_repeats", pa.int32()),  # calls whose name came in more than one delta
+        pa.field("id_faults", pa.int32()),  # calls with no id, an id sent in more than one delta, or another call's id
+        pa.field("finish_fault", pa.bool_()),  # finish_reason other than the row's calls imply (`length` when truncated), or a call closed with invented arguments
+        pa.field("differs_from_reference", pa.bool_()),  # content, reasoning or calls differ from the reference whole-text parse
+        pa.field("differs_from_own_parse", pa.bool_()),  # streamed rows: differs from this side's own whole-text parse (a streaming fault); null: no own parse
     ]
 )
 
@@ -145,10 +154,14 @@ CALLS = pa.schema(
         pa.field("side", pa.string(), nullable=False),
         pa.field("chunking", pa.string(), nullable=False),
         pa.field("index", pa.int32(), nullable=False),  # OpenAI tool_calls[].index
-        pa.field("name", pa.string()),  # first name sent for this index (the SDK keeps the first)
+        pa.field("name", pa.string()),  # as the client SDK holds it (names sent twice are concatenated)
         pa.field("arguments", pa.string()),  # argument fragments joined in order
         pa.field("arguments_json_ok", pa.bool_(), nullable=False),  # joined text parses as a JSON object
         pa.field("matches_whole", pa.bool_()),  # same name and same JSON value as the reference call at this index
+        pa.field("id", pa.string()),  # the call id the client holds (streamed rows); null for a whole-text parse
+        pa.field("names_sent", pa.int32()),  # deltas that carried this call's name (more than 1: name-repeat)
+        pa.field("id_fault", pa.bool_()),  # no id, an id sent in more than one delta, or another call's id
+        pa.field("matches_own_parse", pa.bool_()),  # same name and JSON value as this side's own whole-text parse at this index
     ]
 )
 

@@ -18,19 +18,36 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-#: The checks of the verdict table, in its row order (``queries/verdicts.sql``).
+#: The checks of the old and new sides in the verdict table, in its row order (``queries/verdicts.sql``).
 CHECKS: tuple[str, ...] = (
     "null-leak",
     "prompt-divergence",
     "render-failure",
     "replay-error",
+    "client-error",
     "dropped-call",
     "non-json-join",
     "argument-mismatch",
     "content-leak",
+    "name-repeat",
+    "call-id",
+    "finish-reason",
+    "streaming-fault",
+    "semantic-diff",
 )
-#: The verdicts, in the table's column order.
-VERDICTS: tuple[str, ...] = ("fixed", "broken", "same-ok", "still-wrong", "changed-wrong")
+#: The checks of the served side (rows ``served:CHECK`` of the verdict table, from the captured
+#: streams and responses: the ``served_*`` columns of ``exchanges``), gated by ``served:CHECK>N``.
+SERVED_CHECKS: tuple[str, ...] = (
+    "client-error",
+    "name-repeat",
+    "call-id",
+    "index-fault",
+    "non-json-join",
+    "content-leak",
+    "finish-reason",
+)
+#: The verdicts, in the table's column order; each exchange of a check has exactly one.
+VERDICTS: tuple[str, ...] = ("fixed", "improved", "broken", "same-ok", "still-wrong", "changed-wrong", "unreliable")
 
 #: Exit code of ``replay audit`` / ``replay report`` when a ``--fail-on`` condition holds.
 FAIL_ON_EXIT = 3
@@ -70,41 +87,55 @@ _EXPR = re.compile(r"^\s*(?:(?P<check>[a-z-]+)\s*:\s*)?(?P<verdict>[a-z-]+)\s*(?
 
 
 def parse_fail_on(expr: str) -> FailOn:
-    """Parse ``VERDICT``, ``VERDICT>N``, ``CHECK:VERDICT`` or ``CHECK:VERDICT>N`` (N defaults to 0).
+    """Parse ``VERDICT``, ``VERDICT>N``, ``CHECK:VERDICT``, ``CHECK:VERDICT>N`` or
+    ``served:CHECK>N`` (N defaults to 0).
 
     ``broken`` fails when any check has a broken exchange; ``dropped-call:broken>0`` when that check
-    has one; ``null-leak:still-wrong>10`` when more than 10 exchanges still leak. ``unreliable`` is
-    accepted as a verdict (the table's column). Raises :class:`FailOnError` naming the valid
-    checks and verdicts.
+    has one; ``null-leak:still-wrong>10`` when more than 10 exchanges still leak;
+    ``served:name-repeat>0`` when a served stream sent a name twice (the ``served:name-repeat``
+    row's ``wrong`` column). Raises :class:`FailOnError` naming the valid checks and verdicts.
     """
     m = _EXPR.match(expr or "")
     if not m:
-        raise FailOnError(f"--fail-on {expr!r}: expected VERDICT, CHECK:VERDICT or CHECK:VERDICT>N (e.g. broken, dropped-call:broken>0)")
+        raise FailOnError(
+            f"--fail-on {expr!r}: expected VERDICT, CHECK:VERDICT, CHECK:VERDICT>N or served:CHECK>N "
+            "(e.g. broken, dropped-call:broken>0, served:name-repeat>0)"
+        )
     check, verdict, limit = m.group("check"), m.group("verdict"), int(m.group("limit") or 0)
+    if check == "served":
+        if verdict not in SERVED_CHECKS:
+            raise FailOnError(f"--fail-on {expr!r}: unknown served check {verdict!r}; served checks: {', '.join(SERVED_CHECKS)}")
+        return FailOn(check=f"served:{verdict}", verdict="wrong", limit=limit, text=expr.strip())
     if check is not None and check not in CHECKS:
-        raise FailOnError(f"--fail-on {expr!r}: unknown check {check!r}; checks: {', '.join(CHECKS)}")
-    if verdict not in VERDICTS + ("unreliable", "not-judged"):
-        raise FailOnError(f"--fail-on {expr!r}: unknown verdict {verdict!r}; verdicts: {', '.join(VERDICTS)}, unreliable, not-judged")
+        raise FailOnError(f"--fail-on {expr!r}: unknown check {check!r}; checks: {', '.join(CHECKS)}, or served:CHECK")
+    if verdict not in VERDICTS + ("not-judged",):
+        raise FailOnError(f"--fail-on {expr!r}: unknown verdict {verdict!r}; verdicts: {', '.join(VERDICTS)}, not-judged")
     return FailOn(check=check, verdict=verdict, limit=limit, text=expr.strip())
 
 
 def tripped(gates: Iterable[FailOn], verdicts: pa.Table) -> list[str]:
     """The gates that hold on a ``verdicts`` query result, each as a line naming what tripped
-    (``--fail-on dropped-call:broken>0: dropped-call has 2 broken exchanges``); empty when none."""
+    (``--fail-on dropped-call:broken>0: dropped-call has 2 broken exchanges``); empty when none.
+    A gate without a check reads every check of the old and new sides (not the served rows)."""
     rows = {r["check"]: r for r in verdicts.to_pylist()}
     out = []
     for g in gates:
-        for check in [g.check] if g.check else list(rows):
+        for check in [g.check] if g.check else [c for c in rows if not c.startswith("served:")]:
             n = (rows.get(check) or {}).get(g.verdict) or 0
             if n > g.limit:
-                out.append(f"--fail-on {g.text}: {check} has {n:,} {g.verdict} exchange{'s' if n != 1 else ''} (limit {g.limit:,})")
+                plural = "s" if n != 1 else ""
+                if g.verdict == "wrong":
+                    out.append(f"--fail-on {g.text}: {check} is wrong on {n:,} exchange{plural} (limit {g.limit:,})")
+                else:
+                    out.append(f"--fail-on {g.text}: {check} has {n:,} {g.verdict} exchange{plural} (limit {g.limit:,})")
     return out
 
 
 #: The table a check's stage writes: render checks need ``renders``, stream checks ``streams``.
 CHECK_TABLE: dict[str, str] = {
     **{c: "renders" for c in ("null-leak", "prompt-divergence", "render-failure")},
-    **{c: "streams" for c in ("replay-error", "dropped-call", "non-json-join", "argument-mismatch", "content-leak")},
+    **{c: "streams" for c in CHECKS[3:]},
+    **{f"served:{c}": "exchanges" for c in SERVED_CHECKS},
 }
 
 
@@ -120,7 +151,7 @@ def unjudged(gates: Iterable[FailOn], run_dir: Any) -> list[str]:
         for check in [g.check] if g.check else list(CHECKS):
             table = CHECK_TABLE[check]
             if not (Path(run_dir) / f"{table}.parquet").exists():
-                stage = "render" if table == "renders" else "stream"
+                stage = {"renders": "render", "streams": "stream"}.get(table, "ingest")
                 out.append(
                     f"--fail-on {g.text}: nothing judged for {check}: the run has no {table}.parquet "
                     f"(run `replay {stage} --run {run_dir}`, or `replay audit`)"
@@ -515,7 +546,7 @@ def fidelity_sentence(fidelity: pa.Table) -> str:
         f"Replay fidelity: the old side's replay did not reproduce what was served on {f['not_reproduced']:,} of "
         f"{f['exchanges_compared']:,} exchanges (calls differ: {f['calls_differ']:,}, content: {f['content_differs']:,}, "
         f"finish_reason: {f['finish_reason_differs']:,}, replay errors: {f['replay_errors']:,}); their stream-check "
-        "verdicts are counted in the `unreliable` column. `replay query fidelity`."
+        "verdicts are counted in the `unreliable` column only. `replay query fidelity`."
     )
 
 
@@ -527,8 +558,13 @@ def verdict_markdown(verdicts: pa.Table, fidelity: pa.Table, exemplars: list[Exe
     parts = ["## Verdicts", ""]
     parts.append(
         "Exchanges per check, old against new, each judged against the reference under every chunking "
-        "(`fixed`: old wrong, new right; `broken`: old right, new wrong; `still-wrong`: both wrong alike; "
-        "`changed-wrong`: both wrong, differently). `replay query verdicts`; per exchange: `replay query verdict_exchanges`."
+        "(`fixed`: old wrong, new right; `improved`: both wrong, new under a strict subset of old's failing chunkings "
+        "or leaked paths; `broken`: old right, new wrong; `still-wrong`: both wrong alike; "
+        "`changed-wrong`: both wrong, differently; `unreliable`: the replay did not reproduce what was served). "
+        "Each exchange is in exactly one column, so a row sums to `exchanges`. `streaming-fault`: a side's stream "
+        "differs from its own whole-text parse; `semantic-diff`: its whole-text parse differs from the reference's. "
+        "Rows `served:...` judge what clients were served (`wrong`). `replay query verdicts`; per exchange: "
+        "`replay query verdict_exchanges`."
     )
     parts += ["", markdown_table(verdicts), ""]
     parts.append(fidelity_sentence(fidelity))

@@ -43,11 +43,11 @@ writes a request line only when the worker has answered every item of the previo
 
         {"k": K,
          "parse": {"content": C, "reasoning": R, "calls": [[NAME, ARGUMENTS], ...]} | {"error": E},
-         "streams": [{"events": [[STEP, CONTENT, REASONING, [[INDEX, NAME, ARGUMENTS], ...]], ...]}
+         "streams": [{"events": [[STEP, CONTENT, REASONING, [[INDEX, NAME, ARGUMENTS(, ID)], ...]], ...]}
                      | {"error": E}, ...]}
 
     ``events``: what ``feed`` (steps ``0 .. n-1``) and ``finish`` (step ``n``) returned, empty
-    events left out. The parent joins them with :func:`replay.stream.assemble_openai`, the same
+    events left out; ``ID`` only when the parser gave the call delta one. The parent joins them with :func:`replay.stream.assemble_openai`, the same
     code that joins an in-process replay. ``error``: ``"Type: message"`` of what the parser
     raised (``ReplayTimeout: took more than 0.5 s`` past the timeout). ``{"k": K, "error": E}``
     when the whole item failed (a family this worker does not know).
@@ -209,7 +209,7 @@ def _replay_events(parser: Any, text: str, lens: list[int]) -> list[list[Any]]:
 
 def _event(events: list[list[Any]], step: int, d: Any) -> None:
     """Append checked delta ``d`` of ``step`` to ``events`` when it carries anything."""
-    calls = [[c.index, c.name, c.arguments] for c in d.calls]
+    calls = [[c.index, c.name, c.arguments] + ([c.id] if getattr(c, "id", None) is not None else []) for c in d.calls]
     reasoning = getattr(d, "reasoning", "")
     if d.content or reasoning or calls:
         events.append([step, d.content, reasoning, calls])

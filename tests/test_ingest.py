@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
@@ -101,7 +102,7 @@ EX_STREAM = {
 
 EXPECTED_STREAM_CALLS = [
     {"index": 0, "id": "call_a", "name": "read", "arguments": '{"path": "a.txt"}'},
-    {"index": 1, "id": "call_b", "name": "ls", "arguments": '{"dir": "/tmp"}'},
+    {"index": 1, "id": "call_b", "name": "lsls_again", "arguments": '{"dir": "/tmp"}'},  # the SDK concatenates a repeated name
 ]
 
 
@@ -127,7 +128,7 @@ def expected_rows(source: str) -> list[dict]:
             "exchange_id": "ex-1",
             "source_file": source,
             "source_line": 1,
-            "ts": "2025-01-01T00:00:00Z",
+            "ts": datetime(2025, 1, 1, tzinfo=timezone.utc),
             "route": "chat.completions",
             "model": "m1",
             "stream": False,
@@ -151,12 +152,14 @@ def expected_rows(source: str) -> list[dict]:
             "served_index_faults": None,
             "served_markup": None,
             "served_stop_with_calls": False,
+            "served_id_faults": 0,
+            "served_client_error": None,
         },
         {
             "exchange_id": "42",
             "source_file": source,
             "source_line": 3,  # line 2 is blank
-            "ts": "1700000000",
+            "ts": datetime.fromtimestamp(1700000000, tz=timezone.utc),
             "route": "chat.completions",
             "model": "m2",
             "stream": True,
@@ -180,6 +183,8 @@ def expected_rows(source: str) -> list[dict]:
             "served_index_faults": 0,
             "served_markup": None,
             "served_stop_with_calls": False,
+            "served_id_faults": 0,
+            "served_client_error": None,
         },
     ]
 
@@ -510,7 +515,7 @@ def test_stream_calls_interleaved_and_in_last_chunk() -> None:
 
 def test_messages_stream_assembly() -> None:
     events = [
-        {"type": "message_start", "message": {"content": [], "stop_reason": None}},
+        {"type": "message_start", "message": {"content": [], "stop_reason": None, "usage": {"output_tokens": 1}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "lo"}},
@@ -521,14 +526,14 @@ def test_messages_stream_assembly() -> None:
         {"type": "content_block_stop", "index": 1},
         {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "tu2", "name": "g", "input": {}}},
         {"type": "content_block_stop", "index": 2},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
         {"type": "message_stop"},
     ]
     rec = {"route": "messages", "request": {"messages": [{}, {}], "tools": [{"name": "f", "input_schema": {}}]}, "stream": events}
     row, tools = parse_line(orjson.dumps(rec), "f", 1)
     assert row["served_content"] == "Hello"
     assert row["served_tool_calls"] == [
-        {"index": 0, "id": "tu1", "name": "f", "arguments": '{"a": 1}'},
+        {"index": 0, "id": "tu1", "name": "f", "arguments": '{"a":1}'},  # the SDK's parsed input, as JSON text
         {"index": 1, "id": "tu2", "name": "g", "arguments": "{}"},
     ]
     assert (row["served_finish_reason"], row["served_chunks"], row["n_messages"]) == ("tool_use", 13, 2)
@@ -575,7 +580,7 @@ def test_parse_line_errors_and_ids() -> None:
     row, _ = parse_line(b'\xef\xbb\xbf{"route": "messages", "request": {}, "id": true}', "f", 9)
     assert row["exchange_id"] == "f:9"  # a bool id is not an id; the BOM is ignored
     row, _ = parse_line(b'{"route": "messages", "request": {"stream": "yes"}, "id": 1.5, "ts": 1.25}', "f", 9)
-    assert (row["exchange_id"], row["ts"], row["stream"]) == ("1.5", "1.25", None)
+    assert (row["exchange_id"], row["ts"], row["stream"]) == ("1.5", datetime(1970, 1, 1, 0, 0, 1, 250000, tzinfo=timezone.utc), None)
 
 
 def test_duplicate_ids_are_kept_distinct(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ when absent)."""
 from __future__ import annotations
 
 import gzip
+from datetime import datetime, timezone
 import json
 import os
 from pathlib import Path
@@ -101,13 +102,17 @@ def test_every_format_ingests_to_its_rows(samples_run) -> None:
     assert calls_of(s1) == LISBON and s1["served_finish_reason"] == "tool_calls" and s1["served_chunks"] == 5
     assert json.loads(s1["request_json"]).get("user") is None  # the sidecar request
     assert json.loads(s2["request_json"])["user"] == "second"  # the `: request` comment
-    assert s2["source_line"] == 13 and calls_of(s2) == LISBON
+    # s2 sends the name twice: the OpenAI SDK concatenates it (replay.assemble), so the client calls a tool that does not exist
+    assert s2["source_line"] == 13 and calls_of(s2) == [("get_weatherget_weather", {"city": "Lisbon"})]
     assert (s1["served_name_repeats"], s1["served_stop_with_calls"]) == (0, False)
     assert (s2["served_name_repeats"], s2["served_index_faults"], s2["served_stop_with_calls"]) == (1, 0, True)
 
     m = rows["msg_s1"]
-    assert (m["route"], m["model"], m["served_content"], m["served_finish_reason"]) == ("messages", "claude-sonnet-4-5", "Checking.", "tool_use")
-    assert calls_of(m) == LISBON and m["served_index_faults"] == 1 and m["served_name_repeats"] == 0
+    # the tool_use block skips index 1: the Anthropic SDK looks deltas up at content[index] and
+    # raises IndexError, so the client got an exception (what came before it is kept)
+    assert (m["route"], m["model"], m["served_content"], m["served_finish_reason"]) == ("messages", "claude-sonnet-4-5", "Checking.", None)
+    assert m["served_client_error"] == "IndexError: list index out of range"
+    assert calls_of(m) == [("get_weather", {})] and m["served_index_faults"] == 1 and m["served_name_repeats"] == 0
 
     r = rows["resp_s1"]
     assert (r["route"], r["model"], r["served_finish_reason"], r["n_messages"]) == ("responses", "gpt-4.1", "completed", 1)
@@ -126,7 +131,7 @@ def test_every_format_ingests_to_its_rows(samples_run) -> None:
     har_rows = sorted((r for r in rows.values() if r["capture_format"] == "har"), key=lambda r: r["source_line"])
     assert [(h["source_line"], h["route"], h["stream"]) for h in har_rows] == [(2, "chat.completions", True), (3, "messages", False)]
     assert calls_of(har_rows[0]) == LISBON and har_rows[0]["served_chunks"] == 5  # the SSE blob split back into events
-    assert calls_of(har_rows[1]) == LISBON and har_rows[1]["ts"] == "2025-11-30T10:00:02.000Z"
+    assert calls_of(har_rows[1]) == LISBON and har_rows[1]["ts"] == datetime(2025, 11, 30, 10, 0, 2, tzinfo=timezone.utc)
     assert "Authorization" not in "".join(str(v) for h in har_rows for v in h.values())  # headers never reach a table
 
     srv1, srv2 = rows["srv-1"], rows["srv-2"]
@@ -348,17 +353,14 @@ def sdk_chat_calls(path: Path) -> list[tuple[str, str]]:
 
 
 def sdk_messages_calls(path: Path) -> list[tuple[str, str]]:
-    """An independent reading of an Anthropic SSE file as ``MessageStream`` builds tool_use blocks."""
-    blocks: dict[int, list] = {}
-    for line in path.read_text().splitlines():
-        if not line.startswith("data:"):
-            continue
-        ev = json.loads(line[5:])
-        if ev["type"] == "content_block_start" and ev["content_block"]["type"] == "tool_use":
-            blocks[ev["index"]] = [ev["content_block"]["name"], ""]
-        elif ev["type"] == "content_block_delta" and ev["delta"]["type"] == "input_json_delta" and ev["index"] in blocks:
-            blocks[ev["index"]][1] += ev["delta"]["partial_json"]
-    return [tuple(blocks[i]) for i in sorted(blocks)]
+    """An Anthropic SSE file's tool_use blocks as the Anthropic SDK itself builds them
+    (tests/sdk_oracle.py: ``accumulate_event``; a block's input is the SDK's partial-JSON parse of
+    the fragments, written back as JSON text)."""
+    from sdk_oracle import anthropic_snapshot
+
+    events = [json.loads(line[5:]) for line in path.read_text().splitlines() if line.startswith("data:")]
+    snap = anthropic_snapshot(events)
+    return [(name, args) for _, _, name, args in snap.get("calls", [])]
 
 
 @pytest.mark.skipif(not CAPTURES.is_dir(), reason="../shared/corpus/captures is absent")
@@ -390,7 +392,10 @@ def test_real_sdk_fixtures_ingest_and_assemble_as_the_sdk(tmp_path: Path) -> Non
     tool_use = rows.get("tool_use_response.txt")
     assert tool_use is not None and tool_use["served_finish_reason"] == "tool_use" and len(tool_use["served_tool_calls"]) == 1
     partial = rows.get("incomplete_partial_json_response.txt")
-    assert partial is not None and partial["served_finish_reason"] == "max_tokens" and partial["served_non_json_calls"] == 1
+    # cut by max_tokens inside the input: the Anthropic SDK parses the fragments in partial mode, so the
+    # client holds a closed object without the unfinished string (its JSON text parses)
+    assert partial is not None and partial["served_finish_reason"] == "max_tokens" and partial["served_non_json_calls"] == 0
+    assert json.loads(partial["served_tool_calls"][0]["arguments"])["lines_of_text"][-1] == ""
 
 
 def test_events_from_lines_joins_multiline_data() -> None:

@@ -41,9 +41,9 @@ def summary(run: Path) -> dict[str, dict]:
     return {r["side"]: r for r in query(run, "summary")}
 
 
-def row(fixed=0, broken=0, same_ok=0, still=0, changed=0, exchanges=37, not_judged=0) -> dict:
-    return {"fixed": fixed, "broken": broken, "same-ok": same_ok, "still-wrong": still, "changed-wrong": changed,
-            "unreliable": 0, "exchanges": exchanges, "not-judged": not_judged}
+def row(fixed=0, broken=0, same_ok=0, still=0, changed=0, exchanges=37, not_judged=0, improved=0) -> dict:
+    return {"fixed": fixed, "improved": improved, "broken": broken, "same-ok": same_ok, "still-wrong": still, "changed-wrong": changed,
+            "unreliable": 0, "wrong": None, "exchanges": exchanges, "not-judged": not_judged}
 
 
 def test_template_change_audit(tmp_path):

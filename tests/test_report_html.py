@@ -122,7 +122,7 @@ def test_page_in_headless_chromium(run: Path, tmp_path: Path):
             )
             want = verdict_rows(run)
             assert [list(r) for r in cells] == [list(r) for r in want]
-            assert cells == [{k: (f"{v:,}" if isinstance(v, int) else str(v)) for k, v in r.items()} for r in want]
+            assert cells == [{k: (f"{v:,}" if isinstance(v, int) else "–" if v is None else str(v)) for k, v in r.items()} for r in want]
             assert any(r["check"] == "dropped-call" and r["broken"] > 0 for r in want)
             # every chart drew its marks (Vega's SVG: one g.role-mark per mark, a path per bar)
             drawn = page.evaluate(

@@ -260,7 +260,7 @@ def _control(run: Path, root: Path) -> None:
     for name in FORMATS:
         mine = [r for r in rows if Path(r["source_file"]).is_relative_to(root / name)]
         assert mine, f"{name}: no exchange ingested"
-        assert any(PHRASE in json.dumps(r, ensure_ascii=False) for r in mine), name
+        assert any(PHRASE in json.dumps(r, ensure_ascii=False, default=str) for r in mine), name
 
 
 def test_audit_keeps_no_secret(captures: Path, tmp_path: Path) -> None:
@@ -305,7 +305,7 @@ def test_planted_bug_no_redaction_leaks_in_every_format(captures: Path, tmp_path
     ingest(captures, out)
     rows = pq.read_table(out / "exchanges.parquet").to_pylist()
     for name in FORMATS:
-        text = json.dumps([r for r in rows if Path(r["source_file"]).is_relative_to(captures / name)], ensure_ascii=False)
+        text = json.dumps([r for r in rows if Path(r["source_file"]).is_relative_to(captures / name)], ensure_ascii=False, default=str)
         assert [s for s in ALWAYS if s in text], f"{name}: nothing planted reaches the tables"
 
 

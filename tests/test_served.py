@@ -119,6 +119,15 @@ def ev_stop(i) -> dict:
     return {"type": "content_block_stop", "index": i}
 
 
+def test_messages_stream_without_message_start_is_a_client_error() -> None:
+    """The Anthropic SDK raises on a first event other than message_start: that is what the client
+    got (no message), recorded in served_client_error."""
+    rec = {"route": "messages", "request": {"model": "claude-x"}, "stream": [ev_start(0), ev_json(0, "{}"), ev_stop(0)]}
+    row, _ = parse_record(rec, "f", 1, "sse")
+    assert row["served_client_error"] == 'RuntimeError: Unexpected event order, got content_block_start before "message_start"'
+    assert row["served_tool_calls"] == []
+
+
 def test_messages_checks() -> None:
     clean = [ev_start(0, "text"), ev_stop(0), ev_start(1), ev_json(1, "{}"), ev_stop(1)]
     assert check_messages_stream(clean) == (0, 0)
@@ -130,9 +139,11 @@ def test_messages_checks() -> None:
     assert check_messages_stream(after_stop) == (0, 1)
     unopened = [ev_json(3, "{}")]
     assert check_messages_stream(unopened) == (0, 1)
-    events = clean + [{"type": "message_delta", "delta": {"stop_reason": "end_turn"}}]
+    start = {"type": "message_start", "message": {"content": [], "stop_reason": None, "usage": {"output_tokens": 1}}}
+    events = [start, *clean, {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}]
     rec = {"route": "messages", "request": {"model": "claude-x"}, "stream": events}
     row, _ = parse_record(rec, "f", 1, "sse")
+    assert row["served_client_error"] is None
     assert (row["served_stop_with_calls"], row["served_name_repeats"], row["served_index_faults"]) == (True, 0, 0)
 
 

