@@ -525,8 +525,16 @@ def _progress(quiet: bool) -> Any:
 
 def _duckdb(memory: Optional[str], threads: Optional[int], temp: Optional[Path]) -> Any:
     """The :class:`replay.sql.DuckDBSettings` of the ``--duckdb-*`` options (None: env, then default)."""
-    from replay.sql import DuckDBSettings
+    import duckdb
 
+    from replay.sql import ENV_MEMORY, DuckDBSettings
+
+    limit = memory or os.environ.get(ENV_MEMORY)
+    if limit:  # checked before any work: a bad size used to fail only at the report, after every stage ran
+        try:
+            duckdb.connect(":memory:", config={"memory_limit": limit}).close()
+        except duckdb.Error as exc:
+            _fail(f"Invalid value for '--duckdb-memory' / ${ENV_MEMORY}: {limit!r}: {str(exc).splitlines()[0]} (e.g. 1GB, 512MB)", 2)
     return DuckDBSettings(memory_limit=memory, threads=threads, temp_directory=str(temp) if temp is not None else None)
 
 

@@ -130,3 +130,25 @@ def test_readme_and_help_quote_fail_on_thresholds() -> None:
             assert ">" not in expr or expr[0] in "'\"", ln
     help_text = runner.invoke(app, ["report", "--help"], env={"COLUMNS": "200"}).output
     assert "--fail-on dropped-call:broken>0" not in help_text
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_bad_duckdb_memory_is_a_usage_error_before_any_work(tmp_path: Path, how: str) -> None:
+    """`--duckdb-memory lots` ran ingest, render and re-stream, then failed at the report (exit 1)."""
+    run = tmp_path / "run"
+    args, env = (["--duckdb-memory", "lots"], {}) if how == "option" else ([], {"REPLAY_DUCKDB_MEMORY": "lots"})
+    result = runner.invoke(app, ["audit", str(AGENT), "--out", str(run), "-q", *args], env=env)
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and "--duckdb-memory" in line and "'lots'" in line, line
+    assert not run.exists()
+
+
+def test_readme_ingest_example_does_not_collide_with_the_audit_run() -> None:
+    """The README audits into runs/samples, then shows `replay ingest samples/ --out runs/samples`,
+    which refuses (exit 2: already holds a run)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    audits = {ln.split("--out ")[1].split()[0] for ln in readme.splitlines() if ln.startswith("replay audit ") and "--out " in ln}
+    for ln in readme.splitlines():
+        if ln.startswith("replay ingest ") and "--force" not in ln:
+            assert ln.split("--out ")[1].split()[0] not in audits, ln
