@@ -611,6 +611,70 @@ def chunks_from_events(events: Iterable[Any], *, finish_reason: str | None = Non
 
 
 def assemble_events(events: Iterable[Any], *, finish_reason: str | None = None) -> ClientResult:
-    """A replay's client result: its parser events through :func:`chunks_from_events` and
-    :func:`assemble_chat` (the same assembly as a captured stream)."""
-    return assemble_chat(chunks_from_events(events, finish_reason=finish_reason))
+    """A replay's client result: what :func:`assemble_chat` gives for the chunks
+    :func:`chunks_from_events` makes of the parser events, computed without building the chunks.
+
+    For those chunks (each entry an int ``index`` and a ``function`` object; only the opening delta
+    carries ``type: "function"``) the SDK merges each chunk's entries by list position (an index
+    past the end appends), every field concatenated in order, and then looks each entry up at
+    ``tool_calls[index]``: the one way it raises is an index still past the end after the chunk (a
+    call skipped, a fragment for a call never opened): ``IndexError: list index out of range``. tests/test_assemble_sdk.py checks this against the SDK
+    itself on generated events."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ClientCall] = []
+    args: list[list[str]] = []
+    opened: set[int] = set()
+    saw = False
+    error = None
+    for ev in events:
+        if error:
+            break
+        if getattr(ev, "content", ""):
+            content.append(ev.content)
+        if getattr(ev, "reasoning", ""):
+            reasoning.append(ev.reasoning)
+        evcalls = list(getattr(ev, "calls", ()) or ())
+        for c in evcalls:  # one chunk: its entries merged by list position, as accumulate_delta does
+            saw = True
+            i = c.index
+            if -len(calls) <= i < len(calls):
+                call = calls[i]
+                parts = args[i]
+            else:  # list.insert past either end: at the end (or, for a negative index, the front)
+                call = ClientCall(index=0, id=None, name=None, arguments=None)
+                parts = []
+                if i >= 0:
+                    calls.append(call)
+                    args.append(parts)
+                else:
+                    calls.insert(0, call)
+                    args.insert(0, parts)
+            cid = getattr(c, "id", None)
+            if c.name is not None and c.index not in opened:
+                opened.add(c.index)
+                cid = cid if cid is not None else f"call_{c.index}"
+                call.type = "function"
+            if cid is not None:
+                call.id = (call.id or "") + cid
+                if cid:
+                    call.ids_sent.append(cid)
+            if c.name is not None:
+                call.name = (call.name or "") + c.name
+                if c.name:
+                    call.names_sent += 1
+            parts.append(c.arguments or "")
+        if any(not -len(calls) <= c.index < len(calls) for c in evcalls):  # the SDK's tool_calls[index] lookups
+            error = "IndexError: list index out of range"
+    for pos, (call, parts) in enumerate(zip(calls, args)):
+        call.index = pos
+        call.arguments = "".join(parts)
+    fr = finish_reason or ("tool_calls" if saw else "stop")
+    return ClientResult(
+        content="".join(content) if content else None,
+        calls=calls,
+        finish_reason=None if error else fr,
+        reasoning="".join(reasoning) if reasoning else None,
+        error=error,
+        saw_calls=saw,
+    )

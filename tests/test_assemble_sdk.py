@@ -236,16 +236,23 @@ def parser_events(draw) -> list[StreamDelta]:
     out = []
     for _ in range(draw(st.integers(0, 6))):
         calls = [
-            CallDelta(index=draw(st.integers(0, 2)), name=draw(st.one_of(st.none(), NAMES)), arguments=draw(st.sampled_from(["", "{", '"a": 1', "}"])))
+            CallDelta(index=draw(st.integers(0, 2)), name=draw(st.one_of(st.none(), NAMES, st.just(""))),
+                      arguments=draw(st.sampled_from(["", "{", '"a": 1', "}"])), id=draw(st.sampled_from([None, None, "c1", "c2"])))
             for _ in range(draw(st.integers(0, 2)))
         ]
-        out.append(StreamDelta(content=draw(st.sampled_from(["", "x"])), calls=calls))
+        out.append(StreamDelta(content=draw(st.sampled_from(["", "x"])), calls=calls, reasoning=draw(st.sampled_from(["", "", "r"]))))
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(parser_events())
 def test_a_replay_is_the_sdk_assembly_of_the_chunks_a_server_sends(events):
+    """assemble_events (computed without building the chunks) equals the SDK's snapshot of the
+    chunks a server sends for the events, and the mirror's (assemble_chat) facts too."""
     got = assemble_events(events)
     assert isinstance(got, ClientResult)
     assert normal(got) == openai_snapshot(chunks_from_events(events))
+    mirror = assemble_chat(chunks_from_events(events))
+    if mirror.error is None:
+        assert [(c.names_sent, c.ids_sent) for c in got.calls] == [(c.names_sent, c.ids_sent) for c in mirror.calls]
+        assert (got.content, got.reasoning, got.saw_calls) == (mirror.content, mirror.reasoning, mirror.saw_calls)
