@@ -12,6 +12,8 @@ terminal's width (rich's panels cut long words with "…" at 80 columns).
 
 from __future__ import annotations
 
+from replay.errors import UnknownNameError
+
 import csv
 import io
 import re
@@ -505,6 +507,8 @@ def _config(
     )
     try:
         cfg = build_config(spec)
+    except UnknownNameError as exc:  # a name that is no built-in: a bad option value
+        _fail(str(exc), 2)
     except ValueError as exc:
         _fail(str(exc))
     cfg.options.update(old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath)  # as given
@@ -650,7 +654,7 @@ def audit(
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
                                redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters,
                                duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine=executor, force=force)
-    except RunExistsError as exc:
+    except (RunExistsError, UnknownNameError) as exc:  # usage errors, raised before any work
         _fail(str(exc), 2)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
@@ -767,7 +771,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
         validate_specs(cfg)
     except (FileNotFoundError, ValueError) as exc:
         close_sides(cfg)
-        _fail(str(exc))
+        _fail(str(exc), 2 if isinstance(exc, UnknownNameError) else 1)
     executor = _engine(engine, ray_address, cfg)
     mark_incomplete(run, meta, which)
     try:

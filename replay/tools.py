@@ -18,6 +18,8 @@ that is not an identifier (``[A-Za-z_][A-Za-z0-9_]*``) is written as a JSON stri
 
 from __future__ import annotations
 
+from replay.errors import UnknownNameError
+
 import copy
 import functools
 import re
@@ -356,7 +358,7 @@ def get_serializer(spec: str) -> Serializer:
         if not callable(obj):
             raise UnknownSerializerError(f"{spec!r}: {type(obj).__name__} object is not callable")
         return obj if obj in SERIALIZERS.values() else _checked(spec, obj)
-    raise UnknownSerializerError(
+    raise _UnknownSerializerName(
         f"unknown serializer {spec!r}: built-ins are {', '.join(SERIALIZERS)}; "
         "or give a plugin as 'module:attr' or 'path/to/file.py:attr'"
     )
@@ -405,3 +407,7 @@ def describe_tool(tool: Any, *, scan_nulls: bool = True) -> dict:
         "strict": strict if isinstance(strict, bool) else None,
         "client_null_paths": null_paths(tool) if scan_nulls else [],
     }
+
+
+class _UnknownSerializerName(UnknownSerializerError, UnknownNameError):
+    """A serializer spec naming no built-in and shaped as no plugin (a usage error)."""

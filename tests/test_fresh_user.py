@@ -196,9 +196,9 @@ def _fails_with(tmp_path: Path, args: list[str], message: str, code: int = 1) ->
 def test_a_bad_spec_names_its_option_and_a_negative_timeout_is_refused(tmp_path: Path) -> None:
     """Spec errors did not say which of --parser/--old-parser/--new-serializer/... was wrong, and
     a negative --replay-timeout silently meant no limit."""
-    _fails_with(tmp_path, ["--parser", "bogus"], "error: --parser bogus: unknown tool parser 'bogus'")
+    _fails_with(tmp_path, ["--parser", "bogus"], "error: --parser bogus: unknown tool parser 'bogus'", code=2)
     _fails_with(tmp_path, ["--old-parser", "json:loads"], "error: --old-parser json:loads: 'json:loads' is not a tool parser")
-    _fails_with(tmp_path, ["--new-serializer", "nope"], "error: --new-serializer nope: unknown serializer 'nope'")
+    _fails_with(tmp_path, ["--new-serializer", "nope"], "error: --new-serializer nope: unknown serializer 'nope'", code=2)
     _fails_with(tmp_path, ["--replay-timeout", "-1"], "error: Invalid value for '--replay-timeout': '-1' is not a number of seconds >= 0 (0: no limit)", code=2)
 
 

@@ -152,3 +152,14 @@ def test_readme_ingest_example_does_not_collide_with_the_audit_run() -> None:
     for ln in readme.splitlines():
         if ln.startswith("replay ingest ") and "--force" not in ln:
             assert ln.split("--out ")[1].split()[0] not in audits, ln
+
+
+@pytest.mark.parametrize("option", ["--old-serializer", "--new-parser", "--old-preparer", "--new-renderer", "--parser"])
+def test_unknown_names_are_usage_errors(tmp_path, option):
+    """A side spec naming no built-in is a bad option value: exit 2 before any work, one line naming
+    the option (it exited 1 like a plugin that fails to load, issue 12 part 4)."""
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["audit", str(SAMPLES), "--out", str(out), "--quiet", option, "bogus"])
+    assert result.exit_code == 2, result.output
+    assert f"{option} bogus: unknown" in " ".join(result.output.split())
+    assert not (out / "exchanges.parquet").exists()

@@ -13,6 +13,8 @@ aliases to ``_ALIASES`` and, if its models can be recognised by name, a pattern 
 
 from __future__ import annotations
 
+from replay.errors import UnknownNameError
+
 import re
 
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall, ToolParser
@@ -173,7 +175,7 @@ def get_parser(spec: str) -> type:
         return obj
     cls = PARSERS.get(spec.strip().lower())
     if cls is None:
-        raise UnknownParserError(
+        raise _UnknownParserName(
             f"unknown tool parser {spec!r}; known: {', '.join(known_parser_names())}, "
             "or a plugin 'module:attr' / 'file.py:attr'"
         )
@@ -193,3 +195,7 @@ def family_for_model(model: str | None) -> str | None:
         if pattern.search(model):
             return family
     return None
+
+
+class _UnknownParserName(UnknownParserError, UnknownNameError):
+    """A ``--parser`` spec naming no built-in family and shaped as no plugin (a usage error)."""

@@ -22,6 +22,8 @@ protocol (instantiated without arguments), or a function ``fn(route, request) ->
 
 from __future__ import annotations
 
+from replay.errors import UnknownNameError
+
 import inspect
 from typing import Any, Callable
 
@@ -94,4 +96,8 @@ def get_preparer(spec: str | None) -> Any:
         if callable(obj):
             return FunctionPreparer(spec, obj)
         raise UnknownPreparerError(f"{spec!r}: {type(obj).__name__} object is neither a preparer class nor a function")
-    raise UnknownPreparerError(f"unknown preparer {spec!r}: built-ins are {', '.join(PREPARERS)}; or give a plugin as 'module:attr' or 'path/to/file.py:attr'")
+    raise _UnknownPreparerName(f"unknown preparer {spec!r}: built-ins are {', '.join(PREPARERS)}; or give a plugin as 'module:attr' or 'path/to/file.py:attr'")
+
+
+class _UnknownPreparerName(UnknownPreparerError, UnknownNameError):
+    """A preparer spec naming no built-in and shaped as no plugin (a usage error)."""

@@ -21,6 +21,8 @@ OSError / ImportError) with the option named first, so the CLI only prints it.
 
 from __future__ import annotations
 
+from replay.errors import UnknownNameError
+
 import datetime as _dt
 import os
 from dataclasses import dataclass, field
@@ -141,7 +143,7 @@ def render_setup(
         try:
             return renderer_from_spec(value, date=date)
         except (ImportError, OSError, ValueError) as exc:  # plain classes: subclasses take other arguments
-            raise next(c for c in (ImportError, OSError, ValueError) if isinstance(exc, c))(f"{option} {value}: {exc}") from None
+            raise next(c for c in (ImportError, OSError, UnknownNameError, ValueError) if isinstance(exc, c))(f"{option} {value}: {exc}") from None
 
     if plain is not None:
         base: Any = tmpl("--chat-template", plain, plain_tok)

@@ -13,6 +13,8 @@ A spec names one renderer:
 
 from __future__ import annotations
 
+from replay.errors import UnknownNameError
+
 import datetime as _dt
 import re
 from typing import Any
@@ -60,7 +62,7 @@ def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> An
         from replay.render.encoder import EncoderRenderer
 
         return EncoderRenderer(spec)
-    raise ValueError(
+    raise UnknownNameError(
         f"unknown renderer {spec!r}: use json-tools, harmony, mistral-common[:VERSION], "
         "or a checkpoint's encoder as path/to/encoding.py:function or module:function"
     )
