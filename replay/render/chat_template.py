@@ -100,34 +100,6 @@ def _config_tokens(cfg: Path) -> dict[str, str]:
     return out
 
 
-def request_messages(route: str | None, request: dict[str, Any]) -> list[dict[str, Any]]:
-    """The chat messages a template sees for a request body.
-
-    ``chat.completions``: ``messages`` as sent. ``messages`` (Anthropic): a top-level ``system``
-    (string or text blocks) becomes a first system message. ``responses``: ``instructions`` as a
-    system message, then ``input`` (a string becomes one user message; message items are kept).
-    Raises :class:`RenderError` when the request holds no message list.
-    """
-    msgs: list[dict[str, Any]] = []
-    if route == "messages" and request.get("system") is not None:
-        system = request["system"]
-        if isinstance(system, list):
-            system = "".join(b.get("text", "") for b in system if isinstance(b, dict))
-        msgs.append({"role": "system", "content": system})
-    if route == "responses":
-        if isinstance(request.get("instructions"), str):
-            msgs.append({"role": "system", "content": request["instructions"]})
-        inp = request.get("input")
-        if isinstance(inp, str):
-            return msgs + [{"role": "user", "content": inp}]
-        body = inp
-    else:
-        body = request.get("messages")
-    if not isinstance(body, list):
-        raise RenderError("request has no message list to render")
-    return msgs + [m for m in body if isinstance(m, dict)]
-
-
 def pin_strftime_now(template: str, day: "datetime.date | None") -> None:
     """Make ``strftime_now(fmt)`` in ``template`` format ``day`` (at 00:00:00) instead of now
     (``day`` None: the clock again, as transformers does).
