@@ -667,3 +667,65 @@ def test_decompression_output_is_bounded(tmp_path: Path) -> None:
     dec = _Decoder("gzip")
     sizes = [len(piece) for piece in dec.feed(gz)]
     assert sum(sizes) == len(data) and max(sizes) <= 32 << 20
+
+
+# --------------------------------------------------------------------------- shared tool lists, columnar batches
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=6).filter(lambda k: k != "tools"), _json_values, max_size=4),
+       st.lists(st.dictionaries(st.text(max_size=5), _json_values, max_size=3), max_size=3), st.integers(0, 4))
+def test_request_bytes_is_orjson_of_the_request_byte_for_byte(rest: dict, tools: list, at: int) -> None:
+    from replay.capture.v1 import request_bytes
+
+    items = list(rest.items())
+    request = dict(items[:at] + [("tools", tools)] + items[at:])
+    assert request_bytes(request, orjson.dumps(tools)) == orjson.dumps(request)
+    assert request_bytes(rest, None) == orjson.dumps(rest)
+
+
+def test_a_shared_tool_list_gives_each_exchange_its_own_rows_and_a_scrub_never_reaches_another(tmp_path: Path) -> None:
+    """Exchanges sending the same tools share one described list (replay.capture.v1.ToolList): the
+    tools table must still hold each exchange's rows, duplicate ids renamed, and a key inside a
+    declaration is replaced in every exchange sending it, without changing another list."""
+    key = "sk-proj-4f9Qx2LmN8pR7sT1vW3yZ5aB6cD0eF"
+    leaky = {"type": "function", "function": {"name": "fetch", "description": f"uses {key}"}}
+    recs = [
+        {**EX_RESPONSE, "id": "a"},
+        {**EX_RESPONSE, "id": "b", "request": {**EX_RESPONSE["request"], "tools": [TOOL2, TOOL]}},
+        {**EX_RESPONSE, "id": "a"},  # a duplicate id: its tool rows take the renamed id
+        {**EX_RESPONSE, "id": "c", "request": {**EX_RESPONSE["request"], "tools": [leaky, TOOL]}},
+        {**EX_RESPONSE, "id": "d", "request": {**EX_RESPONSE["request"], "tools": [leaky, TOOL]}},
+        {**EX_RESPONSE, "id": "e", "request": {**EX_RESPONSE["request"], "tools": [TOOL]}},
+        {**EX_RESPONSE, "id": "f", "request": {k: v for k, v in EX_RESPONSE["request"].items() if k != "tools"}},
+    ]
+    src = tmp_path / "x.jsonl"
+    src.write_bytes(jl(*recs))
+    out = tmp_path / "run"
+    stats = ingest(src, out, batch_rows=3)  # batches cut across the shared lists
+    rows = read(out, "tools")
+    got = [(r["exchange_id"], r["tool_index"], r["name"]) for r in rows]
+    assert got == [("a", 0, "read"), ("a", 1, "ls"), ("b", 0, "ls"), ("b", 1, "read"), (f"a@{src}:3", 0, "read"),
+                   (f"a@{src}:3", 1, "ls"), ("c", 0, "fetch"), ("c", 1, "read"), ("d", 0, "fetch"), ("d", 1, "read"), ("e", 0, "read")]
+    by = {(r["exchange_id"], r["tool_index"]): r for r in rows}
+    for xid in ("c", "d"):
+        assert key not in by[(xid, 0)]["tool_json"] and "[redacted:sk]" in by[(xid, 0)]["tool_json"]
+    assert by[("e", 0)]["tool_json"] == by[("a", 0)]["tool_json"] == orjson.dumps(TOOL).decode()
+    for r in rows:  # every column as parse_line makes it (but the scrubbed declaration text)
+        if r["exchange_id"] not in ("c", "d") or r["tool_index"]:
+            want = {**parse_line(orjson.dumps(recs[0] if r["exchange_id"].startswith("a") else next(x for x in recs if x["id"] == r["exchange_id"])), "f", 1)[1][r["tool_index"]], "exchange_id": r["exchange_id"]}
+            assert r == want
+    ex = read(out, "exchanges")
+    assert [e["n_tools"] for e in ex] == [2, 2, 2, 2, 2, 1, 0]
+    assert all(key not in e["request_json"] for e in ex)
+    assert pq.read_schema(out / "tools.parquet").equals(TOOLS) and pq.read_schema(out / "exchanges.parquet").equals(EXCHANGES)
+    check_accounting(stats, out)

@@ -380,3 +380,35 @@ def test_names_read_on_the_decoded_request_as_on_its_text(hashed: bool) -> None:
     redact_exchange(b, tb, counts=cb, hash_text_too=hashed, request=orjson.loads(b["request_json"]))
     assert (a, ta, ca) == (b, tb, cb)
     assert "plain-secret-1" not in b["request_json"] and cb["name"] == 4
+
+
+def test_hyperscan_gates_answer_as_the_re2_set() -> None:
+    """The gates run on Hyperscan when it is installed, else on an RE2 set: both must find the same
+    rules in the same texts (the rules' own examples, in text, in JSON text and JSON of JSON)."""
+    from replay.capture import redact as R
+
+    hs = R._gates([g for *_, g in R._KEY_RULES])
+    if not isinstance(hs, R._HyperscanGates):
+        pytest.skip("hyperscan is not installed")
+    re2_set = R._gate_set([g for *_, g in R._KEY_RULES])
+    texts = [SK, AKIA, JWT, GH, "Bearer abcdEFGH1234ijkl5678", "bearer\tabcdEFGH1234ijkl5678", "Basic dXNlcjpwYXNzd29yZA==",
+             "BA\u017fIC dXNlcjpwYXNzd29yZA==", "ba\u0130c dXNlcjpwYXNzd29yZA==", "basic thing", "https://u:pw@host/x",
+             "https://h/?api_key=abc&x=1", "?monkey=1", "-----BEGIN RSA PRIVATE KEY-----\nabc", "xoxb-123456789012-abcdef",
+             "AIza" + "Sy" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ012345", "sk_live_" + "a1b2c3d4e5f6g7h8i9",
+             "plain text", "", "\u00e9\u4e2d" * 50]
+    for t in texts:
+        for form in (t, orjson.dumps(t), orjson.dumps(orjson.dumps(t).decode()), t.encode("utf-8", "surrogatepass")):
+            assert sorted(hs.Match(form)) == sorted(re2_set.Match(form) or []), form
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=80) | st.sampled_from([SK, JWT, AKIA, GH]).map(lambda k: "x " + k))
+def test_hyperscan_gates_answer_as_the_re2_set_on_any_text(text: str) -> None:
+    from replay.capture import redact as R
+
+    hs = R._gates([g for *_, g in R._KEY_RULES])
+    if not isinstance(hs, R._HyperscanGates):
+        pytest.skip("hyperscan is not installed")
+    re2_set = R._gate_set([g for *_, g in R._KEY_RULES])
+    for form in (text, orjson.dumps(text)):
+        assert sorted(hs.Match(form)) == sorted(re2_set.Match(form) or [])

@@ -185,9 +185,10 @@ def _basic_ok(token: str) -> bool:
 _KEY_RULES: list[tuple[str, str, Callable[[str], bool] | None, str]] = [
     ("pem", r"-----BEGIN [A-Z ]{0,30}PRIVATE KEY-----[^\"]*?(?:-----END [A-Z ]{0,30}PRIVATE KEY-----|(?=\")|\Z)", None,
      r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-    ("bearer", r"(?i:\bbearer)[ \t]+[A-Za-z0-9._~+/-]{12,}=*", _has_digit, r"(?i)bearer"),
+    # a tab in JSON text is the escape `\t` (`\\t` in JSON text holding that text): the gates take every spelling
+    ("bearer", r"(?i:\bbearer)[ \t]+[A-Za-z0-9._~+/-]{12,}=*", _has_digit, r"(?i)bearer(?:[ \t]|\\+t)+[A-Za-z0-9._~+/-]{12}"),
     # Python's case-insensitive match also takes U+017F for s and U+0130/U+0131 for i
-    ("basic", r"(?i:\bbasic)[ \t]+[A-Za-z0-9+/]{8,}=*", lambda s: _basic_ok(s.split()[-1]), "(?i)ba(?:s|\u017f)(?:i|\u0130|\u0131)c"),
+    ("basic", r"(?i:\bbasic)[ \t]+[A-Za-z0-9+/]{8,}=*", lambda s: _basic_ok(s.split()[-1]), "(?i)ba(?:s|\u017f)(?:i|\u0130|\u0131)c(?:[ \t]|\\\\+t)+[A-Za-z0-9+/]{8}"),
     ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", None, r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\."),
     ("stripe", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", None, r"[rs]k_(?:live|test)_[A-Za-z0-9]{16}"),
     ("sk", r"\bsk-[A-Za-z0-9_-]{20,}", _has_digit, r"sk-[A-Za-z0-9_-]{20}"),
@@ -248,12 +249,61 @@ def _gate_set(patterns: list[str]) -> "re2.Set":
     return s
 
 
-#: One RE2 pass over a text tells which rules can match in it (linear time, any number of rules).
-_GATES = _gate_set([g for *_, g in _KEY_RULES])
-_ALL_RULES = tuple(range(len(_KEY_RULES)))
+class _HyperscanGates:
+    """The gates as one Hyperscan block-mode database: the same answer as the RE2 set (a rule's
+    gate matches or not), found about 3x faster (Hyperscan's multi-literal engine reads ~2 GB/s of
+    capture text on one core here, RE2's set DFA ~0.75 GB/s). Patterns are compiled byte-wise (no
+    UTF-8 mode, so invalid UTF-8 input is still defined): each gate's classes exclude ASCII bytes
+    only, so a byte-wise class matches every byte of a code point it matches, and the gates stay
+    supersets of their rules; ``(?i)`` becomes Hyperscan's caseless flag (ASCII folding; the
+    non-ASCII folds Python's ``re`` applies are spelled out in the gates themselves)."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        import hyperscan
+
+        exprs, flags = [], []
+        for pat in patterns:
+            caseless = pat.startswith("(?i)")
+            exprs.append((pat[4:] if caseless else pat).encode("utf-8"))
+            flags.append(hyperscan.HS_FLAG_SINGLEMATCH | (hyperscan.HS_FLAG_CASELESS if caseless else 0))
+        self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self.db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+        self.scratch = hyperscan.Scratch(self.db)  # one per process: scans never run concurrently here
+
+    @staticmethod
+    def _hit(i: int, start: int, end: int, flags: int, found: set) -> None:
+        found.add(i)
+
+    def Match(self, data: str | bytes) -> list[int]:  # noqa: N802 - the RE2 Set method it stands for
+        if isinstance(data, str):
+            data = data.encode("utf-8")  # lone surrogates: UnicodeEncodeError, as RE2 raises
+        found: set = set()
+        self.db.scan(data, match_event_handler=self._hit, context=found, scratch=self.scratch)
+        return list(found)
+
+
+def _gates(patterns: list[str]) -> Any:
+    """Hyperscan when it is installed and compiles every gate, else the RE2 set (same answers;
+    ``REPLAY_GATES=re2`` forces RE2)."""
+    if os.environ.get("REPLAY_GATES") != "re2":
+        try:
+            return _HyperscanGates(patterns)
+        except Exception:  # noqa: BLE001 - not installed for this platform, or a pattern it rejects
+            pass
+    return _gate_set(patterns)
+
+
 # a `\/` or a `\u` escape of an ASCII character (or of U+0130, U+0131, U+017F: see "basic") in raw
 # JSON can hide a gate's literal; a raw line holding one is gated on its decoded strings instead
-_RAW_ESCAPE = re2.compile(rb"\\(?:/|u00[0-7][0-9a-fA-F]|u013[01]|u017[fF])")
+_ESCAPE = r"\\(?:/|u00[0-7][0-9a-fA-F]|u013[01]|u017[fF])"
+_RAW_ESCAPE = re2.compile(_ESCAPE.encode())
+#: One pass over a text tells which rules can match in it (linear time, any number of rules).
+_GATES = _gates([g for *_, g in _KEY_RULES])
+#: The same for a raw capture line, with one more pattern (id ``len(_KEY_RULES)``): an escape that
+#: makes the line unfit for gating (:func:`_raw_is_plain`), found in the same pass.
+_LINE_GATES = _gates([*(g for *_, g in _KEY_RULES), _ESCAPE])
+_ALL_RULES = tuple(range(len(_KEY_RULES)))
+_ESCAPE_ID = len(_KEY_RULES)
 
 
 def _rules_in(data: str | bytes) -> tuple[int, ...]:
@@ -264,6 +314,20 @@ def _rules_in(data: str | bytes) -> tuple[int, ...]:
     except (UnicodeError, TypeError):
         return _ALL_RULES
     return tuple(sorted(hits)) if hits else ()
+
+
+def _line_rules(raw: bytes) -> tuple[int, ...] | None:
+    """:func:`_rules_in` of a raw capture line, or None when the line is not plain
+    (:func:`_raw_is_plain`): both from one pass (:data:`_LINE_GATES`)."""
+    try:
+        hits = _LINE_GATES.Match(raw)
+    except (UnicodeError, TypeError):
+        return None
+    if not hits:
+        return ()
+    if _ESCAPE_ID in hits:
+        return None
+    return tuple(sorted(hits))
 
 
 def _raw_is_plain(raw: bytes) -> bool:
@@ -589,23 +653,31 @@ _VERBATIM_COLUMNS = frozenset({"request_json", "server_prompt", "server_output_t
                                "server_prompt_token_ids", "server_output_token_ids"})
 
 
-def _row_rules(row: dict, tools: list[dict], raw: bytes | None = None) -> tuple[int, ...]:
+def _row_rules(row: dict, tools: Any, raw: bytes | None = None) -> tuple[int, ...]:
     """The rules of rule 1 that can match in some string of the row or its tools (their gates, one
-    RE2 pass): over ``raw`` (the capture line the row was parsed from, when its escapes allow, see
+    pass): over ``raw`` (the capture line the row was parsed from, when its escapes allow, see
     :func:`_raw_is_plain`) plus the columns made from it (served content and calls, checks), else
-    over the row and tools serialized by orjson. ``()``: rule 1 has nothing to do in this row."""
-    if raw is not None and _raw_is_plain(raw):
+    over the row and tools serialized by orjson (a ``bytes`` value, JSON text as ingest keeps
+    ``request_json``, gated as it is). ``tools``: rows (dicts) or a shared
+    :class:`replay.capture.v1.ToolList`. ``()``: rule 1 has nothing to do in this row."""
+    line = _line_rules(raw) if raw is not None else None
+    if line is not None:
         derived = {k: v for k, v in row.items() if v is not None and k not in _VERBATIM_COLUMNS and k not in _KEEP_COLUMNS}
         try:
             blob = orjson.dumps(derived, default=str)
         except TypeError:
             return _ALL_RULES
-        return tuple(sorted(set(_rules_in(raw)) | set(_rules_in(blob))))
+        return tuple(sorted(set(line) | set(_rules_in(blob)))) if len(blob) > 2 else line
+    texts = {k: v for k, v in row.items() if not isinstance(v, bytes)}
     try:
-        blob = orjson.dumps([row, tools], default=str)
+        blob = orjson.dumps([texts, list(getattr(tools, "cols", tools))], default=str)
     except TypeError:
         return _ALL_RULES
-    return _rules_in(blob)
+    hits = set(_rules_in(blob))
+    for v in row.values():
+        if isinstance(v, bytes):
+            hits.update(_rules_in(v))
+    return tuple(sorted(hits))
 
 
 def _row_may_hold_key(row: dict, tools: list[dict]) -> bool:
@@ -629,10 +701,13 @@ def _same(text: str, counts: Counter | None = None) -> str:
 
 
 def redact_exchange(
-    row: dict, tools: list[dict], *, hash_text_too: bool = False, counts: Counter | None = None, raw: bytes | None = None,
+    row: dict, tools: Any, *, hash_text_too: bool = False, counts: Counter | None = None, raw: bytes | None = None,
     request: Any = None,
-) -> None:
-    """Remove secrets from one ``exchanges`` row and its ``tools`` rows, in place.
+) -> Any:
+    """Remove secrets from one ``exchanges`` row and its ``tools`` rows, in place; returns the
+    tools to write: ``tools`` itself, or, when ``tools`` is a shared
+    :class:`replay.capture.v1.ToolList` (never modified) whose declarations a scrub changed, a new
+    list of their columns (dicts).
 
     JSON text columns (``request_json``, any ``*_json``, ``headers``, ``metadata``) by
     :func:`scrub_json_text` (rules 1-3), other strings and lists/structs (served calls, steps) by
@@ -648,7 +723,8 @@ def redact_exchange(
     instead of serializing the row (the same answer, without a copy of the request).
     ``request``: the decoded request ``request_json`` was serialized from (a dict): given, rules 2-3
     run on it (in place; the text is re-serialized only when a name was dropped) instead of on a
-    second decoding of ``request_json``.
+    second decoding of ``request_json``. ``request_json`` may be ``bytes`` (UTF-8 JSON text, as
+    ingest keeps it): it stays bytes unless a rule changes it, else it becomes ``str``.
     """
     if hash_text_too:  # dropped first, so neither the key gate nor the scrub reads them
         for col in RAW_TEXT_COLUMNS:
@@ -657,7 +733,7 @@ def redact_exchange(
                 if counts is not None:
                     counts["raw-dropped"] += 1
     names_done = False
-    if isinstance(request, dict) and isinstance(row.get("request_json"), str):
+    if isinstance(request, dict) and isinstance(row.get("request_json"), (str, bytes)):
         local: Counter = Counter()
         _drop_secret_names(request, local)
         if local:
@@ -672,6 +748,10 @@ def redact_exchange(
     for col, val in list(row.items()):
         if val is None or col in _KEEP_COLUMNS:
             continue
+        if isinstance(val, bytes):
+            if st is _same and not hash_text_too and names_done and col == "request_json":
+                continue  # nothing to do: kept as the bytes it is
+            val = val.decode("utf-8")
         if isinstance(val, str):
             if _is_json_column(col):
                 names = col != "tool_json" and not (names_done and col == "request_json")
@@ -701,12 +781,28 @@ def redact_exchange(
         row["server_steps"] = None
         if counts is not None:
             counts["raw-dropped"] += 1
-    if st is scrub_text:
-        for t in tools:
-            if isinstance(t.get("tool_json"), str):
-                t["tool_json"] = scrub_text(t["tool_json"], counts)
-            if isinstance(t.get("name"), str):
-                t["name"] = scrub_text(t["name"], counts)
+    if st is not scrub_text:
+        return tools
+    shared = getattr(tools, "cols", None)
+    if shared is not None:  # a ToolList: scrubbed into rows of its own only when its text may need it
+        if tools.gate is None:
+            tools.gate = _rules_in(tools.json)
+        if not tools.gate:
+            return tools
+        own = [dict(c) for c in shared]
+        _scrub_tools(own, counts)
+        return own if own != list(shared) else tools
+    _scrub_tools(tools, counts)
+    return tools
+
+
+def _scrub_tools(tools: list[dict], counts: Counter | None) -> None:
+    """Rule 1 on each tool row's ``tool_json`` and ``name``, in place."""
+    for t in tools:
+        if isinstance(t.get("tool_json"), str):
+            t["tool_json"] = scrub_text(t["tool_json"], counts)
+        if isinstance(t.get("name"), str):
+            t["name"] = scrub_text(t["name"], counts)
 
 
 # --------------------------------------------------------------------------- bad lines

@@ -22,7 +22,8 @@ Rules:
   anything else is ``bad-field``.
 - ``model``: ``model``, else the request's ``model``. ``stream``: the request's ``stream`` when a
   bool, False when absent (the APIs' default), null otherwise.
-- ``request_json``: the request re-serialized with orjson (key order kept, no spaces). orjson
+- ``request_json``: the request re-serialized with orjson (key order kept, no spaces; the tool
+  list's text reused from the tool-list cache, :func:`request_bytes`). orjson
   reads integers beyond 64 bits as floats, so such a number is not written back digit for digit.
 - ``served_*``: from ``stream`` when present, else from ``response``; assembled per route by
   :func:`assemble_chat_stream`, :func:`assemble_messages_stream`, :func:`assemble_responses_stream`
@@ -54,7 +55,10 @@ __all__ = [
     "json_text",
     "parse_line",
     "parse_record",
+    "record_row",
+    "request_bytes",
     "served_from_response",
+    "ToolList",
 ]
 
 #: Routes of capture format v1.
@@ -424,7 +428,60 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
     written to a table). ``capture_format``: written to the ``capture_format`` column.
     ``line_no``: the record's 1-based line (or entry number: see each reader). Returns and raises
     as :func:`parse_line` (a record that is not a dict raises ``not-object``).
+    (:func:`record_row` is the same, in the form ingest keeps: JSON text as bytes, the tool list shared.)
     """
+    row, tools = record_row(rec, source_file, line_no, capture_format)
+    row["request_json"] = row["request_json"].decode()
+    return row, tools.rows(row["exchange_id"])
+
+
+class ToolList:
+    """One distinct tool list of a capture, described once (:func:`_tool_columns`) and shared by
+    every exchange that sends it. ``json``: the list as orjson writes it (bytes; its identity in
+    the cache); ``cols``: per declaration, the ``tools`` row columns but ``exchange_id`` and
+    ``tool_index`` (:func:`replay.tools.describe_tool` and ``tool_json``). Read-only: never
+    modified once made (a scrub that changes a declaration makes a list of its own rows)."""
+
+    __slots__ = ("json", "cols", "gate")
+
+    def __init__(self, json: bytes, cols: tuple[dict, ...]) -> None:
+        self.json = json
+        self.cols = cols
+        self.gate: tuple[int, ...] | None = None  # the secret-scrub rules its text may need, once known (replay.capture.redact)
+
+    def __len__(self) -> int:
+        return len(self.cols)
+
+    def rows(self, exchange_id: str) -> list[dict]:
+        """Fresh ``tools`` rows (dicts of every column) of exchange ``exchange_id``."""
+        return [{"exchange_id": exchange_id, "tool_index": i, **cols} for i, cols in enumerate(self.cols)]
+
+
+def request_bytes(request: dict, tools_json: bytes | None) -> bytes:
+    """``orjson.dumps(request)``, byte for byte, reusing ``tools_json`` (``orjson.dumps`` of
+    ``request["tools"]``, known from the tool-list cache) instead of serializing the tools again:
+    the entries before and after ``tools`` are serialized as two dicts and joined around it.
+    Raises ``too-deep`` / ``bad-field`` as :func:`parse_record` does for the request."""
+    if tools_json is None or "tools" not in request:
+        return _dumps(request, "request")
+    before: dict = {}
+    after: dict = {}
+    cur = before
+    for k, v in request.items():
+        if k == "tools":
+            cur = after
+        else:
+            cur[k] = v
+    head = _dumps(before, "request")[:-1] + b"," if before else b"{"
+    tail = b"," + _dumps(after, "request")[1:] if after else b"}"
+    return b"".join((head, b'"tools":', tools_json, tail))
+
+
+def record_row(rec: dict, source_file: str, line_no: int, capture_format: str = "v1") -> tuple[dict, ToolList]:
+    """:func:`parse_record` in the form ingest writes (:mod:`replay.capture.ingest`): the row's
+    ``request_json`` is UTF-8 JSON text as ``bytes`` (orjson's output, not decoded), and the tools
+    are the request's :class:`ToolList` (shared by every exchange sending the same list; rows are
+    made per batch). Raises as :func:`parse_record`."""
     if not isinstance(rec, dict):
         raise CaptureError("not-object", f"record is a {type(rec).__name__}, not an object")
     request = rec.get("request")
@@ -469,7 +526,7 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
         tools = []
     elif not isinstance(tools, list):
         raise CaptureError("tools-not-list", f"request.tools is a {type(tools).__name__}, not an array")
-    tool_rows = [{"exchange_id": exchange_id, "tool_index": i, **cols} for i, cols in enumerate(_tool_columns(tools))]
+    tool_list = _tool_columns(tools)
 
     content = calls = finish = None
     client = None
@@ -496,10 +553,10 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
     elif not isinstance(server, dict):
         raise CaptureError("bad-field", f"server must be an object, got {type(server).__name__}")
     steps = server.get("steps")
-    if steps is not None and not (isinstance(steps, list) and all(isinstance(s, str) for s in steps)):
+    if steps is not None and not (isinstance(steps, list) and set(map(type, steps)) <= {str}):  # at C speed
         raise CaptureError("bad-field", "server.steps must be a list of strings")
 
-    request_json = _dumps(request, "request").decode()
+    request_json = request_bytes(request, tool_list.json if rec_tools_is_list(request) else None)
     row = {
         "exchange_id": exchange_id,
         "source_file": source_file,
@@ -533,27 +590,35 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
         )
     else:
         row["served_id_faults"] = None
-    return row, tool_rows
+    return row, tool_list
 
 
 #: Tool lists seen, by their JSON text: an agent sends the same tools in every request, so each
 #: distinct list is described (and its declarations serialized) once. Bounded: emptied when full.
-_TOOLS_SEEN: dict[bytes, list[dict]] = {}
+_TOOLS_SEEN: dict[bytes, ToolList] = {}
 _TOOLS_SEEN_MAX = 2048
+_NO_TOOLS = ToolList(b"[]", ())
 
 
-def _tool_columns(tools: list) -> list[dict]:
-    """For each declaration of ``tools`` (a list), the ``tools`` row columns but ``exchange_id``
-    and ``tool_index``: :func:`replay.tools.describe_tool` and ``tool_json``. Raises ``tool-not-object``
-    / ``too-deep`` / ``bad-field`` as :func:`parse_record` documents. Computed once per distinct
-    list (:data:`_TOOLS_SEEN`); the dicts returned are fresh, their ``client_null_paths`` lists shared."""
+def rec_tools_is_list(request: dict) -> bool:
+    """True when ``request["tools"]`` is a list (its JSON text is then the :class:`ToolList`'s)."""
+    return isinstance(request.get("tools"), list)
+
+
+def _tool_columns(tools: list) -> ToolList:
+    """The :class:`ToolList` of ``tools`` (a list): for each declaration the ``tools`` row columns
+    but ``exchange_id`` and ``tool_index``: :func:`replay.tools.describe_tool` and ``tool_json``.
+    Raises ``tool-not-object`` / ``too-deep`` / ``bad-field`` as :func:`parse_record` documents.
+    Computed once per distinct list (:data:`_TOOLS_SEEN`); the object returned is shared."""
+    if not tools:
+        return _NO_TOOLS
     try:
         key = orjson.dumps(tools)
     except TypeError:
         key = None  # too deep or not JSON: the loop below raises the declaration's own error
     known = _TOOLS_SEEN.get(key) if key is not None else None
     if known is None:
-        known = []
+        cols_list = []
         for i, tool in enumerate(tools):
             if not isinstance(tool, dict):
                 raise CaptureError("tool-not-object", f"request.tools[{i}] is a {type(tool).__name__}, not an object")
@@ -561,12 +626,14 @@ def _tool_columns(tools: list) -> list[dict]:
             # fast path: no b"null" anywhere in the JSON text means no null value
             cols = describe_tool(tool, scan_nulls=b"null" in tool_json)
             cols["tool_json"] = tool_json.decode()
-            known.append(cols)
-        if key is not None:
-            if len(_TOOLS_SEEN) >= _TOOLS_SEEN_MAX:
-                _TOOLS_SEEN.clear()
-            _TOOLS_SEEN[key] = known
-    return [dict(cols) for cols in known]
+            cols_list.append(cols)
+        if key is None:  # each declaration serializes but the list is one level too deep: the request is too
+            key = _dumps(tools, "request")
+        known = ToolList(key, tuple(cols_list))
+        if len(_TOOLS_SEEN) >= _TOOLS_SEEN_MAX:
+            _TOOLS_SEEN.clear()
+        _TOOLS_SEEN[key] = known
+    return known
 
 
 def _lacks(value: Any) -> list[str] | None:
