@@ -729,3 +729,78 @@ def test_a_shared_tool_list_gives_each_exchange_its_own_rows_and_a_scrub_never_r
     assert all(key not in e["request_json"] for e in ex)
     assert pq.read_schema(out / "tools.parquet").equals(TOOLS) and pq.read_schema(out / "exchanges.parquet").equals(EXCHANGES)
     check_accounting(stats, out)
+
+
+def _capture_folder(tmp_path: Path) -> Path:
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    recs = [{**EX_RESPONSE, "id": f"e{i % 7}", "model": f"m{i % 3}"} for i in range(40)]  # ids repeat within and across files
+    (caps / "a.jsonl").write_bytes(jl(*recs[:20], b"{broken", b"", {"id": "no-request"}))
+    (caps / "b.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(jl(*recs[20:])))
+    (caps / "c.jsonl.gz").write_bytes(gzip.compress(jl(*recs[5:15]))[:-9])  # truncated: a stream fault after some lines
+    return caps
+
+
+@pytest.mark.parametrize("filters", [None, {"models": ("m0", "m1"), "limit": 25}])
+def test_jobs_2_writes_the_same_rows_as_jobs_1(tmp_path: Path, filters) -> None:
+    """``ingest(jobs=2)`` parses the batches on a process pool: the tables, their order and the
+    counts are those of ``jobs=1`` (duplicate ids renamed and ``limit`` applied in reading order)."""
+    from replay.capture.filters import Filters
+    from replay.pool import close_pools
+
+    caps = _capture_folder(tmp_path)
+    f = Filters(**filters) if filters else None
+    s1 = ingest(caps, tmp_path / "j1", batch_rows=4, filters=f)
+    try:
+        s2 = ingest(caps, tmp_path / "j2", batch_rows=4, filters=f, jobs=2)
+    finally:
+        close_pools()
+    assert s1 == s2
+    for name in ("exchanges", "tools", "ingest_errors"):
+        assert read(tmp_path / "j1", name) == read(tmp_path / "j2", name), name
+    assert s1.duplicate_ids > 0 and s1.errors >= 3
+    if filters:
+        assert s1.exchanges == 25 and s1.filtered_by["limit"] > 0 and s1.filtered_by["model"] > 0
+    if not filters:
+        check_accounting(s1, tmp_path / "j1")
+    assert not [p for p in (tmp_path / "j2").iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_ingest_batch_is_a_function_of_its_lines_and_spec() -> None:
+    """The ingest stage as a batch function: entries (lines, readers' records, errors) + a plain
+    spec -> Arrow tables, every entry an exchange or an error naming its file and line."""
+    import pickle
+
+    from replay.capture.ingest import IngestSpec, LineBatch, failed_batch, ingest_batch
+
+    good = orjson.dumps({**EX_RESPONSE, "id": "x1"})
+    batch = LineBatch("cap.jsonl", [("line", 1, 0, good), ("line", 2, 10, b"[1]"),
+                                    ("record", 3, 20, b"", {**EX_RESPONSE, "id": "x3"}, "litellm", None),
+                                    ("error", 4, 30, b"head", "line-too-long", "too long", "other.jsonl")])
+    spec = IngestSpec(redact=False)
+    batch, spec = pickle.loads(pickle.dumps((batch, spec)))  # what a pool process receives
+    res = ingest_batch(batch, spec)
+    ex = res["exchanges"].to_pylist()
+    assert [(e["exchange_id"], e["source_line"], e["capture_format"]) for e in ex] == [("x1", 1, "v1"), ("x3", 3, "litellm")]
+    assert ex[0]["request_json"] == orjson.dumps(EX_RESPONSE["request"]).decode()
+    assert res["tool_counts"] == [2, 2] and res["tools"].num_rows == 4
+    errs = res["ingest_errors"].to_pylist()
+    assert [(e["source_file"], e["source_line"], e["reason"]) for e in errs] == [("cap.jsonl", 2, "not-object"), ("other.jsonl", 4, "line-too-long")]
+    lost = failed_batch(batch, "pool process died")["ingest_errors"].to_pylist()
+    assert [(e["source_file"], e["source_line"], e["reason"], e["detail"]) for e in lost] == [
+        ("cap.jsonl", 1, "internal-error", "pool process died"), ("cap.jsonl", 2, "internal-error", "pool process died"),
+        ("cap.jsonl", 3, "internal-error", "pool process died"), ("other.jsonl", 4, "internal-error", "pool process died")]
+
+
+def test_cli_ingest_jobs(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from replay.cli import app
+
+    caps = _capture_folder(tmp_path)
+    got = CliRunner().invoke(app, ["ingest", str(caps), "--out", str(tmp_path / "run"), "--jobs", "2", "-q"])
+    assert got.exit_code == 0, got.output
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["options"]["jobs"] == 2 and meta["ingest"]["exchanges"] == len(read(tmp_path / "run", "exchanges")) == 50  # 20 + 20 + the 10 lines before the cut

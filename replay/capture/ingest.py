@@ -34,12 +34,12 @@ import pyarrow.parquet as pq
 
 from replay.capture import redact as _redact
 from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
-from replay.capture.filters import REASONS, Filters, FilterState
+from replay.capture.filters import REASONS, Filters
 from replay.capture.readers import plan, read_units
 from replay.capture.v1 import CaptureError, decode_line, record_row
 from replay.tables import EXCHANGES, INGEST_ERRORS, TOOLS
 
-__all__ = ["IngestStats", "ingest", "EXCERPT_CHARS"]
+__all__ = ["EXCERPT_CHARS", "IngestSpec", "IngestStats", "LineBatch", "ingest", "ingest_batch"]
 
 #: Characters of a bad line kept in ``ingest_errors.excerpt``.
 EXCERPT_CHARS = 120
@@ -233,40 +233,108 @@ def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
                             write_statistics=[f.name for f in schema if f.name in _STATS])
 
 
-class _Writer:
-    """The three Parquet writers and their pending rows."""
+@dataclass(frozen=True)
+class IngestSpec:
+    """What :func:`ingest_batch` needs besides its batch: plain values, picklable, so that a pool
+    process (``--jobs``, :mod:`replay.pool`) gets it once. ``redact``: hash message text
+    (``--redact``); ``filters``: the stateless filters (model, route, since/until, sample) applied
+    per record; ``limit`` is applied where the batches are joined, in reading order."""
 
-    def __init__(self, out_dir: Path, batch_rows: int, stats: IngestStats, hash_text: bool = False) -> None:
-        self.batch_rows = batch_rows
-        self.stats = stats
-        self.hash_text = hash_text
+    redact: bool = False
+    filters: Filters | None = None
+
+
+@dataclass
+class LineBatch:
+    """A batch of records of one capture file, in reading order: ``source`` (``source_file`` of
+    its rows) and ``entries``, each one of
+
+    - ``("line", line_no, offset, raw)``: a capture-v1 line (bytes) to parse;
+    - ``("record", line_no, offset, raw, record, fmt, source)``: a reader's v1-form record
+      (:mod:`replay.capture.records`), ``raw`` its excerpt bytes, ``fmt`` its capture format,
+      ``source`` None or the file it came from when not ``source`` (a Batch output line);
+    - ``("error", line_no, offset, raw, reason, detail, source)``: a record that failed before
+      parsing (a reader's error, a line over the limit, a stream fault).
+
+    ``nbytes``: the raw bytes it holds (for batch sizing)."""
+
+    source: str
+    entries: list[tuple] = field(default_factory=list)
+    nbytes: int = 0
+
+
+def ingest_batch(batch: LineBatch, spec: IngestSpec) -> dict[str, Any]:
+    """The ingest stage on one batch: every entry of ``batch`` (a :class:`LineBatch`) parsed
+    (:func:`replay.capture.v1.record_row`), filtered (``spec.filters`` but ``limit``), scrubbed
+    (:mod:`replay.capture.redact`) and converted to Arrow. Returns ``{"exchanges": table,
+    "tools": table, "ingest_errors": table}`` (schemas of :mod:`replay.tables`; rows in the
+    batch's order, errors in the order met, a value the schema rejects last) plus ``"tool_counts"``
+    (tool rows per exchange row), ``"reasons"``, ``"redactions"``, ``"filtered_by"`` (counts).
+    Duplicate ids are not renamed here: that needs the whole run (see :func:`ingest`).
+    Never raises for the data: a record that fails is an ``ingest_errors`` row (``internal-error``
+    for an unexpected exception), naming its file and line."""
+    with _fewer_collections(), _system_allocator():  # in a pool process too
+        rows = _Rows(spec)
+        for e in batch.entries:
+            kind = e[0]
+            if kind == "error":
+                rows.add_error(e[6] or batch.source, e[1], e[2], e[4], e[5], e[3])
+            elif kind == "line":
+                rows.add(batch.source, e[1], e[2], e[3], None, "v1")
+            else:
+                rows.add(e[6] or batch.source, e[1], e[2], e[3], e[4], e[5])
+        return rows.tables()
+
+
+def failed_batch(batch: LineBatch, message: str) -> dict[str, Any]:
+    """The result of a batch whose pool process died twice (:func:`replay.pool.map_batches`):
+    every record of it an ``ingest_errors`` row ``internal-error`` carrying ``message``."""
+    rows = _Rows(IngestSpec())
+    for e in batch.entries:
+        src = (e[6] if e[0] != "line" else None) or batch.source
+        rows.add_error(src, e[1], e[2], "internal-error", message, e[3])
+    return rows.tables()
+
+
+class _Rows:
+    """The rows of one batch as they are parsed (:func:`ingest_batch`)."""
+
+    def __init__(self, spec: IngestSpec) -> None:
+        self.hash_text = spec.redact
+        f = spec.filters
+        self.filters = f if f is not None and f.active else None
+        self.units: list[tuple[dict, Any, bytes, int | None]] = []
+        self.errors: list[dict] = []
         self.reasons: Counter[str] = Counter()
         self.redactions: Counter[str] = Counter()
-        self.writers = {
-            "exchanges": _parquet_writer(out_dir / "exchanges.parquet", EXCHANGES),
-            "tools": _parquet_writer(out_dir / "tools.parquet", TOOLS),
-            "ingest_errors": _parquet_writer(out_dir / "ingest_errors.parquet", INGEST_ERRORS),
-        }
-        # pending exchanges: (exchange_row, tools, raw line, offset) kept together so a row the
-        # schema rejects can still become an error row with its line
-        self.units: list[tuple[dict, Any, bytes, int]] = []
-        self.n_tools = 0
-        self.errors: list[dict] = []
-        self.pending_bytes = 0
+        self.filtered: Counter[str] = Counter()
 
-    def add_exchange(self, row: dict, tools: Any, raw: bytes, offset: int, line_parsed: bool = False, request: Any = None) -> None:
-        # the one gate every reader's rows pass: secrets out (and message text hashed with --redact);
-        # ``line_parsed``: the row was parsed from ``raw`` itself (a v1 line), which the key gate may
-        # scan; ``request``: the decoded request, whose names the scrub reads without decoding it again
+    def add(self, src: str, line_no: int | None, offset: int | None, raw: bytes, rec: Any, fmt: str) -> None:
+        line = rec is None  # a v1 line, parsed here from raw
+        try:
+            # the one place every format's record becomes rows
+            if line:
+                rec = decode_line(raw)  # parse_line, keeping the record
+            row, tools = parse_record(rec, src, line_no if line_no is not None else 0, fmt)
+        except CaptureError as exc:
+            self.add_error(src, line_no, offset, exc.reason, exc.detail, raw)
+            return
+        except Exception as exc:  # a bug in the parser must not stop the run
+            self.add_error(src, line_no, offset, "internal-error", repr(exc), raw)
+            return
+        if self.filters is not None:
+            reason = self.filters.drop_reason(row)
+            if reason is not None:
+                self.filtered[reason] += 1
+                return
+        # the one gate every reader's rows pass: secrets out (and message text hashed with
+        # --redact); a v1 line's own bytes are what the key gate scans; the decoded request is
+        # where the names are dropped, without decoding request_json again
         scrubbed = _redact.redact_exchange(row, tools, hash_text_too=self.hash_text, counts=self.redactions,
-                                           raw=raw if line_parsed else None, request=request)
+                                           raw=raw if line else None, request=rec.get("request"))
         if scrubbed is not None:
             tools = scrubbed
         self.units.append((row, tools, raw, offset))
-        self.n_tools += len(tools)
-        self.pending_bytes += len(raw)
-        if len(self.units) >= self.batch_rows or self.n_tools >= 8 * self.batch_rows or self.pending_bytes >= _FLUSH_BYTES:
-            self.flush_exchanges()
 
     def add_error(self, source_file: str, line: int | None, offset: int | None, reason: str, detail: str, raw: bytes) -> None:
         self.errors.append(
@@ -280,21 +348,16 @@ class _Writer:
             }
         )
         self.reasons[reason] += 1
-        self.stats.errors += 1
-        if len(self.errors) >= self.batch_rows:
-            self.flush_errors()
 
-    def flush_exchanges(self) -> None:
-        if not self.units:
-            return
-        units, self.units, self.n_tools, self.pending_bytes = self.units, [], 0, 0
+    def tables(self) -> dict[str, Any]:
+        units = self.units
         bad = (pa.ArrowException, TypeError, ValueError, OverflowError)
         try:
             ex = exchanges_batch([u[0] for u in units])
             tl = tools_batch([(u[0]["exchange_id"], u[1]) for u in units])
         except bad:
             # a value the schema rejects: find the unit(s) and turn them into error rows
-            ok: list[tuple[dict, Any, bytes, int]] = []
+            ok = []
             for unit in units:
                 row, tools, raw, offset = unit
                 try:
@@ -304,27 +367,94 @@ class _Writer:
                 except bad as exc:
                     self.add_error(row["source_file"], row["source_line"], offset, "bad-field",
                                    f"value does not fit the table schema: {exc}", raw)
-            ex = exchanges_batch([u[0] for u in ok])
-            tl = tools_batch([(u[0]["exchange_id"], u[1]) for u in ok])
+            units = ok
+            ex = exchanges_batch([u[0] for u in units])
+            tl = tools_batch([(u[0]["exchange_id"], u[1]) for u in units])
+        return {
+            "exchanges": ex,
+            "tools": tl,
+            "ingest_errors": pa.RecordBatch.from_pylist(self.errors, schema=INGEST_ERRORS),
+            "tool_counts": [len(u[1]) for u in units],
+            "reasons": dict(self.reasons),
+            "redactions": dict(self.redactions),
+            "filtered_by": dict(self.filtered),
+        }
+
+
+class _Sink:
+    """The three tables of a run, written from batch results in batch order (temporary names,
+    renamed into place when every batch is in: an interrupted ingest leaves no table that reads as
+    complete), with what needs the whole run: duplicate ids renamed, ``limit``, the counts."""
+
+    def __init__(self, out_dir: Path, stats: IngestStats, limit: int | None) -> None:
+        self.stats = stats
+        self.limit = limit
+        self.kept = 0
+        self.seen_ids: set[str] = set()  # the one structure that grows with the capture (tens of bytes an exchange)
+        self.reasons: Counter[str] = Counter()
+        self.redactions: Counter[str] = Counter()
+        self.filtered: Counter[str] = Counter()
+        self.paths = {name: out_dir / f"{name}.parquet" for name in ("exchanges", "tools", "ingest_errors")}
+        self.tmp = {name: p.with_name(f".tmp-{os.getpid()}-{p.name}") for name, p in self.paths.items()}
+        self.writers = {
+            "exchanges": _parquet_writer(self.tmp["exchanges"], EXCHANGES),
+            "tools": _parquet_writer(self.tmp["tools"], TOOLS),
+            "ingest_errors": _parquet_writer(self.tmp["ingest_errors"], INGEST_ERRORS),
+        }
+
+    def write(self, res: dict[str, Any]) -> None:
+        ex, tl, err, counts = res["exchanges"], res["tools"], res["ingest_errors"], res["tool_counts"]
+        if self.limit is not None and self.kept + ex.num_rows > self.limit:
+            k = max(self.limit - self.kept, 0)
+            self.filtered["limit"] += ex.num_rows - k
+            tl = tl.slice(0, sum(counts[:k]))
+            ex, counts = ex.slice(0, k), counts[:k]
+        self.kept += ex.num_rows
+        ex, tl = self._unique_ids(ex, tl, counts)
         if ex.num_rows:
             self.writers["exchanges"].write_batch(ex)
         if tl.num_rows:
             self.writers["tools"].write_batch(tl)
+        if err.num_rows:
+            self.writers["ingest_errors"].write_batch(err)
         self.stats.exchanges += ex.num_rows
         self.stats.tools += tl.num_rows
+        self.stats.errors += err.num_rows
+        self.reasons.update(res["reasons"])
+        self.redactions.update(res["redactions"])
+        self.filtered.update(res["filtered_by"])
 
-    def flush_errors(self) -> None:
-        if self.errors:
-            self.writers["ingest_errors"].write_batch(pa.RecordBatch.from_pylist(self.errors, schema=INGEST_ERRORS))
-            self.errors = []
+    def _unique_ids(self, ex: pa.RecordBatch, tl: pa.RecordBatch, counts: list[int]) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+        """A captured ``id`` seen before in the run becomes ``<id>@<file>:<line>`` (keep
+        ``exchange_id`` a key: every join of the SQL relies on it), in its tool rows too."""
+        ids = ex.column(0).to_pylist()
+        seen = self.seen_ids
+        renamed = None
+        for i, xid in enumerate(ids):
+            if xid in seen:
+                if renamed is None:
+                    renamed = list(ids)
+                    files, lines = ex.column(1).to_pylist(), ex.column(2).to_pylist()
+                renamed[i] = xid = f"{xid}@{files[i]}:{lines[i]}"
+                self.stats.duplicate_ids += 1
+            seen.add(xid)
+        if renamed is None:
+            return ex, tl
+        import numpy as np
 
-    def close(self) -> None:
-        try:
-            self.flush_exchanges()
-            self.flush_errors()
-        finally:
-            for w in self.writers.values():
-                w.close()
+        new_ids = pa.array(renamed, pa.string())
+        ex = pa.RecordBatch.from_arrays([new_ids, *ex.columns[1:]], schema=ex.schema)
+        tool_ids = new_ids.take(pa.array(np.repeat(np.arange(len(renamed)), counts), pa.int64()))
+        return ex, pa.RecordBatch.from_arrays([tool_ids, *tl.columns[1:]], schema=tl.schema)
+
+    def close(self, ok: bool) -> None:
+        for w in self.writers.values():
+            w.close()
+        for name, tmp in self.tmp.items():
+            if ok:
+                os.replace(tmp, self.paths[name])
+            else:
+                tmp.unlink(missing_ok=True)
         self.stats.errors_by_reason = dict(sorted(self.reasons.items()))
         self.stats.redactions = dict(sorted(self.redactions.items()))
 
@@ -340,17 +470,27 @@ def ingest(
     redact: bool = False,
     max_line_bytes: int = MAX_LINE_BYTES,
     filters: Filters | None = None,
+    jobs: int = 1,
 ) -> IngestStats:
     """Read capture files (format v1) and write the ingest tables to ``out_dir``.
 
     ``paths``: files and folders, as for :func:`replay.capture.files.discover`. ``out_dir``:
     created if missing; ``exchanges.parquet``, ``tools.parquet`` and ``ingest_errors.parquet``
     are (over)written there, all three always, with the schemas of :mod:`replay.tables` (an empty
-    table when nothing went to it). ``batch_rows``: exchanges (and error rows) per record batch.
-    ``progress``: called with the number of bytes just read from disk (compressed), for a
+    table when nothing went to it), each under a temporary name until the last batch is in, then
+    renamed into place. ``batch_rows``: records per batch (also cut at about :data:`_FLUSH_BYTES`
+    of lines). ``progress``: called with the number of bytes just read from disk (compressed), for a
     progress bar. ``redact``: hash message text (``--redact``, see :mod:`replay.capture.redact`);
     secrets are dropped whatever its value. ``max_line_bytes``: a longer line (decompressed bytes)
     is read past without being held and becomes an ``ingest_errors`` row ``line-too-long``.
+    ``jobs``: with more than 1, the batches are parsed by :func:`ingest_batch` on a pool of that
+    many processes (:func:`replay.pool.map_batches`) while this one reads, decompresses and writes;
+    the rows and their order do not depend on ``jobs`` (a pool process that dies twice on a batch
+    turns its records into ``internal-error`` rows).
+
+    Reading stays in this process: a zstd or gzip stream cannot be decompressed from the middle
+    (zstd frames can, but writers put a whole capture in one frame), so one file is split into
+    batches of lines after decompression, and the batches are what runs in parallel.
 
     Each line is parsed by :func:`replay.capture.v1.parse_line`; a line that fails becomes an
     ``ingest_errors`` row (file, 1-based line, byte offset in the decompressed stream, reason,
@@ -371,7 +511,7 @@ def ingest(
     :attr:`IngestStats.filtered`.
 
     Returns :class:`IngestStats`. Raises :class:`FileNotFoundError` when a path does not exist
-    (before anything is written), :class:`ValueError` when ``batch_rows < 1`` or
+    (before anything is written), :class:`ValueError` when ``batch_rows < 1``, ``jobs < 1`` or
     ``capture_format`` is unknown, and
     :class:`OSError` when ``out_dir`` cannot be written.
     """
@@ -379,17 +519,67 @@ def ingest(
         raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
     if max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
     files = discover(paths)
     with line_limit(max_line_bytes), _fewer_collections(), _system_allocator():  # every reader's open_lines reads with this limit
-        return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters)
+        return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs)
+
+
+def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callable[[int], None], tokenizer: Any,
+             max_line_bytes: int, formats: dict[str, int]) -> Iterator[LineBatch]:
+    """Every planned file read into :class:`LineBatch` es, in reading order (a batch holds one
+    file's records); ``stats`` counts lines, blank lines and skipped records as they are read."""
+    for pf in planned:
+        source = str(pf.path)
+        formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
+        batch = LineBatch(source)
+        last_line = 0
+        last_end = 0
+        try:
+            for unit in read_units(pf, on_read=on_read, tokenizer=tokenizer):
+                line_no, offset, raw = unit.line, unit.offset, unit.raw
+                size = raw.length if isinstance(raw, LongLine) else len(raw)
+                if line_no is not None and (unit.source or source) == source:
+                    last_line, last_end = line_no, (offset or 0) + size + 1
+                stats.lines += 1
+                if isinstance(raw, LongLine) and not (unit.blank or unit.skipped):
+                    batch.entries.append(("error", line_no, offset, bytes(raw), "line-too-long",
+                                          f"line of {raw.length} bytes is longer than the limit of {max_line_bytes} bytes "
+                                          f"(--max-line-bytes); read past, not parsed", unit.source))
+                elif unit.blank:
+                    stats.blank_lines += 1
+                    continue
+                elif unit.skipped:
+                    stats.skipped += 1
+                    continue
+                elif unit.error is not None:
+                    batch.entries.append(("error", line_no, offset, raw, unit.error.reason, unit.error.detail, unit.source))
+                elif unit.v1_raw:
+                    batch.entries.append(("line", line_no, offset, raw))
+                else:
+                    batch.entries.append(("record", line_no, offset, raw, unit.record, "v1" if unit.v1_raw else pf.fmt, unit.source))
+                batch.nbytes += len(raw)
+                if len(batch.entries) >= batch_rows or batch.nbytes >= _FLUSH_BYTES:
+                    yield batch
+                    batch = LineBatch(source)
+        except StreamFault as fault:
+            stats.lines += 1
+            batch.entries.append(("error", fault.line_no, fault.byte_offset, fault.partial, fault.reason, fault.detail, None))
+        except OSError as exc:
+            stats.lines += 1
+            batch.entries.append(("error", last_line + 1, last_end, b"", "unreadable-file", f"{type(exc).__name__}: {exc}", None))
+        if batch.entries:
+            yield batch
 
 
 def _ingest_planned(
     planned: list, files: list[Path], out_dir: str | os.PathLike, batch_rows: int,
     progress: Callable[[int], None] | None, redact: bool, max_line_bytes: int, tokenizer: Any,
-    filters: Filters | None = None,
+    filters: Filters | None = None, jobs: int = 1,
 ) -> IngestStats:
-    """The body of :func:`ingest` once the files are planned."""
+    """The body of :func:`ingest` once the files are planned: batches read here, run through
+    :func:`ingest_batch` (here, or on a pool of ``jobs`` processes), written in reading order."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stats = IngestStats(files=len(files))
@@ -399,67 +589,31 @@ def _ingest_planned(
         if progress is not None:
             progress(n)
 
-    writer = _Writer(out, batch_rows, stats, hash_text=redact)
-    # The one structure that grows with the capture: the exchange ids seen (tens of bytes each).
-    seen_ids: set[str] = set()
-    keep = FilterState(filters) if filters is not None and filters.active else None
+    active = filters is not None and filters.active
+    spec = IngestSpec(redact=redact, filters=filters if active else None)
+    sink = _Sink(out, stats, filters.limit if active else None)
     formats: dict[str, int] = {}
+    ok = False
     try:
-        for pf in planned:
-            source = str(pf.path)
-            formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
-            last_line = 0
-            last_end = 0
-            try:
-                for unit in read_units(pf, on_read=on_read, tokenizer=tokenizer):
-                    src = unit.source or source
-                    line_no, offset, raw = unit.line, unit.offset, unit.raw
-                    size = raw.length if isinstance(raw, LongLine) else len(raw)
-                    if line_no is not None and src == source:
-                        last_line, last_end = line_no, (offset or 0) + size + 1
-                    stats.lines += 1
-                    if isinstance(raw, LongLine) and not (unit.blank or unit.skipped):
-                        writer.add_error(src, line_no, offset, "line-too-long",
-                                         f"line of {raw.length} bytes is longer than the limit of {max_line_bytes} bytes "
-                                         f"(--max-line-bytes); read past, not parsed", raw)
-                        continue
-                    if unit.blank:
-                        stats.blank_lines += 1
-                        continue
-                    if unit.skipped:
-                        stats.skipped += 1
-                        continue
-                    if unit.error is not None:
-                        writer.add_error(src, line_no, offset, unit.error.reason, unit.error.detail, raw)
-                        continue
-                    try:
-                        # the one place every format's record becomes rows
-                        rec = decode_line(raw) if unit.v1_raw else unit.record  # parse_line, keeping the record
-                        row, tools = parse_record(rec, src, line_no if line_no is not None else 0, "v1" if unit.v1_raw else pf.fmt)
-                    except CaptureError as exc:
-                        writer.add_error(src, line_no, offset, exc.reason, exc.detail, raw)
-                        continue
-                    except Exception as exc:  # a bug in the parser must not stop the run
-                        writer.add_error(src, line_no, offset, "internal-error", repr(exc), raw)
-                        continue
-                    if keep is not None and not keep.keep(row):
-                        stats.filtered += 1
-                        continue
-                    xid = row["exchange_id"]
-                    if xid in seen_ids:  # keep exchange_id a key: every join of the SQL relies on it
-                        row["exchange_id"] = xid = f"{xid}@{src}:{line_no}"  # tool rows take it when written
-                        stats.duplicate_ids += 1
-                    seen_ids.add(xid)
-                    writer.add_exchange(row, tools, raw, offset or 0, line_parsed=unit.v1_raw, request=rec.get("request"))
-            except StreamFault as fault:
-                stats.lines += 1
-                writer.add_error(source, fault.line_no, fault.byte_offset, fault.reason, fault.detail, fault.partial)
-            except OSError as exc:
-                stats.lines += 1
-                writer.add_error(source, last_line + 1, last_end, "unreadable-file", f"{type(exc).__name__}: {exc}", b"")
+        batches = _batches(planned, stats, batch_rows, on_read, tokenizer, max_line_bytes, formats)
+        if jobs > 1:
+            from replay.pool import map_batches
+
+            pending: dict[int, dict[str, Any]] = {}
+            nxt = 0
+            for key, _batch, res in map_batches(ingest_batch, enumerate(batches), spec, jobs, lambda k, b, msg: failed_batch(b, msg)):
+                pending[key] = res
+                while nxt in pending:
+                    sink.write(pending.pop(nxt))
+                    nxt += 1
+        else:
+            for batch in batches:
+                sink.write(ingest_batch(batch, spec))
+        ok = True
     finally:
-        writer.close()
+        sink.close(ok)
         stats.formats = dict(sorted(formats.items()))
-        if keep is not None:
-            stats.filtered_by = {r: keep.dropped[r] for r in REASONS if r in keep.dropped}
+        stats.filtered = sum(sink.filtered.values())
+        if active:
+            stats.filtered_by = {r: sink.filtered[r] for r in REASONS if r in sink.filtered}
     return stats
