@@ -19,12 +19,20 @@ from typing import Any, ClassVar, Protocol
 
 from replay.parsers._block import Decided, object_arguments
 from replay.parsers._markers import TokenStripper, find_marker, first_marker, strip_tokens
-from replay.parsers.base import CallDelta, StreamDelta, ToolCall
+from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
+from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 
 #: A family's block reader for :func:`parse_blocks`: ``(text, index of the marker, marker) ->
 #: (end, calls)``, ``end`` the index just after the block; ``calls`` None when the block is no
 #: call (its text is content), else its calls (an empty list: the marker is framing, dropped).
 BlockReader = Callable[[str, int, str], tuple[int, "list[ToolCall] | None"]]
+
+#: A family's block grammar, the one both paths use (:class:`GrammarParser`): a
+#: :data:`BlockReader` with a last argument ``final``. With ``final`` True the text is whole;
+#: with ``final`` False it is a stream's prefix, and the grammar returns None whenever more text
+#: could change its answer (it never guesses), so that any answer it gives on a prefix is the one
+#: it gives on every longer text.
+Grammar = Callable[[str, int, str, bool], "tuple[int, list[ToolCall] | None] | None"]
 
 
 def _verbatim(text: str) -> str:
@@ -223,5 +231,141 @@ class SectionedParser(StreamParser):
                 self._send(out, self._name, args, raw)
             self._buf = self._buf[decided.end :]
             self._in_block = False
+        out.content = "".join(parts)
+        return out
+
+
+class MarkerWake:
+    """When an open block may have become decidable: the block's grammar is asked again only when
+    a new occurrence of one of ``markers`` has arrived (or at the end of the stream, or the first
+    time). ``seek``: where, in the parser's buffer, the search starts; each search starts at the
+    last scanned position minus the longest marker's length plus one, so text is scanned once."""
+
+    def __init__(self, markers: tuple[str, ...], seek: int) -> None:
+        self.markers = markers
+        self._longest = max(len(m) for m in markers)
+        self._seek = seek
+        self._first = True
+
+    def wake(self, buf: str, final: bool) -> bool:
+        """True when the grammar should read the block again (``buf``: the parser's buffer, the
+        block starting at index 0; ``final``: the end of the stream)."""
+        if self._first or final:
+            self._first = False
+            self._seek = max(self._seek, len(buf) - self._longest + 1)
+            return True
+        i, _ = first_marker(buf, self.markers, self._seek)
+        self._seek = max(self._seek, len(buf) - self._longest + 1)
+        return i >= 0
+
+
+class GrammarParser(StreamParser):
+    """The streaming engine: a family's whole-text grammar, fed a stream.
+
+    A family declares its markers and its grammar and little else:
+
+    * ``STARTS``: the markers that open a block (outside a block every other text is content);
+    * :meth:`read` (a :data:`Grammar`): decides the block at a start marker, on the whole text or
+      on a stream's prefix;
+    * ``WAKE``: the markers whose arrival inside an open block may let :meth:`read` decide it
+      (its end markers, or the markers that end its header); :meth:`wake` may give another rule;
+    * :meth:`block_content`: the content of a block that is no call (verbatim by default);
+    * ``THINK`` / ``IMPLICIT_ENDS``: its reasoning tags (None: the family splits none off).
+
+    The whole-text parse is :func:`parse_blocks` with ``read(..., final=True)``. The stream keeps
+    a settled position (the buffer holds only the undecided text): outside a block, content is
+    emitted up to the next start marker, holding back only a suffix that may start one; at a start
+    marker the block is buffered, and each time :meth:`wake` says so the grammar reads it; once it
+    answers, the block's calls are sent (name and arguments, exactly the whole-text parse's, in
+    one delta per call through :meth:`~StreamParser._emit_call`) or its text is content, and the
+    buffer drops it. At ``finish()`` the grammar reads the rest as whole text. Because every
+    answer on a prefix is the answer on the whole text, streamed and whole-text results agree
+    under every chunking by construction.
+
+    A call's name is sent with its arguments, when the grammar has decided the call: in every
+    family a block whose name is known can still turn out to be no call (a malformed body, a call
+    cut off by the end of the stream, which the content rules do not report), and a name once
+    sent cannot be taken back (the client concatenates it).
+
+    Cost: the outside scan and :class:`MarkerWake` look at each character a bounded number of
+    times; the grammar reads an open block once when it opens and once per delta that brought a
+    wake marker, so a block costs O(its length x deltas that brought one of its wake markers):
+    linear for every grammar whose blocks carry a bounded number of wake markers, whatever the
+    chunking.
+    """
+
+    STARTS: ClassVar[tuple[str, ...]] = ()
+    WAKE: ClassVar[tuple[str, ...]] = ()
+    THINK: ClassVar[tuple[str, str] | None] = None
+    IMPLICIT_ENDS: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
+        think: Splitter = (
+            NoReasoning()
+            if self.THINK is None
+            else ReasoningSplitter(self.THINK, open=reasoning_open, implicit_ends=self.IMPLICIT_ENDS)
+        )
+        super().__init__(tools, think)
+        self._reasoning_open = reasoning_open
+        self._mark = ""  # the open block's start marker ("" outside a block)
+        self._wake: MarkerWake | None = None
+
+    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:  # pragma: no cover
+        """The family's :data:`Grammar`: the block at ``text[s]`` (its start marker ``mark``)."""
+        raise NotImplementedError
+
+    def block_content(self, text: str) -> str:
+        """The content of a block that is no call: its text, verbatim (markers included)."""
+        return text
+
+    def wake(self, mark: str) -> MarkerWake:
+        """The rule for when an open block opened by ``mark`` is read again (:class:`MarkerWake`
+        on ``WAKE``, searched from just after the start marker)."""
+        return MarkerWake(self.WAKE, len(mark))
+
+    def split_whole(self, text: str) -> tuple[str, str]:
+        """``(reasoning, body)`` of a whole text (end tokens already removed)."""
+        if self.THINK is None:
+            return "", text
+        return split_reasoning(text, self.THINK, open=self._reasoning_open, implicit_ends=self.IMPLICIT_ENDS)
+
+    def parse(self, text: str) -> ParseResult:
+        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls: end tokens
+        removed, reasoning split off, then the family's grammar over the body."""
+        reasoning, body = self.split_whole(self.strip_end_tokens(text))
+        content, calls = parse_blocks(
+            body, self.STARTS, lambda t, s, m: self.read(t, s, m, True), block_content=self.block_content  # type: ignore[arg-type, return-value]
+        )
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
+
+    def _drain(self, final: bool) -> StreamDelta:
+        out = StreamDelta()
+        parts: list[str] = []
+        buf = self._buf
+        while True:
+            if not self._mark:
+                i, mark = find_marker(buf, self.STARTS, final)
+                parts.append(buf[:i])
+                buf = buf[i:]
+                if not mark:
+                    break
+                self._mark, self._wake = mark, self.wake(mark)
+            assert self._wake is not None
+            if not self._wake.wake(buf, final):
+                break
+            got = self.read(buf, 0, self._mark, final)
+            if got is None:
+                if final:  # pragma: no cover - a grammar answers on the whole text
+                    raise RuntimeError(f"{type(self).__name__}.read gave no answer on the whole text")
+                break
+            end, calls = got
+            if calls is None:
+                parts.append(self.block_content(buf[:end]))
+            else:
+                for call in calls:
+                    self._send(out, call.name, call.arguments, buf[:end])
+            buf = buf[end:]
+            self._mark, self._wake = "", None
+        self._buf = buf
         out.content = "".join(parts)
         return out
