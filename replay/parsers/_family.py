@@ -300,13 +300,8 @@ class GrammarParser(StreamParser):
     IMPLICIT_ENDS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        think: Splitter = (
-            NoReasoning()
-            if self.THINK is None
-            else ReasoningSplitter(self.THINK, open=reasoning_open, implicit_ends=self.IMPLICIT_ENDS)
-        )
-        super().__init__(tools, think)
         self._reasoning_open = reasoning_open
+        super().__init__(tools, self.splitter())
         self._mark = ""  # the open block's start marker ("" outside a block)
         self._wake: MarkerWake | None = None
 
@@ -322,6 +317,13 @@ class GrammarParser(StreamParser):
         """The rule for when an open block opened by ``mark`` is read again (:class:`MarkerWake`
         on ``WAKE``, searched from just after the start marker)."""
         return MarkerWake(self.WAKE, len(mark))
+
+    def splitter(self) -> Splitter:
+        """The streaming reasoning splitter (``THINK``, ``IMPLICIT_ENDS``, ``reasoning_open``);
+        a family with another reasoning syntax overrides it with :meth:`split_whole`."""
+        if self.THINK is None:
+            return NoReasoning()
+        return ReasoningSplitter(self.THINK, open=self._reasoning_open, implicit_ends=self.IMPLICIT_ENDS)
 
     def split_whole(self, text: str) -> tuple[str, str]:
         """``(reasoning, body)`` of a whole text (end tokens already removed)."""
