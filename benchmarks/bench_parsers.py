@@ -4,7 +4,9 @@ Run: ``python benchmarks/bench_parsers.py [--repeat 20] [--families hermes,kimi_
 
 Inputs per family: the raw completions of the bundled samples (``samples/``, grouped by the family
 the model name maps to) and the model outputs of the conformance cases (``tests/conformance/*.jsonl``,
-by their ``family``), so every built-in family has inputs. For each family and chunking it replays every completion ``--repeat`` times
+by their ``family``), and, when the shared corpus is beside the checkout, the llama.cpp records the
+conformance table reads (``../shared/corpus/outputs``), so every family has inputs (Granite 4 has
+none of its own: it is Hermes under another name). For each family and chunking it replays every completion ``--repeat`` times
 and prints thousands of chars per CPU second (``time.process_time``: user+sys of this process, so
 other load on a shared machine counts less than in wall time; whole-text parse: chunking ``parse``). The last column
 streams a 1 MB call that never ends (the family's call opening followed by 1 MB of argument text)
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -51,6 +54,17 @@ def sample_outputs() -> dict[str, list[str]]:
             case = json.loads(line) if line.strip() else None
             if case and case.get("text") and case.get("family"):
                 out[case["family"]].append(case["text"])
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests.conformance.table import LLAMA_FORMATS, SHARED_OUTPUTS
+
+    for fname, family in sorted(LLAMA_FORMATS.items()):
+        path = SHARED_OUTPUTS / fname
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                rec = json.loads(line) if line.strip() else None
+                if rec and rec.get("text"):
+                    out[family].append(rec["text"])
     return out
 
 
