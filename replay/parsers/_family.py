@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from replay.parsers._block import Decided, object_arguments
+from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, skip_ws
 from replay.parsers._markers import TokenStripper, find_marker, first_marker, strip_tokens
 from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
@@ -257,6 +258,44 @@ class MarkerWake:
         i, _ = first_marker(buf, self.markers, self._seek)
         self._seek = max(self._seek, len(buf) - self._longest + 1)
         return i >= 0
+
+
+class ValueEndWake(MarkerWake):
+    """:class:`MarkerWake`, and once more when the JSON value that opens the block's body (the
+    first non-whitespace character at or after ``seek``, when it is one of ``openers``) is complete
+    and a non-whitespace character follows it: the moment a value followed by other text decides
+    a block that has no end marker (Mistral's call list followed by prose). The value is scanned
+    incrementally (:class:`~replay.parsers._jsonscan.JsonPrefix`), each character once."""
+
+    def __init__(self, markers: tuple[str, ...], seek: int, openers: str = "[") -> None:
+        super().__init__(markers, seek)
+        self._openers = openers
+        self._state = "pre"  # pre -> json -> post -> off
+        self._pos = seek  # pre/post: whitespace read up to here; json: text fed up to here
+        self._scan = JsonPrefix()
+        self._value_at = 0
+
+    def wake(self, buf: str, final: bool) -> bool:
+        hit = super().wake(buf, final)
+        if self._state == "pre":
+            j = self._pos = skip_ws(buf, self._pos)
+            if j < len(buf):
+                self._state = "json" if buf[j] in self._openers else "off"
+                self._value_at = j
+        if self._state == "json":
+            status = self._scan.feed(buf[self._pos :])
+            self._pos = len(buf)
+            if status == DONE:
+                assert self._scan.end is not None
+                self._state, self._pos = "post", self._value_at + self._scan.end
+            elif status != MORE:
+                self._state = "off"
+        if self._state == "post":
+            self._pos = skip_ws(buf, self._pos)
+            if self._pos < len(buf):
+                self._state = "off"
+                return True
+        return hit
 
 
 class GrammarParser(StreamParser):
