@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from replay.parsers._block import Decided, object_arguments
-from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, skip_ws
+from replay.parsers._jsonscan import JsonPrefix, skip_ws
 from replay.parsers._markers import TokenStripper, find_marker, first_marker, strip_tokens
 from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
@@ -40,6 +40,24 @@ def _verbatim(text: str) -> str:
     return text
 
 
+#: Pseudo-marks of the blocks that start at no marker (:func:`parse_blocks`, :class:`GrammarParser`):
+#: ``HEAD`` at the first non-whitespace character of the body (a bare call list or object at the
+#: start of the output); ``CHAIN`` right after a block that gave calls (the next item of a chain
+#: such as Llama 3's ``{...}; {...}``). A grammar reads such a block from ``s`` (it consumes no
+#: marker) and answers ``(s, None)`` when there is none there: nothing is content, and the text
+#: from ``s`` is read on as text outside blocks.
+HEAD = "\x00head"
+CHAIN = "\x00chain"
+_WS = " \t\n\r"
+
+
+def _first_non_ws(text: str, pos: int) -> int:
+    n = len(text)
+    while pos < n and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
 def parse_blocks(
     text: str,
     starts: tuple[str, ...],
@@ -47,14 +65,32 @@ def parse_blocks(
     *,
     pos: int = 0,
     block_content: Callable[[str], str] = _verbatim,
+    head: bool = False,
+    chain: bool = False,
 ) -> tuple[str, list[ToolCall]]:
     """Whole-text parse of ``text[pos:]`` into ``(content, calls)``: text outside blocks is
     content, verbatim; a block starts at the first of ``starts`` and ``read`` decides it. The text
     of a block that is no call is content, through ``block_content`` (e.g. dropping section
-    markers). Parsing goes on after every block."""
+    markers). Parsing goes on after every block. ``head``: a :data:`HEAD` block is tried at the
+    first non-whitespace character (the whitespace before it is content); ``chain``: a
+    :data:`CHAIN` block is tried right after every block that gave calls."""
     content: list[str] = []
     calls: list[ToolCall] = []
+    virtual = ""
+    if head:
+        j = _first_non_ws(text, pos)
+        content.append(text[pos:j])
+        pos, virtual = j, HEAD
     while True:
+        if virtual:
+            end, found = read(text, pos, virtual)
+            virtual = ""
+            if found is not None:
+                calls.extend(found)
+                pos, virtual = end, (CHAIN if chain else "")
+                continue
+            content.append(block_content(text[pos:end]))
+            pos = end
         s, mark = first_marker(text, starts, pos)
         if s < 0:
             content.append(text[pos:])
@@ -65,6 +101,7 @@ def parse_blocks(
             content.append(block_content(text[s:pos]))
         else:
             calls.extend(found)
+            virtual = CHAIN if chain else ""
 
 
 class Splitter(Protocol):
@@ -244,7 +281,7 @@ class MarkerWake:
 
     def __init__(self, markers: tuple[str, ...], seek: int) -> None:
         self.markers = markers
-        self._longest = max(len(m) for m in markers)
+        self._longest = max((len(m) for m in markers), default=1)
         self._seek = seek
         self._first = True
 
@@ -255,44 +292,83 @@ class MarkerWake:
             self._first = False
             self._seek = max(self._seek, len(buf) - self._longest + 1)
             return True
+        if not self.markers:
+            return False
         i, _ = first_marker(buf, self.markers, self._seek)
         self._seek = max(self._seek, len(buf) - self._longest + 1)
         return i >= 0
 
 
-class ValueEndWake(MarkerWake):
-    """:class:`MarkerWake`, and once more when the JSON value that opens the block's body (the
-    first non-whitespace character at or after ``seek``, when it is one of ``openers``) is complete
-    and a non-whitespace character follows it: the moment a value followed by other text decides
-    a block that has no end marker (Mistral's call list followed by prose). The value is scanned
-    incrementally (:class:`~replay.parsers._jsonscan.JsonPrefix`), each character once."""
+class ValueScanner(Protocol):
+    """An incremental extent scanner: :class:`~replay.parsers._jsonscan.JsonPrefix` (JSON) or
+    :class:`~replay.parsers.pythonic.ListScan` (a Python list): ``feed(text) -> "more" | "done" |
+    other`` (other: it can be no value), ``end`` the value's end once done (chars from the first
+    fed character)."""
 
-    def __init__(self, markers: tuple[str, ...], seek: int, openers: str = "[") -> None:
+    end: int | None
+
+    def feed(self, text: str) -> str: ...
+
+
+class ValueEndWake(MarkerWake):
+    """:class:`MarkerWake`, and once more when the value that opens the block's body is decided:
+    the body is ``skip`` characters from ``seek`` then a value (its first character one of
+    ``openers``) scanned incrementally by ``scanner()`` (each character once). With ``then_text``
+    it wakes when the value is complete and a non-whitespace character follows it (Mistral's call
+    list followed by prose ends there); without, as soon as the value is complete, can be none,
+    or does not start with an opener (a Llama 3 JSON item, a bare Pythonic list: no end marker
+    follows them)."""
+
+    def __init__(
+        self,
+        markers: tuple[str, ...],
+        seek: int,
+        openers: str = "[",
+        *,
+        scanner: Callable[[], ValueScanner] = JsonPrefix,
+        then_text: bool = True,
+        skip: str = _WS,
+    ) -> None:
         super().__init__(markers, seek)
         self._openers = openers
-        self._state = "pre"  # pre -> json -> post -> off
-        self._pos = seek  # pre/post: whitespace read up to here; json: text fed up to here
-        self._scan = JsonPrefix()
+        self._scanner = scanner
+        self._then_text = then_text
+        self._skip = skip
+        self._state = "pre"  # pre -> value -> post -> off
+        self._pos = seek  # pre/post: skipped up to here; value: text fed up to here
+        self._scan: ValueScanner | None = None
         self._value_at = 0
 
     def wake(self, buf: str, final: bool) -> bool:
         hit = super().wake(buf, final)
+        n = len(buf)
         if self._state == "pre":
-            j = self._pos = skip_ws(buf, self._pos)
-            if j < len(buf):
-                self._state = "json" if buf[j] in self._openers else "off"
-                self._value_at = j
-        if self._state == "json":
+            j = self._pos
+            while j < n and buf[j] in self._skip:
+                j += 1
+            self._pos = j
+            if j < n:
+                if buf[j] in self._openers:
+                    self._state, self._value_at, self._scan = "value", j, self._scanner()
+                else:
+                    self._state = "off"
+                    return hit or not self._then_text
+        if self._state == "value":
+            assert self._scan is not None
             status = self._scan.feed(buf[self._pos :])
-            self._pos = len(buf)
-            if status == DONE:
+            self._pos = n
+            if status == "done":
                 assert self._scan.end is not None
                 self._state, self._pos = "post", self._value_at + self._scan.end
-            elif status != MORE:
+                if not self._then_text:
+                    self._state = "off"
+                    return True
+            elif status != "more":
                 self._state = "off"
+                return hit or not self._then_text
         if self._state == "post":
             self._pos = skip_ws(buf, self._pos)
-            if self._pos < len(buf):
+            if self._pos < n:
                 self._state = "off"
                 return True
         return hit
@@ -337,12 +413,17 @@ class GrammarParser(StreamParser):
     WAKE: ClassVar[tuple[str, ...]] = ()
     THINK: ClassVar[tuple[str, str] | None] = None
     IMPLICIT_ENDS: ClassVar[tuple[str, ...]] = ()
+    #: a :data:`HEAD` block is tried at the first non-whitespace character of the body
+    HEAD_BLOCK: ClassVar[bool] = False
+    #: a :data:`CHAIN` block is tried right after every block that gave calls
+    CHAIN_BLOCKS: ClassVar[bool] = False
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         self._reasoning_open = reasoning_open
         super().__init__(tools, self.splitter())
-        self._mark = ""  # the open block's start marker ("" outside a block)
+        self._mark = ""  # the open block's start marker or pseudo-mark ("" outside a block)
         self._wake: MarkerWake | None = None
+        self._virtual = HEAD if self.HEAD_BLOCK else ""  # the pseudo-block to try next
 
     def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:  # pragma: no cover
         """The family's :data:`Grammar`: the block at ``text[s]`` (its start marker ``mark``)."""
@@ -353,9 +434,10 @@ class GrammarParser(StreamParser):
         return text
 
     def wake(self, mark: str) -> MarkerWake:
-        """The rule for when an open block opened by ``mark`` is read again (:class:`MarkerWake`
-        on ``WAKE``, searched from just after the start marker)."""
-        return MarkerWake(self.WAKE, len(mark))
+        """The rule for when an open block opened by ``mark`` (a start marker, or :data:`HEAD` /
+        :data:`CHAIN`) is read again (:class:`MarkerWake` on ``WAKE``, searched from just after
+        the start marker)."""
+        return MarkerWake(self.WAKE, 0 if mark in (HEAD, CHAIN) else len(mark))
 
     def splitter(self) -> Splitter:
         """The streaming reasoning splitter (``THINK``, ``IMPLICIT_ENDS``, ``reasoning_open``);
@@ -375,7 +457,12 @@ class GrammarParser(StreamParser):
         removed, reasoning split off, then the family's grammar over the body."""
         reasoning, body = self.split_whole(self.strip_end_tokens(text))
         content, calls = parse_blocks(
-            body, self.STARTS, lambda t, s, m: self.read(t, s, m, True), block_content=self.block_content  # type: ignore[arg-type, return-value]
+            body,
+            self.STARTS,
+            lambda t, s, m: self.read(t, s, m, True),  # type: ignore[arg-type, return-value]
+            block_content=self.block_content,
+            head=self.HEAD_BLOCK,
+            chain=self.CHAIN_BLOCKS,
         )
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
@@ -384,6 +471,17 @@ class GrammarParser(StreamParser):
         parts: list[str] = []
         buf = self._buf
         while True:
+            if not self._mark and self._virtual == HEAD:
+                j = _first_non_ws(buf, 0)
+                parts.append(buf[:j])
+                buf = buf[j:]
+                if not buf and not final:
+                    break
+                self._mark, self._virtual = HEAD, ""
+                self._wake = self.wake(HEAD)
+            elif not self._mark and self._virtual:
+                self._mark, self._virtual = self._virtual, ""
+                self._wake = self.wake(self._mark)
             if not self._mark:
                 i, mark = find_marker(buf, self.STARTS, final)
                 parts.append(buf[:i])
@@ -405,6 +503,8 @@ class GrammarParser(StreamParser):
             else:
                 for call in calls:
                     self._send(out, call.name, call.arguments, buf[:end])
+                if self.CHAIN_BLOCKS:
+                    self._virtual = CHAIN
             buf = buf[end:]
             self._mark, self._wake = "", None
         self._buf = buf
