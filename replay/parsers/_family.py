@@ -32,8 +32,9 @@ BlockReader = Callable[[str, int, str], tuple[int, "list[ToolCall] | None"]]
 #: :data:`BlockReader` with a last argument ``final``. With ``final`` True the text is whole;
 #: with ``final`` False it is a stream's prefix, and the grammar returns None whenever more text
 #: could change its answer (it never guesses), so that any answer it gives on a prefix is the one
-#: it gives on every longer text.
-Grammar = Callable[[str, int, str, bool], "tuple[int, list[ToolCall] | None] | None"]
+#: it gives on every longer text. An answer may name, third, the pseudo-mark of the block that
+#: must follow it (:func:`follows`).
+Grammar = Callable[[str, int, str, bool], "tuple[int, list[ToolCall] | None] | tuple[int, list[ToolCall] | None, str] | None"]
 
 
 def _verbatim(text: str) -> str:
@@ -58,6 +59,15 @@ def _first_non_ws(text: str, pos: int) -> int:
     return pos
 
 
+def follows(got: tuple, chain: bool) -> str:
+    """The pseudo-block that must follow a decided block ``got`` (a grammar's answer): its third
+    item when it names one (a grammar with nested structure, such as the items of a DSML block),
+    else :data:`CHAIN` after calls when ``chain``, else none (``""``)."""
+    if len(got) > 2:
+        return got[2]
+    return CHAIN if chain and got[1] is not None else ""
+
+
 def parse_blocks(
     text: str,
     starts: tuple[str, ...],
@@ -73,7 +83,8 @@ def parse_blocks(
     of a block that is no call is content, through ``block_content`` (e.g. dropping section
     markers). Parsing goes on after every block. ``head``: a :data:`HEAD` block is tried at the
     first non-whitespace character (the whitespace before it is content); ``chain``: a
-    :data:`CHAIN` block is tried right after every block that gave calls."""
+    :data:`CHAIN` block is tried right after every block that gave calls; a reader's answer
+    ``(end, calls, pseudo-mark)`` names the block that follows it (:func:`follows`)."""
     content: list[str] = []
     calls: list[ToolCall] = []
     virtual = ""
@@ -83,25 +94,20 @@ def parse_blocks(
         pos, virtual = j, HEAD
     while True:
         if virtual:
-            end, found = read(text, pos, virtual)
-            virtual = ""
-            if found is not None:
-                calls.extend(found)
-                pos, virtual = end, (CHAIN if chain else "")
-                continue
-            content.append(block_content(text[pos:end]))
-            pos = end
-        s, mark = first_marker(text, starts, pos)
-        if s < 0:
-            content.append(text[pos:])
-            return "".join(content), calls
-        content.append(text[pos:s])
-        pos, found = read(text, s, mark)
+            s, mark = pos, virtual
+        else:
+            s, mark = first_marker(text, starts, pos)
+            if s < 0:
+                content.append(text[pos:])
+                return "".join(content), calls
+            content.append(text[pos:s])
+        got = read(text, s, mark)
+        pos, found = got[0], got[1]
         if found is None:
             content.append(block_content(text[s:pos]))
         else:
             calls.extend(found)
-            virtual = CHAIN if chain else ""
+        virtual = follows(got, chain)
 
 
 class Splitter(Protocol):
@@ -497,14 +503,13 @@ class GrammarParser(StreamParser):
                 if final:  # pragma: no cover - a grammar answers on the whole text
                     raise RuntimeError(f"{type(self).__name__}.read gave no answer on the whole text")
                 break
-            end, calls = got
+            end, calls = got[0], got[1]
             if calls is None:
                 parts.append(self.block_content(buf[:end]))
             else:
                 for call in calls:
                     self._send(out, call.name, call.arguments, buf[:end])
-                if self.CHAIN_BLOCKS:
-                    self._virtual = CHAIN
+            self._virtual = follows(got, self.CHAIN_BLOCKS)
             buf = buf[end:]
             self._mark, self._wake = "", None
         self._buf = buf
