@@ -33,6 +33,7 @@ from replay.parsers.mistral import MistralParser
 from replay.parsers.pythonic import PythonicParser
 from replay.parsers.qwen3_coder import Qwen3CoderParser
 from replay.parsers.seed_oss import SeedOssParser
+from replay.parsers.step3 import Step3Parser
 from replay.plugins import is_plugin_spec, load_object
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "PythonicParser",
     "Qwen3CoderParser",
     "SeedOssParser",
+    "Step3Parser",
     "ToolParser",
     "ToolCall",
     "ParseResult",
@@ -86,6 +88,7 @@ _ALIASES: dict[type, tuple[str, ...]] = {
     GraniteParser: ("granite3",),
     Granite4Parser: (),
     SeedOssParser: ("seed-oss",),
+    Step3Parser: ("step-3",),
 }
 
 #: Built-in parser names and aliases -> class.
@@ -104,6 +107,7 @@ MODEL_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"qwen[-_]?3\.5", "qwen3_coder"),
         (r"nemotron[-_ ]?3[-_ ]?nano", "qwen3_coder"),
         (r"step[-_]?3\.5", "qwen3_coder"),
+        (r"step[-_]?3(?![.0-9])", "step3"),
         (r"deepseek[-_ ]?v3[-_.]?1(?![0-9])", "deepseek_v31"),
         (r"deepseek[-_ ]?v(3[-_.]2|4)(?![0-9])", "deepseek_v32"),
         (r"deepseek[-_ ]?(r1|v3)", "deepseek_v3"),  # R1 distills (Qwen, Llama) use R1's template
