@@ -6,9 +6,10 @@
 - :func:`family_for_model` guesses the family from a served model name.
 
 The protocol a parser follows is in :mod:`replay.parsers.base`. To add a family: write a module
-with a class following that protocol (``name``, ``markers``, ``covers``), add the class and its
-aliases to ``_ALIASES`` and, if its models can be recognised by name, a pattern to
-:data:`MODEL_FAMILIES`.
+with a :class:`~replay.parsers._family.GrammarParser` subclass (``name``, ``markers``, ``covers``,
+its start markers, wake markers and one grammar function ``read``; :mod:`replay.parsers.step3` is
+an example), add the class and its aliases to ``_ALIASES`` and, if its models can be recognised by
+name, a pattern to :data:`MODEL_FAMILIES`.
 """
 
 from __future__ import annotations
