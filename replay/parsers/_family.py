@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 from replay.parsers._block import Decided, object_arguments
 from replay.parsers._jsonscan import JsonPrefix, skip_ws
-from replay.parsers._markers import TokenStripper, find_marker, first_marker, strip_tokens
+from replay.parsers._markers import TokenStripper, find_marker, first_marker, longest, strip_tokens
 from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 
@@ -71,12 +71,13 @@ def follows(got: tuple, chain: bool) -> str:
 def parse_blocks(
     text: str,
     starts: tuple[str, ...],
-    read: BlockReader,
+    read: BlockReader | None = None,
     *,
     pos: int = 0,
     block_content: Callable[[str], str] = _verbatim,
     head: bool = False,
     chain: bool = False,
+    grammar: Grammar | None = None,
 ) -> tuple[str, list[ToolCall]]:
     """Whole-text parse of ``text[pos:]`` into ``(content, calls)``: text outside blocks is
     content, verbatim; a block starts at the first of ``starts`` and ``read`` decides it. The text
@@ -84,7 +85,8 @@ def parse_blocks(
     markers). Parsing goes on after every block. ``head``: a :data:`HEAD` block is tried at the
     first non-whitespace character (the whitespace before it is content); ``chain``: a
     :data:`CHAIN` block is tried right after every block that gave calls; a reader's answer
-    ``(end, calls, pseudo-mark)`` names the block that follows it (:func:`follows`)."""
+    ``(end, calls, pseudo-mark)`` names the block that follows it (:func:`follows`). ``grammar``:
+    a :data:`Grammar` to call with ``final=True`` instead of ``read``."""
     content: list[str] = []
     calls: list[ToolCall] = []
     virtual = ""
@@ -101,13 +103,13 @@ def parse_blocks(
                 content.append(text[pos:])
                 return "".join(content), calls
             content.append(text[pos:s])
-        got = read(text, s, mark)
+        got = read(text, s, mark) if grammar is None else grammar(text, s, mark, True)  # type: ignore[misc]
         pos, found = got[0], got[1]
         if found is None:
             content.append(block_content(text[s:pos]))
         else:
             calls.extend(found)
-        virtual = follows(got, chain)
+        virtual = got[2] if len(got) > 2 else (CHAIN if chain and found is not None else "")
 
 
 class Splitter(Protocol):
@@ -287,7 +289,7 @@ class MarkerWake:
 
     def __init__(self, markers: tuple[str, ...], seek: int) -> None:
         self.markers = markers
-        self._longest = max((len(m) for m in markers), default=1)
+        self._longest = longest(markers)
         self._seek = seek
         self._first = True
 
@@ -346,7 +348,9 @@ class ValueEndWake(MarkerWake):
         self._value_at = 0
 
     def wake(self, buf: str, final: bool) -> bool:
-        hit = super().wake(buf, final)
+        if super().wake(buf, final):
+            return True  # the grammar reads the block now; the value is scanned only while it waits
+        hit = False
         n = len(buf)
         if self._state == "pre":
             j = self._pos
@@ -465,7 +469,7 @@ class GrammarParser(StreamParser):
         content, calls = parse_blocks(
             body,
             self.STARTS,
-            lambda t, s, m: self.read(t, s, m, True),  # type: ignore[arg-type, return-value]
+            grammar=self.read,
             block_content=self.block_content,
             head=self.HEAD_BLOCK,
             chain=self.CHAIN_BLOCKS,

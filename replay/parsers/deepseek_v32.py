@@ -152,24 +152,28 @@ def read_item(
     if mark in CLOSE_OF:
         return s + len(mark), [], ITEMS_OF[CLOSE_OF[mark]]
     close = _CLOSE_OF_ITEMS[mark]
-    pos = skip_ws(text, s)
+    pos = skip_ws(text, s)  # whitespace between items is framing: dropped with a call or a close tag
     if pos == n:
         return (n, []) if final else None
-    if pos > s:
-        return pos, [], mark
     if text.startswith(close, pos):
         return pos + len(close), []
     if text.startswith(INVOKE, pos):
         e, found = first_marker(text, (INVOKE_CLOSE, close), pos + len(INVOKE))
         if e < 0:
-            return (n, None) if final else None
-        if found == close:
-            return e, None, mark
+            if not final:
+                return None
+            return (pos, [], mark) if pos > s else (n, None)
         end = e + len(INVOKE_CLOSE)
-        call = parse_invoke(text[pos:end], types)
-        return end, None if call is None else [ToolCall(*call)], mark
+        call = None if found == close else parse_invoke(text[pos:end], types)
+        if call is not None:
+            return end, [ToolCall(*call)], mark
+        if pos > s:
+            return pos, [], mark  # drop the whitespace; the item is content from its start
+        return (e, None, mark) if found == close else (end, None, mark)
     if not final and (close.startswith(text[pos:]) or INVOKE.startswith(text[pos:])):
         return None
+    if pos > s:
+        return pos, [], mark
     x, _ = first_marker(text, (INVOKE, close), pos + 1)
     if x < 0:
         return (n, None) if final else None
