@@ -42,6 +42,8 @@ grammar, :meth:`Step3Parser.read`):
   ``<｜tool_call_end｜>``; a block the text ends in before ``<｜tool_call_end｜>`` is content to the end
   (a call cut off is no call). Everything else is content, verbatim.
 * ``tools``: the declared types. Calls to undeclared tools are reported (SGLang drops them).
+* End token ``<|im_end|>`` (``end_tokens``; taken from Step-3.5's ChatML template, unconfirmed for
+  Step-3) is removed from the raw text in both paths.
 
 Streaming: the engine of :class:`~replay.parsers._family.GrammarParser`: a block is read again when
 ``<｜tool_call_end｜>`` arrives, and its call sent in one tool-call delta (name once, arguments
@@ -132,6 +134,9 @@ class Step3Parser(GrammarParser):
     name: ClassVar[str] = "step3"
     covers: ClassVar[str] = "stepfun-ai/step3 (<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke> XML calls)"
     markers: ClassVar[tuple[str, ...]] = (*MARKERS, *THINK)
+    #: [unconfirmed for Step-3 itself] the end-of-turn token of its successor's chat template
+    #: (Step-3.5 Flash, ChatML ``<|im_end|>``, shared corpus), removed from the raw text in both paths
+    end_tokens: ClassVar[tuple[str, ...]] = ("<|im_end|>",)
     STARTS = (CALL_BEGIN, *FRAMING)
     WAKE = (CALL_END,)
     THINK = THINK
