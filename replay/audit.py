@@ -345,6 +345,7 @@ def _run(
     with stage("re-stream", n) as advance:
         run_stream(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, STREAM, cfg, advance)
     seconds["stream"] = time.perf_counter() - t0
+    close_pools()  # the report runs here, in this process: the pool processes' memory is given back first
     meta["sides"] = close_sides(cfg)  # interpreter and Python version of each side, worker restarts
     meta["chunkings"] = chunking_plan(cfg)  # which sides ran which chunkings
     mark_incomplete(run_dir, meta, "report")
