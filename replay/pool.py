@@ -39,8 +39,16 @@ def _init(spec: Any) -> None:
 
 
 def _call(function: Callable[[Any, Any], dict[str, Any]], batch: Any, spec: Any) -> dict[str, Any]:
-    """Run ``function(batch, spec)`` in a pool process (``function`` pickles by reference)."""
-    return function(batch, spec)
+    """Run ``function(batch, spec)`` in a pool process (``function`` pickles by reference); then
+    give what the batch freed back to the OS (:func:`replay.pipeline.release_memory`): the pool
+    processes count toward the audit's peak RSS."""
+    from replay.pipeline import release_memory
+
+    try:
+        return function(batch, spec)
+    finally:
+        del batch
+        release_memory()
 
 
 def _pool(jobs: int, spec: Any) -> ProcessPoolExecutor:
