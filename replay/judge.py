@@ -26,12 +26,34 @@ what a side got into its ``streams`` and ``calls`` rows (:data:`replay.tables.ST
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import orjson
 
 from replay.stream import json_key
 from replay.verdicts import markup_leak
 
-__all__ = ["judge_side", "reference_rows", "expected_finish", "same_result"]
+__all__ = ["judge_side", "reference_rows", "expected_finish", "same_result", "json_object"]
+
+
+def json_object(text: str | None) -> bool:
+    """True when ``text`` is a JSON object (RFC 8259: no NaN/Infinity; a lone-surrogate escape such
+    as ``\\ud800`` is valid JSON text, which orjson refuses and the stdlib reads)."""
+    if text is None:
+        return False
+    try:
+        return isinstance(orjson.loads(text), dict)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return isinstance(json.loads(text, parse_constant=_reject), dict)
+    except ValueError:
+        return False
+
+
+def _reject(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def expected_finish(n_calls: int, truncated: bool) -> str:
@@ -74,14 +96,10 @@ class _Memo:
         try:
             return self.objects[text]
         except KeyError:
-            from replay.pipeline import _json_object
-
-            ok = self.objects[text] = _json_object(text)
+            ok = self.objects[text] = json_object(text)
             return ok
         except TypeError:
-            from replay.pipeline import _json_object
-
-            return _json_object(text)
+            return json_object(text)
 
 
 def _memo(plan: Any) -> _Memo:
@@ -195,8 +213,9 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
             return False
         return all(n == on and key(a) == ok for (n, a), (on, ok) in zip(pairs, o_pairs))
 
-    def judge(chunking: str, n_deltas: int, got: Any, streamed: bool) -> None:
-        """``got``: an Assembled (streamed) or a ParseResult (the side's whole-text parse)."""
+    def judge(chunking: str, n_deltas: int, got: Any, streamed: bool, lengths: list[int] | None = None) -> None:
+        """``got``: an Assembled (streamed) or a ParseResult (the side's whole-text parse);
+        ``lengths``: each delta's length in chars (streamed rows)."""
         error = getattr(got, "error", None) if streamed else None
         if error:  # the client SDK raised: no message reached the client
             content, reasoning, calls = None, "", []
@@ -250,6 +269,7 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
                 "parser": pname,
                 "chunking": chunking,
                 "n_deltas": n_deltas,
+                "delta_lengths": lengths,
                 "calls_streamed": len(pairs),
                 "calls_whole": n_whole,
                 "content": content,
@@ -277,6 +297,8 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
         if isinstance(deltas, ChunkingError):
             plan.streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "error": f"chunking: {deltas}"})
         elif isinstance(got, str):
-            plan.streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "n_deltas": len(deltas), "error": got})
+            plan.streams.append(
+                {"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "n_deltas": len(deltas), "delta_lengths": [len(d) for d in deltas], "error": got}
+            )
         else:
-            judge(chunking, len(deltas), got, streamed=True)
+            judge(chunking, len(deltas), got, streamed=True, lengths=[len(d) for d in deltas])
