@@ -36,6 +36,9 @@ def _init(spec: Any) -> None:
 
     config_for(spec)
     atexit.register(close_built)
+    import gc
+
+    gc.freeze()  # the imports' and the config's objects: never garbage, so no collection walks them again (~4% of a batch)
 
 
 def _call(function: Callable[[Any, Any], dict[str, Any]], batch: Any, spec: Any) -> dict[str, Any]:
