@@ -1017,8 +1017,9 @@ def report(
 
 @app.command(short_help="List tool-parser families, markers and serializers.")
 def formats() -> None:
-    """List the tool-parser families (aliases, markers, the end-of-turn tokens stripped from
-    content), the model-name table and the tool serializers.
+    """List the tool-parser families (aliases, markers, the call starts that tell a completion's
+    family (query family_mismatch), the end-of-turn tokens stripped from content), the
+    model-name table and the tool serializers.
 
     Example: replay formats
     """
@@ -1028,7 +1029,7 @@ def formats() -> None:
     from replay.tools import SERIALIZERS
 
     t = Table(title="tool parsers", title_justify="left", header_style="bold")
-    for col in ("family", "aliases", "covers", "markers", "end tokens"):
+    for col in ("family", "aliases", "covers", "markers", "call starts", "end tokens"):
         t.add_column(col)
     by_cls: dict[type, list[str]] = {}
     for alias, cls in PARSERS.items():
@@ -1036,7 +1037,8 @@ def formats() -> None:
     for cls, aliases in by_cls.items():
         others = [a for a in aliases if a != cls.name]
         # markers such as [TOOL_CALLS] or [/THINK] are text, not rich markup
-        cells = (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers), " ".join(getattr(cls, "end_tokens", ())))
+        cells = (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers),
+                 " ".join(getattr(cls, "call_starts", ())), " ".join(getattr(cls, "end_tokens", ())))
         t.add_row(*(escape(c) for c in cells))
     console.print(t)
     m = Table(title="served model names -> family (first match wins; --parser overrides)", title_justify="left", header_style="bold")

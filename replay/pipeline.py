@@ -651,7 +651,10 @@ def stage_context(spec: Any) -> _StageContext:
 
 #: Columns of ``exchanges`` each stage reads.
 RENDER_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_prompt_token_ids"]
-STREAM_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps", "served_finish_reason"]
+STREAM_COLUMNS = [
+    "exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps", "served_finish_reason",
+    "served_content",
+]
 
 
 def render_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
@@ -710,6 +713,33 @@ def _render_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
     return {"renders": rows_table(rows, tables.RENDERS)}
 
 
+def family_fit_rows(chunk: list[dict[str, Any]], plans: list[StreamPlan] | None, cfg: AuditConfig, resolver: ParserResolver) -> list[dict[str, Any]]:
+    """The ``family_fit`` rows (:data:`replay.tables.FAMILY_FIT`, :func:`replay.family_fit.fit_row`)
+    of a list of exchanges: one per exchange with a raw completion, else with served content.
+    ``plans``: their :class:`StreamPlan` when made (their decoded tools are reused), else None."""
+    from replay.family_fit import fit_row
+
+    rows = []
+    for i, ex in enumerate(chunk):
+        text, source = ex.get("server_output_text"), "completion"
+        if text is None:
+            text, source = ex.get("served_content"), "served_content"
+        if not text:
+            continue
+        plan = plans[i] if plans is not None else None
+        if plan is not None and plan.sides is not None:
+            tools: Any = plan.tools
+        else:
+            tools = lambda ex=ex: openai_tools(ex.get("route"), orjson.loads(ex["request_json"]).get("tools"))  # noqa: E731
+        rows.append(
+            fit_row(
+                ex["exchange_id"], ex.get("model"), resolver.family(ex.get("model")), text, source, tools,
+                reasoning_open=prompt_opens_reasoning(ex.get("server_prompt")), limit=cfg.replay_timeout,
+            )
+        )
+    return rows
+
+
 def stream_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
     """The re-stream stage (with its per-row judging, :func:`judge_side`) on one record batch of
     ``exchanges`` (columns :data:`STREAM_COLUMNS`): ``{"streams": table, "calls": table}``
@@ -729,8 +759,10 @@ def _stream_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
     remote = {side: w for side in ("old", "new") if (w := ctx.sides.remote(side)) is not None}
     s_rows: list[dict[str, Any]] = []
     c_rows: list[dict[str, Any]] = []
+    f_rows: list[dict[str, Any]] = []
     for chunk in _batches(batch.to_pylist(), BATCH if remote else 1):
         plans = [plan_stream(ex, cfg, ctx.resolver) for ex in chunk]
+        f_rows.extend(family_fit_rows(chunk, plans, cfg, ctx.resolver))
         answers: list[dict[str, SideReplay]] = [{} for _ in plans]
         if remote:
             live = [i for i, p in enumerate(plans) if not p.done]
@@ -744,7 +776,11 @@ def _stream_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
             s, c = finish_stream(plan, cfg, got)
             s_rows.extend(s)
             c_rows.extend(c)
-    return {"streams": rows_table(s_rows, tables.STREAMS), "calls": rows_table(c_rows, tables.CALLS)}
+    return {
+        "streams": rows_table(s_rows, tables.STREAMS),
+        "calls": rows_table(c_rows, tables.CALLS),
+        "family_fit": rows_table(f_rows, tables.FAMILY_FIT),
+    }
 
 
 @dataclass(frozen=True)
@@ -759,7 +795,7 @@ class Stage:
 
 
 RENDER = Stage("render", render_batch, tuple(RENDER_COLUMNS), ("renders",))
-STREAM = Stage("stream", stream_batch, tuple(STREAM_COLUMNS), ("streams", "calls"))
+STREAM = Stage("stream", stream_batch, tuple(STREAM_COLUMNS), ("streams", "calls", "family_fit"))
 
 
 def parts_dir(run_dir: Path, table: str) -> Path:
@@ -873,7 +909,13 @@ def failed_batch(stage: Stage, batch: pa.RecordBatch, cfg: AuditConfig, message:
         s, c = finish_stream(plan, cfg, lost if not plan.done else None)
         s_rows.extend(s)
         c_rows.extend(c)
-    return {"streams": rows_table(s_rows, tables.STREAMS), "calls": rows_table(c_rows, tables.CALLS)}
+    with deadlines_installed():
+        f_rows = family_fit_rows(batch.to_pylist(), None, cfg, ctx.resolver)
+    return {
+        "streams": rows_table(s_rows, tables.STREAMS),
+        "calls": rows_table(c_rows, tables.CALLS),
+        "family_fit": rows_table(f_rows, tables.FAMILY_FIT),
+    }
 
 
 def run_stage(

@@ -107,7 +107,7 @@ def _by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
 REPORT_QUERIES = (
     "verdicts", "fidelity", "smallest_failures",
     "summary", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats",
-    "render_failures",
+    "render_failures", "family_mismatch",
 )
 
 
@@ -202,6 +202,10 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
                 f"`--redact`: {_n(red.get('hashed', 0), 'message string')} hashed; the logged prompts and raw completions "
                 f"were dropped, so nothing was re-streamed (the dropped-call and argument counts do not apply)."
             )
+
+    from replay.family_fit import mismatch_lines
+
+    out.extend(mismatch_lines(results["family_mismatch"]))  # the wrong parser judged these: said before any count
 
     old, new = summary.get("old", {}), summary.get("new", {})
     # denominators: the schemas each side serialized and rendered (a failed render counts nowhere)
@@ -397,9 +401,11 @@ def markdown_report(
     parts.extend(f"- {s}" for s in lines)
     parts += ["", "## Summary", "", markdown_table(summary_by_side(results["summary"])), ""]
     parts += ["`replay query summary --run RUN` gives the same counts one row per side.", ""]
-    for name in ("null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats"):
+    for name in ("family_mismatch", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats"):
         q = get_query(name)
         table = results[name]
+        if name == "family_mismatch" and not table.num_rows:
+            continue  # shown only when some completions look like another family
         parts += [f"## {q.title}", "", f"`replay query {name}`", ""]
         parts.append(markdown_table(table) if table.num_rows else "_No rows._")
         parts.append("")

@@ -117,6 +117,7 @@ class DeepSeekV3Parser(SectionedParser):
 
     name: ClassVar[str] = "deepseek_v3"
     markers: ClassVar[tuple[str, ...]] = (*MARKERS, *THINK)
+    call_starts: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALL_BEGIN)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = (EOS,)
     covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3, V3-0324, DeepSeek-R1, R1-0528 (and R1 distills served with their tool template)"
 

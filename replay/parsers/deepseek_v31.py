@@ -107,6 +107,7 @@ class DeepSeekV31Parser(SectionedParser):
     name: ClassVar[str] = "deepseek_v31"
     covers: ClassVar[str] = "DeepSeek V3.1, V3.1-Terminus: tool calls without the function type word or code fence"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    call_starts: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALL_BEGIN)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = (EOS,)
     OUTSIDE = OUTSIDE
     CALL_BEGIN = CALL_BEGIN

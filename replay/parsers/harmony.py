@@ -169,6 +169,7 @@ class HarmonyParser(StreamParser):
     name: ClassVar[str] = "harmony"
     covers: ClassVar[str] = "OpenAI gpt-oss-20b / gpt-oss-120b (Harmony: analysis/commentary/final channels, to=functions.NAME calls)"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    call_starts: ClassVar[tuple[str, ...]] = ("to=" + _FUNCTIONS,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|endoftext|>",)
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:

@@ -138,6 +138,7 @@ class KimiK2Parser(SectionedParser):
 
     name: ClassVar[str] = "kimi_k2"
     markers: ClassVar[tuple[str, ...]] = (*MARKERS, *THINK)
+    call_starts: ClassVar[tuple[str, ...]] = (SECTION_BEGIN, SECTION_BEGIN_SINGULAR, CALL_BEGIN)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|im_end|>",)
     covers: ClassVar[str] = "moonshotai/Kimi-K2-Instruct(-0905), Kimi-K2-Thinking, Kimi-K2.5 (the <|tool_call_begin|> token format)"
     OUTSIDE = OUTSIDE
