@@ -12,7 +12,7 @@ terminal's width (rich's panels cut long words with "…" at 80 columns).
 
 from __future__ import annotations
 
-from replay.errors import UnknownNameError
+from replay.errors import UnknownNameError, UsageError  # noqa: F401
 
 import csv
 import io
@@ -241,7 +241,12 @@ ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser 
 OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
 NewParser = Annotated[Optional[str], typer.Option(help="Tool parser of the new side (default: the family's).")]
 RefParser = Annotated[
-    Optional[str], typer.Option(help="Tool parser of the reference side, whose whole-text parse every side is judged against (default: the family's).")
+    Optional[str],
+    typer.Option(
+        help="Tool parser of the reference side, whose whole-text parse every side is judged against (default: the family's): "
+        "a built-in name, module:attr / file.py:attr, or a framework's parser sglang/NAME, vllm/NAME, trtllm/NAME. The reference "
+        "runs in this process, never in a worker: the framework must be importable by the interpreter running replay."
+    ),
 ]
 OldPython = Annotated[
     Optional[str],
@@ -507,7 +512,7 @@ def _config(
     )
     try:
         cfg = build_config(spec)
-    except UnknownNameError as exc:  # a name that is no built-in: a bad option value
+    except UsageError as exc:  # a name that is no built-in: a bad option value
         _fail(str(exc), 2)
     except ValueError as exc:
         _fail(str(exc))
@@ -654,7 +659,7 @@ def audit(
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
                                redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters,
                                duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine=executor, force=force)
-    except (RunExistsError, UnknownNameError) as exc:  # usage errors, raised before any work
+    except (RunExistsError, UsageError) as exc:  # usage errors, raised before any work
         _fail(str(exc), 2)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
@@ -771,7 +776,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
         validate_specs(cfg)
     except (FileNotFoundError, ValueError) as exc:
         close_sides(cfg)
-        _fail(str(exc), 2 if isinstance(exc, UnknownNameError) else 1)
+        _fail(str(exc), 2 if isinstance(exc, UsageError) else 1)
     executor = _engine(engine, ray_address, cfg)
     mark_incomplete(run, meta, which)
     try:

@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replay import tables
+from replay.errors import UsageError
 from replay.deadline import ReplayTimeout, deadline, deadlines_installed  # noqa: F401  (ReplayTimeout: part of this module's API)
 from replay.parsers import family_for_model, get_parser
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
@@ -525,7 +526,9 @@ def replay_item(plan: StreamPlan, parser: RemoteParser, chunks: list[tuple[str, 
 def replay_from_worker(answer: Any, chunks: list[tuple[str, Any]], finish_reason: str | None = None) -> SideReplay:
     """A worker's answer to one ``replay`` item (or the :class:`WorkerError` of a crash or hang
     on it) -> the same :class:`SideReplay` an in-process replay gives: the per-step events are
-    joined with :func:`replay.stream.assemble_openai`."""
+    joined with :func:`replay.stream.assemble_openai`. ``finish_reason``: the server's (``length``
+    for a truncated capture), else each stream's own ``finish_reason`` from the worker (what the
+    side's ``finish()`` reported, as :func:`replay.stream.replay_stream` takes it in process)."""
     n_cut = sum(1 for _, d in chunks if not isinstance(d, ChunkingError))
     if isinstance(answer, WorkerError) or not isinstance(answer, dict) or "error" in answer:
         msg = str(answer) if not isinstance(answer, dict) else str(answer["error"])
@@ -548,7 +551,8 @@ def replay_from_worker(answer: Any, chunks: list[tuple[str, Any]], finish_reason
                 StreamDelta(content=c, calls=[CallDelta(x[0], x[1], x[2], *x[3:4]) for x in calls], reasoning=r)
                 for _, c, r, calls in s.get("events", ())
             ]
-            got.append(assemble_openai(events, finish_reason=finish_reason))
+            own = s.get("finish_reason")
+            got.append(assemble_openai(events, finish_reason=finish_reason or (own if isinstance(own, str) and own else None)))
         if len(got) != n_cut:
             msg = f"WorkerError: {len(got)} chunkings answered, {n_cut} sent"
             got, parse = [msg] * n_cut, msg
@@ -1008,6 +1012,32 @@ def _named(option: str, spec: str, resolve: Any) -> None:
         raise err from None
 
 
+class ReferenceFrameworkError(UsageError):
+    """``--reference-parser sglang/NAME`` (``vllm/NAME``, ``trtllm/NAME``) where that framework is
+    not importable: the reference side runs in the ``replay`` process, never in a worker. A usage
+    error (exit 2) saying how to run it."""
+
+
+def _reference_parser(spec: str) -> None:
+    """Resolve the ``--reference-parser`` spec here (the reference side always runs in this
+    process; a framework spec imports its framework now). Raises :class:`ReferenceFrameworkError`
+    when the framework is not importable in this interpreter, else as :func:`_named`."""
+    from replay.adapters import FrameworkMissingError, is_framework_spec
+
+    try:
+        _named("--reference-parser", spec, get_parser)
+    except FrameworkMissingError as exc:
+        if not is_framework_spec(spec):
+            raise
+        framework = spec.split("/", 1)[0]
+        raise ReferenceFrameworkError(
+            f"--reference-parser {spec}: {framework} is not importable in {sys.executable}, and the reference side runs in "
+            f"the replay process (never in a worker). Run replay with an interpreter that has {framework} (install replay into "
+            f"that venv and run its bin/replay), or keep the built-in reference and audit {spec} as a side in its own venv: "
+            f"--new-parser {spec} --new-python VENV/bin/python (likewise --old-parser/--old-python)."
+        ) from None
+
+
 def validate_specs(cfg: AuditConfig) -> None:
     """Resolve every serializer and parser spec once, so a typo fails before any work is done.
 
@@ -1025,7 +1055,9 @@ def validate_specs(cfg: AuditConfig) -> None:
     for spec in specs.values():
         if spec.in_process:
             _named(f"--{spec.side}-serializer", spec.serializer, get_serializer)
-            if spec.parser is not None:
+            if spec.parser is not None and spec.side == "reference":
+                _reference_parser(spec.parser)
+            elif spec.parser is not None:
                 _named(f"--{spec.side}-parser", spec.parser, get_parser)
     if cfg.parser is not None:
         _named("--parser", cfg.parser, get_parser)

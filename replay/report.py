@@ -385,7 +385,7 @@ def markdown_report(
     if judged:
         parts.append(
             "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`{enc}; "
-            "parsers old = `{op}`, new = `{np}` (reference: the built-in whole-text parse).".format(
+            "parsers old = `{op}`, new = `{np}` (reference: {rp}).".format(
                 old=opts.get("old_serializer"),
                 new=opts.get("new_serializer"),
                 ref=opts.get("reference_serializer"),
@@ -393,6 +393,7 @@ def markdown_report(
                 enc=f", reference encoder `{opts['reference_encoder']}`" if opts.get("reference_encoder") else "",
                 op=opts.get("old_parser") or "family default",
                 np=opts.get("new_parser") or "family default",
+                rp=f"the whole-text parse of `{opts['reference_parser']}`" if opts.get("reference_parser") else "the built-in whole-text parse",
             )
         )
     parts.append("")
