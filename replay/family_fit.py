@@ -23,7 +23,7 @@ parser left unparsed):
   order. A completion holding the picked family's markers is never flagged.
 
 The SQL (``queries/family_mismatch.sql``) counts the rows; the report names them ("12 exchanges
-of model X look like family Y; try --parser Y").
+of model X look like family Y; try --parser Y", :func:`replay.report.markdown.mismatch_lines`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from replay.parsers import PARSERS, families, get_parser
 from replay.plugin_check import check_parse_result
 from replay.stream import new_parser
 
-__all__ = ["call_starts_of", "families_in", "fit_row"]
+__all__ = ["call_starts_of", "families_in", "fit_row"]  # the report's sentence: replay.report.markdown.mismatch_lines
 
 
 @functools.cache
@@ -144,24 +144,3 @@ def fit_row(
         row["looks_like_calls"] = best[0][1]
     return row
 
-
-def mismatch_lines(table: Any) -> list[str]:
-    """The report's sentences (Markdown) for the rows of query ``family_mismatch`` (an Arrow table
-    or a list of its row dicts): one per (model, picked family, family it looks like), e.g.
-    ``6 exchanges of model `Qwen/Qwen3-8B` (of 9) look like family `mistral`, not `hermes` ...;
-    try `--parser mistral```. Empty when no row."""
-    rows = table.to_pylist() if hasattr(table, "to_pylist") else list(table)
-    out = []
-    for r in rows:
-        n = r["exchanges"]
-        model = f"`{r['model']}`" if r["model"] is not None else "(no model name)"
-        picked = f"not `{r['family']}`" if r["family"] is not None else "and no family matches its name"
-        where = "served content" if r["from_content"] == n else "completions" if not r["from_content"] else "completions or served content"
-        out.append(
-            f"{n:,} exchange{'s' if n != 1 else ''} of model {model} (of {r['of_model']:,}) "
-            f"look{'s' if n == 1 else ''} like family `{r['looks_like']}`, {picked}: `{r['marker']}` in the {where}, "
-            f"where `{r['looks_like']}`'s parse finds {r['calls_found']:,} call{'s' if r['calls_found'] != 1 else ''}"
-            + (f" and `{r['family']}`'s {r['calls_picked']:,}" if r["family"] is not None else "")
-            + f"; try `--parser {r['looks_like']}` (`replay query family_mismatch`)."
-        )
-    return out

@@ -34,7 +34,8 @@ import pytest
 from typer.testing import CliRunner
 
 from replay.cli import app
-from replay.family_fit import call_starts_of, families_in, fit_row, mismatch_lines
+from replay.family_fit import call_starts_of, families_in, fit_row
+from replay.report.markdown import mismatch_lines
 from replay.parsers import PARSERS, families
 
 runner = CliRunner()

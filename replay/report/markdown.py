@@ -166,6 +166,28 @@ def render_route_lines(con: Any, opts: dict[str, Any]) -> list[str]:
     ]
 
 
+def mismatch_lines(table: Any) -> list[str]:
+    """The report's sentences (Markdown) for the rows of query ``family_mismatch`` (an Arrow table
+    or a list of its row dicts): one per (model, picked family, family it looks like), e.g.
+    ``6 exchanges of model `Qwen/Qwen3-8B` (of 9) look like family `mistral`, not `hermes` ...;
+    try `--parser mistral```. Empty when no row."""
+    rows = table.to_pylist() if hasattr(table, "to_pylist") else list(table)
+    out = []
+    for r in rows:
+        n = r["exchanges"]
+        model = f"`{r['model']}`" if r["model"] is not None else "(no model name)"
+        picked = f"not `{r['family']}`" if r["family"] is not None else "and no family matches its name"
+        where = "served content" if r["from_content"] == n else "completions" if not r["from_content"] else "completions or served content"
+        out.append(
+            f"{n:,} exchange{'s' if n != 1 else ''} of model {model} (of {r['of_model']:,}) "
+            f"look{'s' if n == 1 else ''} like family `{r['looks_like']}`, {picked}: `{r['marker']}` in the {where}, "
+            f"where `{r['looks_like']}`'s parse finds {r['calls_found']:,} call{'s' if r['calls_found'] != 1 else ''}"
+            + (f" and `{r['family']}`'s {r['calls_picked']:,}" if r["family"] is not None else "")
+            + f"; try `--parser {r['looks_like']}` (`replay query family_mismatch`)."
+        )
+    return out
+
+
 def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | None = None) -> list[str]:
     """The run's headline numbers as sentences, in Markdown (one list item each).
 
@@ -202,8 +224,6 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
                 f"`--redact`: {_n(red.get('hashed', 0), 'message string')} hashed; the logged prompts and raw completions "
                 f"were dropped, so nothing was re-streamed (the dropped-call and argument counts do not apply)."
             )
-
-    from replay.family_fit import mismatch_lines
 
     out.extend(mismatch_lines(results["family_mismatch"]))  # the wrong parser judged these: said before any count
 
