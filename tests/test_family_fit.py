@@ -143,6 +143,8 @@ def test_a_framework_or_subclass_parser_gets_its_familys_call_starts() -> None:
         ("<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC\n</parameter>\n</function>\n</tool_call>", "mistral", "qwen3_coder", 1),
         ("<tool_call>get_time\n<arg_key>tz</arg_key>\n<arg_value>UTC</arg_value>\n</tool_call>", "kimi_k2", "glm45", 1),
         ('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0<|tool_call_argument_begin|>{"tz": "UTC"}<|tool_call_end|><|tool_calls_section_end|>', "qwen3", "kimi_k2", 1),
+        ("<\uff5ctool_calls_begin\uff5c><\uff5ctool_call_begin\uff5c>function<\uff5ctool_sep\uff5c><steptml:invoke name=\"get_time\">"
+         "<steptml:parameter name=\"tz\">UTC</steptml:parameter></steptml:invoke><\uff5ctool_call_end\uff5c><\uff5ctool_calls_end\uff5c>", "deepseek_v31", "step3", 1),
     ],
 )
 def test_fit_row(text: str, family: str | None, looks_like: str | None, calls: int | None) -> None:
