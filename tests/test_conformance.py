@@ -47,7 +47,6 @@ KNOWN: dict[str, str] = {
     "sglang-glm45-015": UNDECLARED,
     "trtllm-hermes-010": UNDECLARED,
     "sglang-llama3_json-005": "SGLang retries at the next '{' after a malformed object; replay: a '{' in the middle of prose is never a call (llama3_json docstring)",
-    "sglang-kimi_k2-005": "SGLang keeps <|tool_calls_section_end|> in the content of text that is no call; replay drops the section tokens as framing (kimi_k2 docstring)",
     **{f"llama.cpp-hermes-{n:03d}": LENIENT_HERMES for n in (*range(42, 58), 60)},
     **{i: NONE for i in (
         "llama.cpp-hermes-062", "llama.cpp-hermes-065", "llama.cpp-hermes-067", "llama.cpp-qwen3_coder_xml-002",
@@ -63,6 +62,7 @@ KNOWN: dict[str, str] = {
     "llama.cpp-mistral-007": "json_schema response format: llama.cpp strips the ```json fence from content; replay keeps content verbatim (mistral docstring)",
     "llama.cpp-deepseek_r1_v3-025": "llama.cpp's lenient reader: <｜tool▁calls｜> with no <｜tool▁call▁begin｜> is not the family's syntax (deepseek_v3 docstring)",
     "llama.cpp-kimi_k2-012": "llama.cpp's lenient reader: calls without <|tool_call_end|> followed by another <|tool_call_begin|> (kimi_k2 docstring)",
+    "llama.cpp-kimi_k2-013": "llama.cpp takes a last call whose <|tool_call_end|> never came; vLLM's and SGLang's whole-text regexes need it, and so does replay (a call cut off by the end of output is no call: README content rules, kimi_k2 docstring)",
     "llama.cpp-gpt_oss_harmony-030": "llama.cpp's test context (no tools / tool_choice none) drops the call; the format has it (same text agrees in another record)",
     "llama.cpp-granite-023": "llama.cpp's generic JSON fallback ({\"tool_calls\": [...]}), not Granite syntax (granite docstring)",
 }

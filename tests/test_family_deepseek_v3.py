@@ -119,17 +119,21 @@ def test_call_end_and_next_start_in_one_delta():
     assert [c.name for c in got.calls] == ["get_weather", "get_time"] and got.content == "\n"
 
 
-def test_call_completed_only_by_finish():
+def test_call_without_end_marker_is_no_call():
+    """Complete JSON, no closing fence and end token: SGLang's and vLLM's regexes need
+    ```<｜tool▁call▁end｜>, so no call; the section holds none, so it is content verbatim."""
     p = P()
     text = f"{CALLS_BEGIN}{CALL_BEGIN}function{SEP}now\n{FENCE}\n{{}}\n"
     assert not p.feed(text)
-    assert p.finish().calls == [CallDelta(0, "now", "{}")]
-    assert P().parse(text) == ParseResult("", (ToolCall("now", "{}"),))
+    fin = p.finish()
+    assert fin.calls == [] and fin.content == text
+    assert P().parse(text) == ParseResult(text, ())
+    assert_property(P, text)
 
 
 def test_call_cut_off_is_no_call():
     text = f"a{CALLS_BEGIN}{CALL_BEGIN}function{SEP}f\n{FENCE}\n{{\"x\": "
-    assert P().parse(text) == ParseResult(f"a{CALL_BEGIN}function{SEP}f\n{FENCE}\n{{\"x\": ", ())
+    assert P().parse(text) == ParseResult(text, ())  # a section holding no call: verbatim
     assert stream(P, split(text, "char", markers=P.markers)).calls == []
     for k in range(len(text)):
         assert_property(P, text[:k])
@@ -145,7 +149,7 @@ def test_malformed_header_and_json_are_content():
     bad_fence = f"{CALL_BEGIN}function{SEP}f\n```\n{{}}\n```{CALL_END}"
     assert P().parse(bad_fence + A) == ParseResult(bad_fence, (CALLS[0],))
     bad_json = block("f", '{"a": 1,}')
-    assert P().parse(CALLS_BEGIN + bad_json + EOS) == ParseResult(bad_json, ())
+    assert P().parse(CALLS_BEGIN + bad_json + EOS) == ParseResult(CALLS_BEGIN + bad_json, ())  # no call: verbatim
     for t in (bad_fence + A, CALLS_BEGIN + bad_json + EOS):
         assert_property(P, t)
 

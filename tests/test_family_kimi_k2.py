@@ -24,7 +24,7 @@ from replay.stream import check_stream_equals_whole, split
 from strategies import (
     DUMP_STYLES,
     PROPERTY,
-    DropFinishCalls,
+    SilentFinish,
     RawArgsFirst,
     all_chunkings,
     assert_property,
@@ -129,17 +129,21 @@ def test_call_end_and_next_start_in_one_delta():
     assert [(c.name, c.arguments) for c in got.calls] == [(c.name, c.arguments) for c in CALLS] and got.content == ""
 
 
-def test_call_completed_only_by_finish():
+def test_call_whose_end_marker_never_came_is_no_call():
+    """Complete JSON but no <|tool_call_end|>: vLLM's and SGLang's whole-text regexes need the end
+    marker, so no call; the section holds no call, so it is content verbatim, markers included."""
     p = P()
     text = f"{SECTION_BEGIN}{CALL_BEGIN}functions.now:0{ARG_BEGIN}{{}}"
     assert not p.feed(text)
-    assert p.finish().calls == [CallDelta(0, "now", "{}")]
-    assert P().parse(text) == ParseResult("", (ToolCall("now", "{}"),))
+    fin = p.finish()
+    assert fin.calls == [] and fin.content == text
+    assert P().parse(text) == ParseResult(text, ())
+    assert_property(P, text)
 
 
 def test_call_cut_off_is_no_call():
     text = f"a{SECTION_BEGIN}{CALL_BEGIN}functions.f:0{ARG_BEGIN}{{\"x\": "
-    assert P().parse(text) == ParseResult(f"a{CALL_BEGIN}functions.f:0{ARG_BEGIN}{{\"x\": ", ())
+    assert P().parse(text) == ParseResult(text, ())
     got = stream(P, split(text, "char", markers=P.markers))
     assert got.calls == [] and got.finish_reason == "stop"
     assert_property(P, text)
@@ -178,7 +182,7 @@ class KimiRawArgs(RawArgsFirst, KimiK2Parser):
     pass
 
 
-class KimiDropFinishCalls(DropFinishCalls, KimiK2Parser):
+class KimiSilentFinish(SilentFinish, KimiK2Parser):
     pass
 
 
@@ -200,7 +204,7 @@ class KimiGreedy(KimiK2Parser):
 UNTERMINATED = f"{SECTION_BEGIN}{A}{CALL_BEGIN}functions.g:1{ARG_BEGIN}{{\"n\": 2}}"
 
 
-@pytest.mark.parametrize("planted, text", [(KimiRawArgs, TWO), (KimiDropFinishCalls, UNTERMINATED), (KimiGreedy, TWO)])
+@pytest.mark.parametrize("planted, text", [(KimiRawArgs, TWO), (KimiSilentFinish, UNTERMINATED), (KimiGreedy, TWO)])
 def test_planted_bug_is_caught(planted, text):
     assert check_stream_equals_whole(KimiK2Parser, text, all_chunkings(KimiK2Parser, text)) == []
     assert check_stream_equals_whole(planted, text, all_chunkings(planted, text)), f"{planted.__name__} not caught"
@@ -216,11 +220,12 @@ def test_one_megabyte_unterminated_call():
 #: Records (by line index) outside the reference syntax, with the reason.
 KIMI_SKIPPED = {
     11: "llama.cpp lenient reader: calls without <|tool_call_end|> followed by another <|tool_call_begin|>",
+    12: "llama.cpp takes a last call whose <|tool_call_end|> never came; vLLM and SGLang (and replay) need the end marker",
 }
 
 
 def test_corpus_kimi_k2():
-    check_corpus_records(P, "kimi_k2.jsonl", 10, skip=KIMI_SKIPPED, calls_only=True)
+    check_corpus_records(P, "kimi_k2.jsonl", 9, skip=KIMI_SKIPPED, calls_only=True)
 
 
 # ----------------------------------------------------------------------------- public bug cases

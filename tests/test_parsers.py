@@ -268,15 +268,25 @@ def test_deepseek_call_end_and_next_start_in_one_delta():
     assert [c.name for c in got.calls] == ["get_weather", "get_time"] and got.content == ""
 
 
-def test_deepseek_call_reported_by_finish_and_zero_args():
+def test_deepseek_call_without_end_marker_is_no_call_and_zero_args():
+    """A last call whose <｜tool▁call▁end｜> never came is no call (SGLang's DeepSeekV31Detector
+    matches calls only up to the end marker); its section, holding no call, is content verbatim.
+    With the end marker, a zero-argument call is a call."""
     p = DeepSeekV31Parser()
-    assert not p.feed(f"{CALLS_BEGIN}{CALL_BEGIN}now{SEP}{{}}")
-    assert p.finish().calls == [CallDelta(0, "now", "{}")]
+    text = f"{CALLS_BEGIN}{CALL_BEGIN}now{SEP}{{}}"
+    assert not p.feed(text)
+    fin = p.finish()
+    assert fin.calls == [] and fin.content == text
+    assert DeepSeekV31Parser().parse(text) == ParseResult(text, ())
+    closed = text + CALL_END + CALLS_END
+    assert DeepSeekV31Parser().parse(closed) == ParseResult("", (ToolCall("now", "{}"),))
+    for t in (text, closed):
+        assert_property(DeepSeekV31Parser, t)
 
 
 def test_deepseek_unterminated_and_malformed():
     trunc = f"a{CALLS_BEGIN}{CALL_BEGIN}f{SEP}{{\"x\": "
-    assert DeepSeekV31Parser().parse(trunc) == ParseResult(f"a{CALL_BEGIN}f{SEP}{{\"x\": ", ())
+    assert DeepSeekV31Parser().parse(trunc) == ParseResult(trunc, ())
     bad = f"{CALL_BEGIN}f{SEP}{{\"x\": }}{CALL_END}{CALL_BEGIN}g{SEP}{{}}{CALL_END}{EOS}"
     assert DeepSeekV31Parser().parse(bad) == ParseResult(f"{CALL_BEGIN}f{SEP}{{\"x\": }}{CALL_END}", (ToolCall("g", "{}"),))
     for text in (trunc, bad):
@@ -284,10 +294,13 @@ def test_deepseek_unterminated_and_malformed():
 
 
 def test_deepseek_marker_split_and_eos_never_content():
+    """EOS (an end token) never reaches content; a stray section end marker with no section open
+    frames nothing, so it is content verbatim (as SGLang's and vLLM's whole-text parses keep a text
+    without the section begin marker), whole and split across deltas."""
     deltas = ["ok", CALLS_END[:4], CALLS_END[4:] + EOS[:3], EOS[3:]]
     got = stream(DeepSeekV31Parser, deltas)
-    assert got.content == "ok" and got.finish_reason == "stop"
-    assert DeepSeekV31Parser().parse("".join(deltas)).content == "ok"
+    assert got.content == "ok" + CALLS_END and got.finish_reason == "stop"
+    assert DeepSeekV31Parser().parse("".join(deltas)).content == "ok" + CALLS_END
 
 
 # ----------------------------------------------------------------------------- planted bugs
