@@ -23,6 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hypo import examples
+
 import framework_fakes as ff
 from replay import adapters
 from replay.adapters import FrameworkToolCall, protocol_of
@@ -424,7 +426,7 @@ def _chunk(draw, text, forced=()):
     return [text[a:b] for a, b in zip([0, *points], [*points, len(text)])] if text else []
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_property_trtllm_adapter(data):
     text = data.draw(completions())
@@ -432,7 +434,7 @@ def test_property_trtllm_adapter(data):
     assert check_stream_equals_whole(get_parser(f"{FAKES}:MiniTRT"), text, [("drawn", deltas)], tools=TOOLS) == []
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_property_sglang_adapter(fake_sglang, data):
     # 0.5.4 never flushes at the end: its detectors are correct only on text that leaves nothing held
@@ -441,7 +443,7 @@ def test_property_sglang_adapter(fake_sglang, data):
     assert check_stream_equals_whole(get_parser("sglang/mini"), text, [("drawn", deltas)], tools=TOOLS) == []
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_property_vllm_adapter(vllm_cls, data):
     # vLLM has no end-of-stream hook and replaces a last step that carries a call: correct
