@@ -178,7 +178,7 @@ def test_a_tiny_cache_stays_within_its_bound_and_exact(tmp_path):
     enc = SegmentEncoder(tok, cache_bytes=20_000)
     prompts = bench_prompts(tmp_path, 12)
     assert check(enc, tok, prompts) == 0
-    assert 0 < enc._bytes <= 20_000
+    assert 0 < enc.cached_bytes <= 20_000
 
 
 def test_planted_fault_a_line_cut_before_whitespace_is_caught(monkeypatch, tmp_path):

@@ -47,7 +47,6 @@ import array
 import json
 import re
 import sys
-from collections import OrderedDict
 from typing import Any
 
 __all__ = ["LINE_SAFE_SPLITS", "SegmentEncoder", "segment_encoder", "probe_texts", "CACHE_BYTES"]
@@ -143,7 +142,7 @@ class SegmentEncoder:
     """Token ids of texts with a ``tokenizers.Tokenizer``, from cached segments when that is exact.
 
     ``tokenizer``: a Hugging Face ``tokenizers.Tokenizer``. ``cache_bytes``: bound of the segment
-    cache (text and ids, estimated bytes; least recently used segments go first).
+    cache (text and ids, estimated bytes; segments not used for longest go first, by generations).
 
     ``mode``: ``segments`` (added-token and line cuts), ``added-tokens`` (added-token cuts only) or
     ``whole`` (every text encoded whole); ``reason``: why not ``segments``.
@@ -154,8 +153,9 @@ class SegmentEncoder:
     def __init__(self, tokenizer: Any, cache_bytes: int = CACHE_BYTES) -> None:
         self.tokenizer = tokenizer
         self.cache_bytes = cache_bytes
-        self._cache: OrderedDict[str, array.array] = OrderedDict()
-        self._bytes = 0
+        self._young: dict[str, array.array] = {}
+        self._old: dict[str, array.array] = {}
+        self._young_bytes = self._old_bytes = 0
         self.hits = 0
         self.misses = 0
         self.missed_chars = 0
@@ -170,32 +170,34 @@ class SegmentEncoder:
                 self.mode, self.reason = "whole", f"probe differs from a whole encode on {bad[:60]!r}"
                 self._pass1 = self._pass2 = None
                 self._lines = False
-            self._cache.clear()
-            self._bytes = 0
+            self._young, self._old = {}, {}
+            self._young_bytes = self._old_bytes = 0
             self.hits = self.misses = self.missed_chars = 0
 
     def _analyse(self) -> None:
         tok = self.tokenizer
         try:
-            cfg = json.loads(tok.to_str())
+            normalizer = json.loads(tok.normalizer.__getstate__()) if tok.normalizer is not None else None
+            pre = json.loads(tok.pre_tokenizer.__getstate__()) if tok.pre_tokenizer is not None else None
+            added = [a for _, a in sorted(tok.get_added_tokens_decoder().items())]
+            model, dropout = type(tok.model).__name__, getattr(tok.model, "dropout", None)
+            limits = tok.truncation or tok.padding
         except Exception as exc:  # noqa: BLE001 - not a tokenizers.Tokenizer we can read
             self.reason = f"tokenizer configuration unreadable ({type(exc).__name__})"
             return
         if getattr(tok, "encode_special_tokens", False):
             self.reason = "encode_special_tokens is set (added tokens are not extracted)"
             return
-        if cfg.get("truncation") or cfg.get("padding"):
+        if limits:
             self.reason = "truncation or padding is set"
             return
-        model = cfg.get("model") or {}
-        if model.get("dropout"):
+        if dropout:
             self.reason = "BPE dropout (ids are random)"
             return
-        added = cfg.get("added_tokens") or []
-        if any(a.get("lstrip") or a.get("rstrip") or a.get("single_word") for a in added):
+        if any(a.lstrip or a.rstrip or a.single_word for a in added):
             self.reason = "an added token with lstrip/rstrip/single_word reaches across a cut"
             return
-        pres = _pretokenizers(cfg.get("pre_tokenizer"))
+        pres = _pretokenizers(pre)
         if pres is None:
             self.reason = "unknown pre-tokenizer"
             return
@@ -206,15 +208,15 @@ class SegmentEncoder:
             if kind not in _POSITION_FREE:
                 self.reason = f"pre-tokenizer {kind} may depend on a piece's position"
                 return
-        identity = _identity_normalizer(cfg.get("normalizer"))
-        raw = [a["content"] for a in added if not a.get("normalized") and a.get("content")]
-        norm = [a["content"] for a in added if a.get("normalized") and a.get("content")]
+        identity = _identity_normalizer(normalizer)
+        raw = [a.content for a in added if not a.normalized and a.content]
+        norm = [a.content for a in added if a.normalized and a.content]
         self._pass1 = _trie_regex(raw)
         self._pass2 = _trie_regex(norm) if identity else None
         self.mode = "added-tokens"
         why = None if identity else "the normalizer is not the identity"
-        if why is None and model.get("type") != "BPE":
-            why = f"model {model.get('type')} (line cuts are read for BPE only)"
+        if why is None and model != "BPE":
+            why = f"model {model} (line cuts are read for BPE only)"
         if why is None:
             why = _line_safe(pres)
         if why is None:
@@ -228,36 +230,48 @@ class SegmentEncoder:
         """The pieces of ``text`` (their concatenation is ``text``) that are encoded independently."""
         if self.mode == "whole" or not text:
             return [text] if text else []
-        bounds: list[int] = [0]
-        gaps: list[tuple[int, int]] = []
+        # (start, end, is an added token) spans covering text
+        spans: list[tuple[int, int, bool]] = []
         pos = 0
         if self._pass1 is not None:
             for m in self._pass1.finditer(text):
-                if m.start() == m.end():
-                    continue
-                gaps.append((pos, m.start()))
-                bounds += [m.start(), m.end()]
-                pos = m.end()
-        gaps.append((pos, len(text)))
+                a, b = m.span()
+                if a < b:
+                    if pos < a:
+                        spans.append((pos, a, False))
+                    spans.append((a, b, True))
+                    pos = b
+        if pos < len(text):
+            spans.append((pos, len(text), False))
         if self._pass2 is not None:
-            gaps2: list[tuple[int, int]] = []
-            for a, b in gaps:
+            out2: list[tuple[int, int, bool]] = []
+            for a, b, tok in spans:
+                if tok:
+                    out2.append((a, b, tok))
+                    continue
                 p = a
                 for m in self._pass2.finditer(text, a, b):
-                    if m.start() == m.end():
-                        continue
-                    gaps2.append((p, m.start()))
-                    bounds += [m.start(), m.end()]
-                    p = m.end()
-                gaps2.append((p, b))
-            gaps = gaps2
-        if self._lines:
-            line = _LINE_CUT
-            for a, b in gaps:
-                bounds += [m.end() for m in line.finditer(text, a, b)]
-        bounds.append(len(text))
-        bounds = sorted(set(bounds))
-        return [text[x:y] for x, y in zip(bounds, bounds[1:]) if y > x]
+                    x, y = m.span()
+                    if x < y:
+                        if p < x:
+                            out2.append((p, x, False))
+                        out2.append((x, y, True))
+                        p = y
+                if p < b:
+                    out2.append((p, b, False))
+            spans = out2
+        if not self._lines:
+            return [text[a:b] for a, b, _ in spans]
+        finditer = _LINE_CUT.finditer
+        pieces: list[str] = []
+        for a, b, tok in spans:
+            if not tok:
+                for m in finditer(text, a, b):
+                    e = m.end()
+                    pieces.append(text[a:e])
+                    a = e
+            pieces.append(text[a:b])
+        return pieces
 
     # ------------------------------------------------------------------ encoding
     def _whole(self, text: str) -> list[int]:
@@ -270,18 +284,22 @@ class SegmentEncoder:
         return out
 
     def _pieces(self, text: str) -> list[array.array]:
-        cache = self._cache
+        young, old = self._young, self._old
         segs = self.cuts(text)
         got: list[Any] = []
-        missing: dict[str, int] = {}
+        missing: dict[str, None] = {}
         for s in segs:
-            ids = cache.get(s)
+            ids = young.get(s)
             if ids is None:
-                missing.setdefault(s, len(got))
-                got.append(s)
-            else:
-                cache.move_to_end(s)
-                got.append(ids)
+                ids = old.pop(s, None)
+                if ids is not None:  # used again: into the young generation
+                    size = _size(s, ids)
+                    self._old_bytes -= size
+                    self._add(s, ids, size)
+                else:
+                    missing[s] = None
+                    ids = s
+            got.append(ids)
         self.hits += len(segs) - len(missing)
         if missing:
             texts = list(missing)
@@ -290,19 +308,25 @@ class SegmentEncoder:
             encs = self.tokenizer.encode_batch(texts, add_special_tokens=False) if len(texts) > 1 else [self.tokenizer.encode(texts[0], add_special_tokens=False)]
             new = {t: array.array("i", e.ids) for t, e in zip(texts, encs)}
             for t, ids in new.items():
-                self._put(t, ids)
-            got = [new[g] if isinstance(g, str) else g for g in got]
+                self._add(t, ids, _size(t, ids))
+            got = [new[g] if type(g) is str else g for g in got]
         return got
 
-    def _put(self, text: str, ids: array.array) -> None:
-        size = sys.getsizeof(text) + 64 + 4 * len(ids) + 120
-        if size > self.cache_bytes:
+    def _add(self, text: str, ids: array.array, size: int) -> None:
+        """Into the young generation; when it holds half the bound it becomes the old one (whose
+        entries not used since are dropped): an LRU by generations, within ``cache_bytes``."""
+        if 2 * size > self.cache_bytes:
             return
-        self._cache[text] = ids
-        self._bytes += size
-        while self._bytes > self.cache_bytes and self._cache:
-            t, i = self._cache.popitem(last=False)
-            self._bytes -= sys.getsizeof(t) + 64 + 4 * len(i) + 120
+        self._young[text] = ids
+        self._young_bytes += size
+        if 2 * self._young_bytes > self.cache_bytes:
+            self._old, self._old_bytes = self._young, self._young_bytes
+            self._young, self._young_bytes = {}, 0
+
+    @property
+    def cached_bytes(self) -> int:
+        """Estimated bytes the cached segments hold (text and ids), at most ``cache_bytes``."""
+        return self._young_bytes + self._old_bytes
 
     def ids(self, text: str) -> list[int]:
         """``tokenizer.encode(text, add_special_tokens=False).ids`` (list of int)."""
@@ -317,12 +341,17 @@ class SegmentEncoder:
         return sum(len(s) for s in self._pieces(text))
 
 
+def _size(text: str, ids: array.array) -> int:
+    """Estimated bytes of one cache entry: the text, the ids (4 bytes each) and the dict slots."""
+    return sys.getsizeof(text) + 4 * len(ids) + 180
+
+
 def probe_texts(tokenizer: Any, limit: int = 64) -> list[str]:
     """Texts that exercise every kind of cut: up to ``limit`` of the tokenizer's added tokens
     (the longest, and tokens that are prefixes of others) glued to words, spaces, newlines, digits,
     CJK, combining marks and each other."""
     try:
-        added = [a["content"] for a in json.loads(tokenizer.to_str()).get("added_tokens") or [] if a.get("content")]
+        added = [a.content for a in tokenizer.get_added_tokens_decoder().values() if a.content]
     except Exception:  # noqa: BLE001
         added = []
     added = sorted(set(added), key=lambda s: (-len(s), s))
