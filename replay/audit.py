@@ -32,13 +32,11 @@ import pyarrow as pa
 
 from replay.pool import close_pools
 from replay.sides import close_sides
-from replay.report import headlines, markdown_report, run_report_queries
-from replay.report_html import write_html_report
+from replay.report import headlines, markdown_report, run_report_queries, write_exemplars, write_html_report
 from replay.tables import TABLES
 import duckdb
 
 from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_message
-from replay.verdicts import write_exemplars
 from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
 
 
@@ -145,8 +143,8 @@ class Report:
 
 
 def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, duckdb_settings: DuckDBSettings | None = None) -> Report:
-    """(Re)write ``report.md``, ``report.html`` (:mod:`replay.report_html`) and ``exemplars/``
-    from the run's tables, running each report query once. ``redact``: mask message text in the exemplars (:func:`replay.verdicts.redact_text`).
+    """(Re)write ``report.md``, ``report.html`` (:mod:`replay.report.html`) and ``exemplars/``
+    from the run's tables, running each report query once. ``redact``: mask message text in the exemplars (:func:`replay.mask.redact_text`).
     ``duckdb_settings``: DuckDB's memory limit, threads and spill folder (:class:`replay.sql.DuckDBSettings`).
     Raises :class:`replay.sql.QueryError` (a ValueError) for a table DuckDB cannot read, and when
     DuckDB runs out of memory (the message names ``--duckdb-memory``)."""

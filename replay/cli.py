@@ -629,7 +629,7 @@ def audit(
     """
     from replay.audit import audit as run_audit
     from replay.report import rich_table, summary_by_side
-    from replay.verdicts import fidelity_sentence
+    from replay.report import fidelity_sentence
 
     gates = _gates(fail_on)
     filters = _filters(model, route, since, until, sample, sample_key, limit)

@@ -26,12 +26,34 @@ what a side got into its ``streams`` and ``calls`` rows (:data:`replay.tables.ST
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import orjson
 
 from replay.stream import json_key
 from replay.verdicts import markup_leak
 
-__all__ = ["judge_side", "reference_rows", "expected_finish", "same_result"]
+__all__ = ["judge_side", "reference_rows", "expected_finish", "same_result", "json_object"]
+
+
+def json_object(text: str | None) -> bool:
+    """True when ``text`` is a JSON object (RFC 8259: no NaN/Infinity; a lone-surrogate escape such
+    as ``\\ud800`` is valid JSON text, which orjson refuses and the stdlib reads)."""
+    if text is None:
+        return False
+    try:
+        return isinstance(orjson.loads(text), dict)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return isinstance(json.loads(text, parse_constant=_reject), dict)
+    except ValueError:
+        return False
+
+
+def _reject(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def expected_finish(n_calls: int, truncated: bool) -> str:
@@ -62,7 +84,6 @@ def reference_rows(plan: Any, whole: Any, parser_name: str, markers: Any) -> Non
     """Append the reference side's ``parse`` row and its calls to ``plan`` (a
     :class:`replay.pipeline.StreamPlan`) from its whole-text parse ``whole``, and keep the
     reference's calls and content on the plan for :func:`judge_side`."""
-    from replay.pipeline import _json_object
 
     xid = plan.xid
     plan.ref_calls = list(whole.calls)
@@ -97,7 +118,7 @@ def reference_rows(plan: Any, whole: Any, parser_name: str, markers: Any) -> Non
                 "index": i,
                 "name": c.name,
                 "arguments": c.arguments,
-                "arguments_json_ok": _json_object(c.arguments),
+                "arguments_json_ok": json_object(c.arguments),
                 "matches_whole": True,
                 "names_sent": 1,
                 "id_fault": False,
@@ -120,7 +141,6 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
     ``chunks``: ``[(chunking, deltas or ChunkingError), ...]``; ``rep``: the side's
     :class:`replay.pipeline.SideReplay` (its parse: a ParseResult or the error text; per chunking
     an :class:`replay.stream.Assembled`, the error text, or None for a chunking not cut)."""
-    from replay.pipeline import _json_object
     from replay.stream import ChunkingError
 
     xid = plan.xid
@@ -133,8 +153,9 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
     own_keys = [_key(c.arguments) for c in own_calls]
     ref_view = type("Ref", (), {"content": plan.ref_content, "reasoning": plan.ref_reasoning, "calls": plan.ref_calls})
 
-    def judge(chunking: str, n_deltas: int, got: Any, streamed: bool) -> None:
-        """``got``: an Assembled (streamed) or a ParseResult (the side's whole-text parse)."""
+    def judge(chunking: str, n_deltas: int, got: Any, streamed: bool, lengths: list[int] | None = None) -> None:
+        """``got``: an Assembled (streamed) or a ParseResult (the side's whole-text parse);
+        ``lengths``: each delta's length in chars (streamed rows)."""
         error = getattr(got, "error", None) if streamed else None
         if error:  # the client SDK raised: no message reached the client
             content, reasoning, calls = None, "", []
@@ -159,7 +180,7 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
                 pos = calls[pos].index
             ref = plan.ref_calls[pos] if 0 <= pos < n_whole else None
             key = plan.ref_keys[pos] if ref is not None else None
-            json_ok = _json_object(args)
+            json_ok = json_object(args)
             matches = key is not None and ref.name == name and json_key(args) == key
             invented = invented or (plan.truncated and json_ok and not matches)
             rows.append(
@@ -188,6 +209,7 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
                 "parser": pname,
                 "chunking": chunking,
                 "n_deltas": n_deltas,
+                "delta_lengths": lengths,
                 "calls_streamed": len(pairs),
                 "calls_whole": n_whole,
                 "content": content,
@@ -215,6 +237,8 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
         if isinstance(deltas, ChunkingError):
             plan.streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "error": f"chunking: {deltas}"})
         elif isinstance(got, str):
-            plan.streams.append({"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "n_deltas": len(deltas), "error": got})
+            plan.streams.append(
+                {"exchange_id": xid, "side": side, "parser": pname, "chunking": chunking, "n_deltas": len(deltas), "delta_lengths": [len(d) for d in deltas], "error": got}
+            )
         else:
-            judge(chunking, len(deltas), got, streamed=True)
+            judge(chunking, len(deltas), got, streamed=True, lengths=[len(d) for d in deltas])

@@ -295,7 +295,7 @@ class _Sides:
     def cut_markers(self, side: str) -> tuple[str, ...]:
         """The markers (strings) that ``side``'s (``"old"``/``"new"``) chunkings are cut at: the
         reference family's, then the side's parser's own (a plugin or framework parser may add
-        tokens). The re-stream stage and the report's exemplars (:mod:`replay.verdicts`) use it."""
+        tokens). The re-stream stage and the report's exemplars (:mod:`replay.report.exemplars`) use it."""
         return tuple(self.reference.markers) + tuple(getattr(getattr(self, side), "markers", ()))
 
 
@@ -369,25 +369,6 @@ def prompt_opens_reasoning(prompt: str | None) -> bool:
     """True when the logged prompt ends (trailing whitespace aside) with a reasoning start tag:
     the completion then starts inside the reasoning section (Qwen3 / DeepSeek thinking mode)."""
     return bool(prompt) and prompt.rstrip().endswith(REASONING_OPENERS)
-
-
-def _json_object(text: str | None) -> bool:
-    """True when ``text`` is a JSON object (RFC 8259: no NaN/Infinity; a lone-surrogate escape such
-    as ``\\ud800`` is valid JSON text, which orjson refuses and the stdlib reads)."""
-    if text is None:
-        return False
-    try:
-        return isinstance(orjson.loads(text), dict)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return isinstance(json.loads(text, parse_constant=_reject), dict)
-    except ValueError:
-        return False
-
-
-def _reject(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 @dataclass

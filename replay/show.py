@@ -24,7 +24,7 @@ the run already holds in ``exchanges.request_json``: re-rendering costs no bytes
 from the request.
 
 Message text is shown as captured (this is the user's own data, read locally); ``mask=True``
-(``--mask``) masks it as the exemplars do (:func:`replay.verdicts.redact_text`).
+(``--mask``) masks it as the exemplars do (:func:`replay.mask.redact_text`).
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def show_exchange(run_dir: str | Path, exchange_id: str, *, mask: bool = False) 
 
 
 def _show(con: Any, run_dir: Path, ex: dict[str, Any], meta: dict[str, Any], mask: bool) -> Shown:
-    from replay.verdicts import declared_names, redact_text
+    from replay.mask import declared_names, redact_text
 
     xid = ex["exchange_id"]
     shown = Shown(xid)

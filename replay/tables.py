@@ -126,6 +126,10 @@ STREAMS = pa.schema(
         pa.field("parser", pa.string()),
         pa.field("chunking", pa.string(), nullable=False),  # parse | recorded | whole | char | fixed-N | token | char-raw
         pa.field("n_deltas", pa.int32()),  # deltas fed (0 for `parse`)
+        # length of each delta fed, in chars (code points), in order: the completion cut at these
+        # offsets gives the deltas (exemplars, `replay show`); null for `parse`, a chunking that
+        # could not be cut, and runs written before the column existed
+        pa.field("delta_lengths", pa.list_(pa.int32())),
         pa.field("calls_streamed", pa.int32()),  # calls the client assembles (or the parse returns)
         pa.field("calls_whole", pa.int32()),  # calls in the reference whole-text parse
         pa.field("content", pa.string()),  # content the client assembles

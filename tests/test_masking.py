@@ -1,4 +1,4 @@
-"""Exemplar masking (replay/verdicts.py redact_text, redact_tool): no user word survives, not even
+"""Exemplar masking (replay/mask.py redact_text, redact_tool): no user word survives, not even
 `null`, `true` or `arguments`; only the family's markers, tool and parameter names and the call
 syntax / JSON structure stay."""
 
@@ -10,7 +10,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.verdicts import STRUCTURAL_WORDS, redact_text, redact_tool
+from replay.mask import STRUCTURAL_WORDS, redact_text, redact_tool
 
 HERMES = ("<tool_call>", "</tool_call>")
 

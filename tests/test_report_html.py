@@ -1,4 +1,4 @@
-"""RUN/report.html (replay/report_html.py): self-contained and offline, with the verdict table's
+"""RUN/report.html (replay/report/html.py): self-contained and offline, with the verdict table's
 numbers, drawn charts and the exemplars; checked in headless Chromium (Debian's `chromium`, driven
 by playwright's Python package through `executable_path`; `.ci/run` installs it when absent). The
 browser test skips only when Chromium or playwright cannot be had."""

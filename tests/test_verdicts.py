@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 
 from replay.cli import app
 from replay.parsers.hermes import HermesParser
-from replay.verdicts import FAIL_ON_EXIT, FailOnError, markup_leak, parse_fail_on, redact_text, redact_tool
+from replay.mask import redact_text, redact_tool
+from replay.verdicts import FAIL_ON_EXIT, FailOnError, markup_leak, parse_fail_on
 
 runner = CliRunner()
 MODEL = "Qwen/Qwen3-8B"

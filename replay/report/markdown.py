@@ -354,14 +354,12 @@ def markdown_report(
     exemplars: list[Any] | None = None,
 ) -> str:
     """The whole ``report.md``: the verdict table (with the fidelity sentence and the ``exemplars``
-    of :func:`replay.verdicts.write_exemplars`, if given), headline sentences, the summary table,
+    of :func:`replay.report.exemplars.write_exemplars`, if given), headline sentences, the summary table,
     and one section per check.
 
     ``con``: a connection from :func:`replay.sql.connect`; ``meta``: ``run.json`` contents;
     ``results`` / ``lines``: the query results and headline sentences when already computed.
     """
-    from replay.verdicts import verdict_markdown
-
     opts = meta.get("options", {})
     results = results if results is not None else run_report_queries(con)
     parts = ["# replay audit", ""]
@@ -413,3 +411,40 @@ def markdown_report(
         parts += [markdown_table(errors), ""]
     parts.append(f"_replay {meta.get('versions', {}).get('replay', '')}; inputs: {len(meta.get('inputs', []))} files._")
     return "\n".join(parts) + "\n"
+
+
+def fidelity_sentence(fidelity: pa.Table) -> str:
+    """One sentence (Markdown) from the ``fidelity`` query's single row: on how many of the
+    compared exchanges the old side's replay did not reproduce what was served, and why; said for
+    the terminal under the verdict table and in ``report.md``, where it explains ``unreliable``."""
+    f = (fidelity.to_pylist() or [{}])[0]
+    if not f.get("exchanges_compared"):
+        return "Replay fidelity: no exchange has both a served response and a raw completion; nothing to compare."
+    return (
+        f"Replay fidelity: the old side's replay did not reproduce what was served on {f['not_reproduced']:,} of "
+        f"{f['exchanges_compared']:,} exchanges (calls differ: {f['calls_differ']:,}, content: {f['content_differs']:,}, "
+        f"finish_reason: {f['finish_reason_differs']:,}, replay errors: {f['replay_errors']:,}); their stream-check "
+        "verdicts are counted in the `unreliable` column only. `replay query fidelity`."
+    )
+
+
+def verdict_markdown(verdicts: pa.Table, fidelity: pa.Table, exemplars: list[Any]) -> str:
+    """The section ``report.md`` leads with: the verdict table, the fidelity sentence, and for each
+    check with broken or still-wrong exchanges its smallest failing chunking and redacted exemplar."""
+    parts = ["## Verdicts", ""]
+    parts.append(
+        "Exchanges per check, old against new, each judged against the reference under every chunking "
+        "(`fixed`: old wrong, new right; `improved`: both wrong, new under a strict subset of old's failing chunkings "
+        "or leaked paths; `broken`: old right, new wrong; `still-wrong`: both wrong alike; "
+        "`changed-wrong`: both wrong, differently; `unreliable`: the replay did not reproduce what was served). "
+        "Each exchange is in exactly one column, so a row sums to `exchanges`. `streaming-fault`: a side's stream "
+        "differs from its own whole-text parse; `semantic-diff`: its whole-text parse differs from the reference's. "
+        "Rows `served:...` judge what clients were served (`wrong`). `replay query verdicts`; per exchange: "
+        "`replay query verdict_exchanges`."
+    )
+    parts += ["", markdown_table(verdicts), ""]
+    parts.append(fidelity_sentence(fidelity))
+    parts.append("")
+    for e in exemplars:
+        parts += [f"### {e.check}: {e.broken:,} broken, {e.still_wrong:,} still wrong", "", e.markdown, ""]
+    return "\n".join(parts)

@@ -229,7 +229,7 @@ def _e(text: Any) -> str:
 
 
 def _fmt(value: Any) -> str:
-    from replay.report import _fmt as fmt
+    from replay.report.markdown import _fmt as fmt
 
     return fmt(value)
 
@@ -328,8 +328,8 @@ def exemplar_html(doc: dict[str, Any]) -> str:
 def html_report(con: Any, meta: dict[str, Any], results: dict[str, pa.Table], lines: list[str], exemplars: list[Any], run_dir: Path) -> str:
     """The whole page as text. ``con``: a connection from :func:`replay.sql.connect`; ``meta``:
     ``run.json``; ``results``: the report queries' results (:func:`replay.report.run_report_queries`);
-    ``lines``: the headline sentences; ``exemplars``: :class:`replay.verdicts.Exemplar` list."""
-    from replay.verdicts import fidelity_sentence
+    ``lines``: the headline sentences; ``exemplars``: :class:`replay.report.exemplars.Exemplar` list."""
+    from replay.report.markdown import fidelity_sentence
 
     specs: dict[str, Any] = {}
     sections: list[str] = []
