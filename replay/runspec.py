@@ -48,6 +48,8 @@ class RunSpec:
     new_python: str | None = None
     old_pythonpath: tuple[str, ...] = ()
     new_pythonpath: tuple[str, ...] = ()
+    old_render_in: str = "audit"  # "python": that side renders in its --old-python interpreter (replay.sides.render_spec)
+    new_render_in: str = "audit"
     chunkings: tuple[str, ...] | None = DEFAULT
     replay_timeout: float = 10.0
     batch_rows: int = 512
@@ -116,6 +118,8 @@ def build_config(spec: RunSpec) -> Any:
         "new_python": spec.new_python,
         "old_pythonpath": os.pathsep.join(spec.old_pythonpath) or None,
         "new_pythonpath": os.pathsep.join(spec.new_pythonpath) or None,
+        "old_render_in": spec.old_render_in,
+        "new_render_in": spec.new_render_in,
     }
     return AuditConfig(
         old_serializer=spec.old_serializer,
@@ -139,6 +143,8 @@ def build_config(spec: RunSpec) -> Any:
         new_python=spec.new_python,
         old_pythonpath=spec.old_pythonpath,
         new_pythonpath=spec.new_pythonpath,
+        old_render_in=spec.old_render_in,
+        new_render_in=spec.new_render_in,
         batch_rows=spec.batch_rows,
         options=options,
         spec=spec,
