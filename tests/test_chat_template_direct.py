@@ -95,4 +95,7 @@ def test_data_that_is_not_plain_json_takes_transformers_path():
     r = template_renderer(path, None, None)
     msgs = [{"role": "user", "content": Text("hi")}]
     assert not r._direct.plain(msgs, None)
+    assert not r._direct.plain([{"role": "user", "content": "hi"}], ["not a tool"])  # transformers raises ValueError for it
+    with pytest.raises(RenderError, match="ValueError: Tools should either be a JSON schema"):
+        r.render([{"role": "user", "content": "hi"}], ["not a tool"])
     assert r.render(msgs, None) == official(r, msgs, None) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"

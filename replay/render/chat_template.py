@@ -301,7 +301,8 @@ class _DirectRender:
         """Whether ``messages`` and ``tools`` may be rendered directly: lists of exact JSON data
         (:func:`_plain`; the last pair checked is remembered: old and new sides share messages)."""
         if tools is not None and id(tools) not in self._tools:
-            if type(tools) is not list or not _plain(tools):
+            # transformers raises for a tool that is neither a dict nor a function: its own path says so
+            if type(tools) is not list or not all(type(t) is dict for t in tools) or not _plain(tools):
                 return False
             if len(self._tools) >= 512:
                 self._tools.clear()
