@@ -12,7 +12,7 @@ terminal's width (rich's panels cut long words with "…" at 80 columns).
 
 from __future__ import annotations
 
-from replay.errors import UnknownNameError
+from replay.errors import UnknownNameError, UsageError  # noqa: F401
 
 import csv
 import io
@@ -241,7 +241,12 @@ ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser 
 OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
 NewParser = Annotated[Optional[str], typer.Option(help="Tool parser of the new side (default: the family's).")]
 RefParser = Annotated[
-    Optional[str], typer.Option(help="Tool parser of the reference side, whose whole-text parse every side is judged against (default: the family's).")
+    Optional[str],
+    typer.Option(
+        help="Tool parser of the reference side, whose whole-text parse every side is judged against (default: the family's): "
+        "a built-in name, module:attr / file.py:attr, or a framework's parser sglang/NAME, vllm/NAME, trtllm/NAME. The reference "
+        "runs in this process, never in a worker: the framework must be importable by the interpreter running replay."
+    ),
 ]
 OldPython = Annotated[
     Optional[str],
@@ -520,7 +525,7 @@ def _config(
             _fail(f"--{side}-render-in python: the {side} side has no interpreter of its own (give --{side}-python)", 2)
     try:
         cfg = build_config(spec)
-    except UnknownNameError as exc:  # a name that is no built-in: a bad option value
+    except UsageError as exc:  # a name that is no built-in: a bad option value
         _fail(str(exc), 2)
     except ValueError as exc:
         _fail(str(exc))
@@ -670,7 +675,7 @@ def audit(
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
                                redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters,
                                duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine=executor, force=force)
-    except (RunExistsError, UnknownNameError) as exc:  # usage errors, raised before any work
+    except (RunExistsError, UsageError) as exc:  # usage errors, raised before any work
         _fail(str(exc), 2)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
@@ -787,7 +792,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
         validate_specs(cfg)
     except (FileNotFoundError, ValueError) as exc:
         close_sides(cfg)
-        _fail(str(exc), 2 if isinstance(exc, UnknownNameError) else 1)
+        _fail(str(exc), 2 if isinstance(exc, UsageError) else 1)
     executor = _engine(engine, ray_address, cfg)
     mark_incomplete(run, meta, which)
     try:
@@ -1037,8 +1042,9 @@ def report(
 
 @app.command(short_help="List tool-parser families, markers and serializers.")
 def formats() -> None:
-    """List the tool-parser families (aliases, markers, the end-of-turn tokens stripped from
-    content), the model-name table and the tool serializers.
+    """List the tool-parser families (aliases, markers, the call starts that tell a completion's
+    family (query family_mismatch), the end-of-turn tokens stripped from content), the
+    model-name table and the tool serializers.
 
     Example: replay formats
     """
@@ -1048,7 +1054,7 @@ def formats() -> None:
     from replay.tools import SERIALIZERS
 
     t = Table(title="tool parsers", title_justify="left", header_style="bold")
-    for col in ("family", "aliases", "covers", "markers", "end tokens"):
+    for col in ("family", "aliases", "covers", "markers", "call starts", "end tokens"):
         t.add_column(col)
     by_cls: dict[type, list[str]] = {}
     for alias, cls in PARSERS.items():
@@ -1056,7 +1062,8 @@ def formats() -> None:
     for cls, aliases in by_cls.items():
         others = [a for a in aliases if a != cls.name]
         # markers such as [TOOL_CALLS] or [/THINK] are text, not rich markup
-        cells = (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers), " ".join(getattr(cls, "end_tokens", ())))
+        cells = (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers),
+                 " ".join(getattr(cls, "call_starts", ())), " ".join(getattr(cls, "end_tokens", ())))
         t.add_row(*(escape(c) for c in cells))
     console.print(t)
     m = Table(title="served model names -> family (first match wins; --parser overrides)", title_justify="left", header_style="bold")

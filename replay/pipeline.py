@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replay import tables
+from replay.errors import UsageError
 from replay.deadline import ReplayTimeout, deadline, deadlines_installed  # noqa: F401  (ReplayTimeout: part of this module's API)
 from replay.parsers import family_for_model, get_parser
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
@@ -537,7 +538,9 @@ def replay_item(plan: StreamPlan, parser: RemoteParser, chunks: list[tuple[str, 
 def replay_from_worker(answer: Any, chunks: list[tuple[str, Any]], finish_reason: str | None = None) -> SideReplay:
     """A worker's answer to one ``replay`` item (or the :class:`WorkerError` of a crash or hang
     on it) -> the same :class:`SideReplay` an in-process replay gives: the per-step events are
-    joined with :func:`replay.stream.assemble_openai`."""
+    joined with :func:`replay.stream.assemble_openai`. ``finish_reason``: the server's (``length``
+    for a truncated capture), else each stream's own ``finish_reason`` from the worker (what the
+    side's ``finish()`` reported, as :func:`replay.stream.replay_stream` takes it in process)."""
     n_cut = sum(1 for _, d in chunks if not isinstance(d, ChunkingError))
     if isinstance(answer, WorkerError) or not isinstance(answer, dict) or "error" in answer:
         msg = str(answer) if not isinstance(answer, dict) else str(answer["error"])
@@ -560,7 +563,8 @@ def replay_from_worker(answer: Any, chunks: list[tuple[str, Any]], finish_reason
                 StreamDelta(content=c, calls=[CallDelta(x[0], x[1], x[2], *x[3:4]) for x in calls], reasoning=r)
                 for _, c, r, calls in s.get("events", ())
             ]
-            got.append(assemble_openai(events, finish_reason=finish_reason))
+            own = s.get("finish_reason")
+            got.append(assemble_openai(events, finish_reason=finish_reason or (own if isinstance(own, str) and own else None)))
         if len(got) != n_cut:
             msg = f"WorkerError: {len(got)} chunkings answered, {n_cut} sent"
             got, parse = [msg] * n_cut, msg
@@ -663,7 +667,10 @@ def stage_context(spec: Any) -> _StageContext:
 
 #: Columns of ``exchanges`` each stage reads.
 RENDER_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_prompt_token_ids"]
-STREAM_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps", "served_finish_reason"]
+STREAM_COLUMNS = [
+    "exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps", "served_finish_reason",
+    "served_content",
+]
 
 
 def render_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
@@ -781,6 +788,41 @@ def remote_renders(chunk: list[dict[str, Any]], cfg: AuditConfig, remote: dict[s
     return pre
 
 
+def _request_tools(ex: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The OpenAI-form tools of an :func:`exchange_rows` row (or a plain row); raises for an
+    unreadable request."""
+    decode_request(ex)
+    request = ex.pop("_request") if "_request" in ex else orjson.loads(ex["request_json"])
+    return openai_tools(ex.get("route"), request.get("tools"))
+
+
+def family_fit_rows(chunk: list[dict[str, Any]], plans: list[StreamPlan] | None, cfg: AuditConfig, resolver: ParserResolver) -> list[dict[str, Any]]:
+    """The ``family_fit`` rows (:data:`replay.tables.FAMILY_FIT`, :func:`replay.family_fit.fit_row`)
+    of a list of exchanges: one per exchange with a raw completion, else with served content.
+    ``plans``: their :class:`StreamPlan` when made (their decoded tools are reused), else None."""
+    from replay.family_fit import fit_row
+
+    rows = []
+    for i, ex in enumerate(chunk):
+        text, source = ex.get("server_output_text"), "completion"
+        if text is None:
+            text, source = ex.get("served_content"), "served_content"
+        if not text:
+            continue
+        plan = plans[i] if plans is not None else None
+        if plan is not None and plan.sides is not None:
+            tools: Any = plan.tools
+        else:
+            tools = lambda ex=ex: _request_tools(ex)  # noqa: E731 - decoded only when candidate parses run
+        rows.append(
+            fit_row(
+                ex["exchange_id"], ex.get("model"), resolver.family(ex.get("model")), text, source, tools,
+                reasoning_open=prompt_opens_reasoning(ex.get("server_prompt")), limit=cfg.replay_timeout,
+            )
+        )
+    return rows
+
+
 def stream_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
     """The re-stream stage (with its per-row judging, :func:`judge_side`) on one record batch of
     ``exchanges`` (columns :data:`STREAM_COLUMNS`): ``{"streams": table, "calls": table}``
@@ -800,8 +842,10 @@ def _stream_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
     remote = {side: w for side in ("old", "new") if (w := ctx.sides.remote(side)) is not None}
     s_rows: list[dict[str, Any]] = []
     c_rows: list[dict[str, Any]] = []
+    f_rows: list[dict[str, Any]] = []
     for chunk in _batches(exchange_rows(batch), BATCH if remote else 1):
         plans = [plan_stream(ex, cfg, ctx.resolver) for ex in chunk]
+        f_rows.extend(family_fit_rows(chunk, plans, cfg, ctx.resolver))
         answers: list[dict[str, SideReplay]] = [{} for _ in plans]
         if remote:
             live = [i for i, p in enumerate(plans) if not p.done]
@@ -815,7 +859,11 @@ def _stream_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
             s, c = finish_stream(plan, cfg, got)
             s_rows.extend(s)
             c_rows.extend(c)
-    return {"streams": rows_table(s_rows, tables.STREAMS), "calls": rows_table(c_rows, tables.CALLS)}
+    return {
+        "streams": rows_table(s_rows, tables.STREAMS),
+        "calls": rows_table(c_rows, tables.CALLS),
+        "family_fit": rows_table(f_rows, tables.FAMILY_FIT),
+    }
 
 
 @dataclass(frozen=True)
@@ -830,7 +878,7 @@ class Stage:
 
 
 RENDER = Stage("render", render_batch, tuple(RENDER_COLUMNS), ("renders",))
-STREAM = Stage("stream", stream_batch, tuple(STREAM_COLUMNS), ("streams", "calls"))
+STREAM = Stage("stream", stream_batch, tuple(STREAM_COLUMNS), ("streams", "calls", "family_fit"))
 
 
 def parts_dir(run_dir: Path, table: str) -> Path:
@@ -944,7 +992,13 @@ def failed_batch(stage: Stage, batch: pa.RecordBatch, cfg: AuditConfig, message:
         s, c = finish_stream(plan, cfg, lost if not plan.done else None)
         s_rows.extend(s)
         c_rows.extend(c)
-    return {"streams": rows_table(s_rows, tables.STREAMS), "calls": rows_table(c_rows, tables.CALLS)}
+    with deadlines_installed():
+        f_rows = family_fit_rows(batch.to_pylist(), None, cfg, ctx.resolver)
+    return {
+        "streams": rows_table(s_rows, tables.STREAMS),
+        "calls": rows_table(c_rows, tables.CALLS),
+        "family_fit": rows_table(f_rows, tables.FAMILY_FIT),
+    }
 
 
 def run_stage(
@@ -1037,6 +1091,32 @@ def _named(option: str, spec: str, resolve: Any) -> None:
         raise err from None
 
 
+class ReferenceFrameworkError(UsageError):
+    """``--reference-parser sglang/NAME`` (``vllm/NAME``, ``trtllm/NAME``) where that framework is
+    not importable: the reference side runs in the ``replay`` process, never in a worker. A usage
+    error (exit 2) saying how to run it."""
+
+
+def _reference_parser(spec: str) -> None:
+    """Resolve the ``--reference-parser`` spec here (the reference side always runs in this
+    process; a framework spec imports its framework now). Raises :class:`ReferenceFrameworkError`
+    when the framework is not importable in this interpreter, else as :func:`_named`."""
+    from replay.adapters import FrameworkMissingError, is_framework_spec
+
+    try:
+        _named("--reference-parser", spec, get_parser)
+    except FrameworkMissingError as exc:
+        if not is_framework_spec(spec):
+            raise
+        framework = spec.split("/", 1)[0]
+        raise ReferenceFrameworkError(
+            f"--reference-parser {spec}: {framework} is not importable in {sys.executable}, and the reference side runs in "
+            f"the replay process (never in a worker). Run replay with an interpreter that has {framework} (install replay into "
+            f"that venv and run its bin/replay), or keep the built-in reference and audit {spec} as a side in its own venv: "
+            f"--new-parser {spec} --new-python VENV/bin/python (likewise --old-parser/--old-python)."
+        ) from None
+
+
 def validate_specs(cfg: AuditConfig) -> None:
     """Resolve every serializer and parser spec once, so a typo fails before any work is done.
 
@@ -1054,7 +1134,9 @@ def validate_specs(cfg: AuditConfig) -> None:
     for spec in specs.values():
         if spec.in_process:
             _named(f"--{spec.side}-serializer", spec.serializer, get_serializer)
-            if spec.parser is not None:
+            if spec.parser is not None and spec.side == "reference":
+                _reference_parser(spec.parser)
+            elif spec.parser is not None:
                 _named(f"--{spec.side}-parser", spec.parser, get_parser)
     if cfg.parser is not None:
         _named("--parser", cfg.parser, get_parser)

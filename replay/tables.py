@@ -169,6 +169,23 @@ CALLS = pa.schema(
     ]
 )
 
+#: ``family_fit``: one row per exchange with a raw completion (or, without one, served content):
+#: does the text hold the call markers of the family picked for it (replay/family_fit.py)?
+FAMILY_FIT = pa.schema(
+    [
+        pa.field("exchange_id", pa.string(), nullable=False),
+        pa.field("model", pa.string()),
+        pa.field("family", pa.string()),  # the family picked (--parser, else the model name); null: none
+        pa.field("text_source", pa.string(), nullable=False),  # completion | served_content: the text looked at
+        pa.field("marker_families", pa.list_(pa.string())),  # families whose call-start markers occur in it (registry order)
+        pa.field("family_markers", pa.bool_()),  # the picked family's own call starts occur; null: it declares none, or none picked
+        pa.field("looks_like", pa.string()),  # another family whose markers occur (and the picked family's do not) and whose parse finds more calls; null: fits
+        pa.field("looks_like_marker", pa.string()),  # the first of looks_like's call starts found
+        pa.field("looks_like_calls", pa.int32()),  # calls looks_like's whole-text parse finds in the text
+        pa.field("family_calls", pa.int32()),  # calls the picked family's whole-text parse finds there (when compared)
+    ]
+)
+
 #: Every table of a run, by the name of its Parquet file (without ``.parquet``) and SQL view.
 TABLES: dict[str, pa.Schema] = {
     "exchanges": EXCHANGES,
@@ -177,4 +194,5 @@ TABLES: dict[str, pa.Schema] = {
     "renders": RENDERS,
     "streams": STREAMS,
     "calls": CALLS,
+    "family_fit": FAMILY_FIT,
 }

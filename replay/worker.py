@@ -57,11 +57,15 @@ writes a request line only when the worker has answered every item of the previo
 
         {"k": K,
          "parse": {"content": C, "reasoning": R, "calls": [[NAME, ARGUMENTS], ...]} | {"error": E},
-         "streams": [{"events": [[STEP, CONTENT, REASONING, [[INDEX, NAME, ARGUMENTS(, ID)], ...]], ...]}
+         "streams": [{"events": [[STEP, CONTENT, REASONING, [[INDEX, NAME, ARGUMENTS(, ID)], ...]], ...]
+                      (, "finish_reason": FR)}
                      | {"error": E}, ...]}
 
     ``events``: what ``feed`` (steps ``0 .. n-1``) and ``finish`` (step ``n``) returned, empty
-    events left out; ``ID`` only when the parser gave the call delta one. The parent joins them with :func:`replay.stream.assemble_openai`, the same
+    events left out; ``ID`` only when the parser gave the call delta one. ``finish_reason``: only
+    when what ``finish()`` returned carries a non-empty string ``finish_reason`` (a framework
+    adapter reporting its framework's own, as :func:`replay.stream.replay_stream` reads it in
+    process); the parent gives it to the client assembly unless the capture was truncated. The parent joins them with :func:`replay.stream.assemble_openai`, the same
     code that joins an in-process replay. ``error``: ``"Type: message"`` of what the parser
     raised (``ReplayTimeout: took more than 0.5 s`` past the timeout). ``{"k": K, "error": E}``
     when the whole item failed (a family this worker does not know).
@@ -266,8 +270,8 @@ class Worker:
         for lens in item.get("chunkings") or ():
             try:
                 with deadline(self.timeout):
-                    events = _replay_events(new_parser(cls, tools, reasoning_open=ro), text, lens)
-                streams.append({"events": events})
+                    events, finish_reason = _replay_events(new_parser(cls, tools, reasoning_open=ro), text, lens)
+                streams.append({"events": events, "finish_reason": finish_reason} if finish_reason else {"events": events})
             except Exception as exc:
                 streams.append({"error": _err(exc)})
         out["streams"] = streams
@@ -313,10 +317,12 @@ def _version(dist: str) -> str | None:
     except metadata.PackageNotFoundError:
         return None
 
-def _replay_events(parser: Any, text: str, lens: list[int]) -> list[list[Any]]:
-    """Feed ``text`` cut into deltas of ``lens`` chars, then ``finish()``; the non-empty events as
-    ``[step, content, reasoning, [[index, name, arguments], ...]]``. Each result is checked with
-    :func:`replay.plugin_check.check_stream_delta` (imported once per stream, not per delta)."""
+
+def _replay_events(parser: Any, text: str, lens: list[int]) -> tuple[list[list[Any]], str | None]:
+    """Feed ``text`` cut into deltas of ``lens`` chars, then ``finish()``; returns the non-empty
+    events as ``[step, content, reasoning, [[index, name, arguments], ...]]`` and the
+    ``finish_reason`` the ``finish()`` result carries (a non-empty string, else None). Each result
+    is checked with :func:`replay.plugin_check.check_stream_delta` (imported once per stream)."""
     from replay.plugin_check import check_stream_delta
 
     events: list[list[Any]] = []
@@ -324,8 +330,10 @@ def _replay_events(parser: Any, text: str, lens: list[int]) -> list[list[Any]]:
     for step, n in enumerate(lens):
         _event(events, step, check_stream_delta(parser.feed(text[pos : pos + n]), "feed()"))
         pos += n
-    _event(events, len(lens), check_stream_delta(parser.finish(), "finish()"))
-    return events
+    last = check_stream_delta(parser.finish(), "finish()")
+    _event(events, len(lens), last)
+    own = getattr(last, "finish_reason", None)
+    return events, (own if isinstance(own, str) and own else None)
 
 
 def _event(events: list[list[Any]], step: int, d: Any) -> None:

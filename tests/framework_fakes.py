@@ -168,6 +168,15 @@ class MiniDetector(_Streamer):
         return self._release()
 
 
+class FirstCallDetector(MiniDetector):
+    """A planted fault in the whole-text path only: ``detect_and_parse`` returns the first call
+    and drops the others (its streaming path is :class:`MiniDetector`'s)."""
+
+    def detect_and_parse(self, text: str, tools: Any) -> Result:
+        got = super().detect_and_parse(text, tools)
+        return Result(got.normal_text, got.calls[:1])
+
+
 class LaggingDetector(MiniDetector):
     """Streams each call's arguments without their last char, which stays only in
     ``prev_tool_call_arr``: the server's end-of-stream check must send it."""

@@ -1,7 +1,8 @@
 """Shared pieces of the parser tests: hypothesis strategies, the property assertion, planted bugs,
 and the checkers of the shared corpus and public-bug cases.
 
-Every family's test module imports from here, so that each family is held to one property:
+The family suite (``tests/families``) and the other parser tests import from here, so that each
+family is held to one property:
 for every chunking (default ones, ``char-raw``, seeded random splits, every two-way split) the
 streamed calls joined by index equal the whole-text parse (see
 :func:`replay.stream.check_stream_equals_whole`), and to one reading of the shared data:
@@ -12,7 +13,6 @@ streamed calls joined by index equal the whole-text parse (see
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,11 +20,10 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from replay.parsers._reasoning import THINK, split_reasoning
-from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
+from replay.parsers._reasoning import THINK
+from replay.parsers.base import CallDelta, StreamDelta
 from replay.stream import (
     CHUNKINGS_DEFAULT,
     SYNTHETIC_DEFAULT,
@@ -40,7 +39,6 @@ SHARED = Path(os.environ.get("REPLAY_SHARED") or Path(__file__).resolve().parent
 OUTPUTS = SHARED / "corpus" / "outputs"
 PUBLIC_BUGS = SHARED / "cases" / "public-bugs.jsonl"
 
-PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def all_chunkings(parser_cls, text):
@@ -476,26 +474,3 @@ def xml_outputs(draw, cls):
     elif ending == "cut" and text:
         text = text[: draw(st.integers(0, len(text)))]
     return text
-
-
-def xml_property(cls, text, tools=None):
-    """The property with ``tools`` (typing) as well; ``assert_property`` covers tools=None."""
-    failures = check_stream_equals_whole(cls, text, all_chunkings(cls, text), tools=tools)
-    assert not failures, f"{len(failures)} failing chunkings; smallest: {failures[0].describe()}\n text={text!r}"
-
-
-def greedy_parser(cls):
-    """Planted bug (c): the whole-text parse matches START(.*)END greedily, so consecutive calls
-    merge into one (the first name, every parameter)."""
-
-    def parse(self, text):
-        reasoning, body = split_reasoning(text, cls.THINK, open=self.reasoning_open)
-        m = re.search(re.escape(cls.START) + "(.*)" + re.escape(cls.END), body, re.S)
-        fn = m and re.search(r"<function=([^>]*)>", m.group(1))
-        if not fn:
-            return cls.parse(self, text)
-        params = {k: v.strip("\n") for k, v in re.findall(r"<parameter=([^>]*)>(.*?)</parameter>", m.group(1), re.S)}
-        args = json.dumps({k: json.loads(v) if v.isdigit() else v for k, v in params.items()}, ensure_ascii=False)
-        return ParseResult(body[: m.start()] + body[m.end() :], (ToolCall(fn.group(1), args),), reasoning)
-
-    return type(cls.__name__ + "Greedy", (cls,), {"parse": parse})

@@ -23,6 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hypo import examples
+
 import framework_fakes as ff
 from replay import adapters
 from replay.adapters import FrameworkToolCall, protocol_of
@@ -118,10 +120,10 @@ def test_trtllm_planted_finish_bug_is_caught_by_the_property():
 
 # --------------------------------------------------------------------------- SGLang (fake package)
 FAKE_FCP = '''
-from framework_fakes import MiniDetector, LaggingDetector
+from framework_fakes import FirstCallDetector, MiniDetector, LaggingDetector
 
 class FunctionCallParser:
-    ToolCallParserEnum = {"mini": MiniDetector, "qwen25": MiniDetector, "lagging": LaggingDetector}
+    ToolCallParserEnum = {"mini": MiniDetector, "qwen25": MiniDetector, "lagging": LaggingDetector, "firstonly": FirstCallDetector}
 
     def __init__(self, tools, tool_call_parser, **kwargs):
         self.detector = self.ToolCallParserEnum[tool_call_parser]()
@@ -244,6 +246,91 @@ def test_sglang_module_attr_class_is_registered_for_its_parser(fake_sglang):
     assert replay_stream(cls, TOOLS, ["Hi ", CALL]).calls[0].name == "get_weather"
 
 
+AGENT = Path(__file__).resolve().parents[1] / "samples" / "coding-agent.jsonl"
+
+
+def _audit(tmp_path, *args):
+    from typer.testing import CliRunner
+
+    from replay.cli import app
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["audit", str(AGENT), "--out", str(out), "--quiet", *args], env={"COLUMNS": "200"})
+    return out, result
+
+
+def _verdict(out, check):
+    from replay.sql import connect, run_query
+
+    rows = run_query(connect(out), "verdicts").to_pylist()
+    return next(r for r in rows if r["check"] == check)
+
+
+def test_reference_parser_framework_spec_runs_in_process(fake_sglang, tmp_path):
+    """``--reference-parser sglang/mini`` with SGLang importable here (the fake package): the
+    reference whole-text parse of every raw completion is the framework detector's, made in this
+    process, and both sides are judged against it (issue 10 part 3)."""
+    import pyarrow.parquet as pq
+
+    out, result = _audit(tmp_path, "--reference-parser", "sglang/mini")
+    assert result.exit_code == 0, result.output
+    texts = {r["exchange_id"]: r["server_output_text"] for r in pq.read_table(out / "exchanges.parquet").to_pylist()}
+    # each of the 7 completions went through the detector here, as SGLang's server sends it:
+    # has_tool_call first, detect_and_parse for the 6 that hold a call
+    asked = {e[1] for d in _created() for e in d.log if e[0] == "has_tool_call"}
+    parsed = {e[1] for d in _created() for e in d.log if e[0] == "detect_and_parse"}
+    assert asked >= set(texts.values()) and len(texts) == 7
+    assert parsed == {t for t in texts.values() if ff.START in t} and len(parsed) == 6
+    streams = [r for r in pq.read_table(out / "streams.parquet").to_pylist() if r["side"] == "reference"]
+    assert [r["parser"] for r in streams] == ["sglang.mini"] * 7
+    ref_calls = {}
+    for r in pq.read_table(out / "calls.parquet").to_pylist():
+        if r["side"] == "reference":
+            ref_calls.setdefault(r["exchange_id"], []).append((r["name"], json.loads(r["arguments"])))
+    assert ref_calls == {x: ff.whole(t)[1] for x, t in texts.items() if ff.whole(t)[1]}
+    assert sum(len(v) for v in ref_calls.values()) == 7
+    semantic = _verdict(out, "semantic-diff")
+    assert semantic["same-ok"] + semantic["unreliable"] == semantic["exchanges"] == 7
+    assert "(reference: the whole-text parse of `sglang/mini`)" in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_reference_parser_framework_fault_reaches_the_verdicts(fake_sglang, tmp_path):
+    """A framework reference whose whole-text parse keeps only the first call: the one agent turn
+    with two calls (turn 3) is judged against it, both built-in sides differ from it alike
+    (still-wrong on semantic-diff), and no other exchange changes."""
+    out, result = _audit(tmp_path, "--reference-parser", "sglang/firstonly")
+    assert result.exit_code == 0, result.output
+    semantic = _verdict(out, "semantic-diff")
+    assert semantic["still-wrong"] == 1 and semantic["same-ok"] + semantic["unreliable"] == 6
+
+
+def test_reference_parser_framework_missing_is_a_usage_error(tmp_path, monkeypatch):
+    """Where the framework is not importable, the reference framework spec stops the audit before
+    any work, exit 2, with one line naming the option and how to run it."""
+    import importlib.util
+
+    for framework, spec in (("sglang", "sglang/qwen25"), ("vllm", "vllm/hermes")):
+        if importlib.util.find_spec(framework) is not None:
+            continue
+        out, result = _audit(tmp_path, "--reference-parser", spec)
+        assert result.exit_code == 2, result.output
+        msg = " ".join(result.output.split())
+        assert f"error: --reference-parser {spec}: {framework} is not importable in {sys.executable}" in msg
+        assert f"--new-parser {spec} --new-python VENV/bin/python" in msg
+        assert not (out / "streams.parquet").exists()
+
+
+def test_reference_parser_help_names_the_framework_specs():
+    from typer.testing import CliRunner
+
+    from replay.cli import app
+
+    for command in ("audit", "stream"):
+        text = " ".join(CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output.split())
+        assert "--reference-parser" in text and "sglang/NAME, vllm/NAME, trtllm/NAME" in text
+        assert "must be importable by the interpreter running replay" in text
+
+
 def test_unstreamed_argument_rules_of_each_release():
     det = SimpleNamespace(prev_tool_call_arr=[{"name": "f", "arguments": {"a": "ü"}}], streamed_args_for_tool=['{"a": '])
     assert sgl.unstreamed_arguments(det, new_rule=False) == (0, '"ü"}')
@@ -339,7 +426,7 @@ def _chunk(draw, text, forced=()):
     return [text[a:b] for a, b in zip([0, *points], [*points, len(text)])] if text else []
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_property_trtllm_adapter(data):
     text = data.draw(completions())
@@ -347,7 +434,7 @@ def test_property_trtllm_adapter(data):
     assert check_stream_equals_whole(get_parser(f"{FAKES}:MiniTRT"), text, [("drawn", deltas)], tools=TOOLS) == []
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_property_sglang_adapter(fake_sglang, data):
     # 0.5.4 never flushes at the end: its detectors are correct only on text that leaves nothing held
@@ -356,7 +443,7 @@ def test_property_sglang_adapter(fake_sglang, data):
     assert check_stream_equals_whole(get_parser("sglang/mini"), text, [("drawn", deltas)], tools=TOOLS) == []
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_property_vllm_adapter(vllm_cls, data):
     # vLLM has no end-of-stream hook and replaces a last step that carries a call: correct

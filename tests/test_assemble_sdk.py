@@ -17,6 +17,8 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hypo import examples
+
 from replay.assemble import ClientResult, assemble_chat, assemble_events, assemble_messages, chunks_from_events
 from replay.parsers.base import CallDelta, StreamDelta
 
@@ -178,7 +180,7 @@ def chat_chunks(draw) -> list[dict]:
     return chunks
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chat_chunks())
 def test_generated_chat_streams_assemble_as_the_openai_sdk_does(chunks):
     assert normal(assemble_chat(chunks)) == openai_snapshot(chunks)
@@ -220,7 +222,7 @@ def message_events(draw) -> list[dict]:
     return evs
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(message_events())
 def test_generated_messages_streams_assemble_as_the_anthropic_sdk_does(events):
     assert normal(assemble_messages(events)) == anthropic_snapshot(events)
@@ -244,7 +246,7 @@ def parser_events(draw) -> list[StreamDelta]:
     return out
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(parser_events())
 def test_a_replay_is_the_sdk_assembly_of_the_chunks_a_server_sends(events):
     """assemble_events (computed without building the chunks) equals the SDK's snapshot of the

@@ -202,3 +202,47 @@ def test_audit_0_5_4_old_against_0_5_23_new(pythons, tmp_path):
         f"SELECT side, string_agg(name, ',' ORDER BY chunking, index) FROM {calls} WHERE exchange_id = 'sg-two' AND side IN ('old', 'new') GROUP BY side"
     ).fetchall()
     assert len({names for _, names in per_side}) == 1
+
+
+BOOT = (
+    "import os, sys; sys.path.append(os.environ['REPLAY_TEST_FRAMEWORK_SITE']); "
+    "from replay.cli import app; sys.argv[0] = 'replay'; app()"
+)
+
+
+def test_reference_parser_is_sglang_0_5_23_in_process(pythons, answers, tmp_path):
+    """``--reference-parser sglang/qwen25`` with the real SGLang 0.5.23 importable by the process
+    running ``replay`` (this interpreter, with the release's venv site-packages appended to its
+    path: what installing replay into that venv gives): the reference whole-text parse is
+    SGLang's, exchange by exchange as its own driver gives it, and the built-in sides are judged
+    against it (issue 10 part 3)."""
+    duckdb = pytest.importorskip("duckdb")
+    site = subprocess.run(
+        [str(pythons["new"]), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    capture = cap.write_capture(tmp_path / "sglang.jsonl")
+    run = tmp_path / "run"
+    env = {**os.environ, "REPLAY_TEST_FRAMEWORK_SITE": site, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", BOOT, "audit", str(capture), "--out", str(run), "--reference-parser", "sglang/qwen25", "--quiet"],
+        capture_output=True, text=True, cwd=str(ROOT), timeout=600, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    con = duckdb.connect()
+    streams = f"read_parquet('{run / 'streams.parquet'}')"
+    calls = f"read_parquet('{run / 'calls.parquet'}')"
+    ref = {x: c for x, c in con.execute(f"SELECT exchange_id, content FROM {streams} WHERE side = 'reference'").fetchall()}
+    got_calls = {}
+    for x, name, args in con.execute(f"SELECT exchange_id, name, arguments FROM {calls} WHERE side = 'reference' ORDER BY exchange_id, index").fetchall():
+        got_calls.setdefault(x, []).append([name, args])
+    assert set(ref) == set(answers["new"])
+    for x, answer in answers["new"].items():
+        assert ref[x] == answer["parse"]["content"], x
+        assert got_calls.get(x, []) == [c[:2] for c in answer["parse"]["calls"]], x
+    # the built-in old side is judged against it: SGLang strips the content around calls
+    # ('Comparing both.' where the built-in keeps 'Comparing both.\n\n') and drops the call to an
+    # undeclared tool (content ''), so the built-in whole-text parse differs on those 3 exchanges
+    differs = con.execute(
+        f"SELECT exchange_id FROM {streams} WHERE side = 'old' AND chunking = 'parse' AND differs_from_reference ORDER BY 1"
+    ).fetchall()
+    assert differs == [("sg-two",), ("sg-undefined",), ("sg-zurich",)] and ref["sg-undefined"] == ""

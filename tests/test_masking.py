@@ -10,6 +10,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hypo import examples
+
 from replay.mask import STRUCTURAL_WORDS, redact_text, redact_tool
 
 HERMES = ("<tool_call>", "</tool_call>")
@@ -74,7 +76,7 @@ PROSE_WORDS = st.sampled_from(sorted(STRUCTURAL_WORDS) + ["Hello", "Zoë", "data
 SEPARATORS = st.sampled_from([" ", ", ", ". ", "! ", "? ", "\n", " (", ") ", "; ", ": "])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(PROSE_WORDS, SEPARATORS), min_size=1, max_size=30))
 def test_no_letter_of_prose_survives(parts):
     """Sentences built of the structural words themselves: masked to x's, whatever the order."""
@@ -84,7 +86,7 @@ def test_no_letter_of_prose_survives(parts):
     assert re.sub(r"[x0-9\W]", "", red) == "", red
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(PROSE_WORDS, SEPARATORS), min_size=1, max_size=12))
 def test_no_letter_of_a_string_argument_survives(parts):
     """The same words as a JSON string value of a call's arguments: masked; the JSON still parses."""

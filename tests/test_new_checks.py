@@ -130,6 +130,16 @@ class DropLast(HermesParser):
 
 class DropLastIfLong(DropLast):
     limit = 20
+
+
+class OwnStop(HermesParser):
+    """As a framework adapter reports its framework's own finish_reason: on what finish()
+    returns (here `stop` on every stream, as a server that says stop while it sent calls)."""
+
+    def finish(self):
+        d = super().finish()
+        d.finish_reason = "stop"
+        return d
 '''
 
 COLUMNS = ("fixed", "improved", "broken", "same-ok", "still-wrong", "changed-wrong", "unreliable", "wrong")
@@ -283,6 +293,29 @@ def test_finish_reason_planted_closes_a_truncated_call(plugins, truncated, tmp_p
         assert side(got[check]) == row(same_ok=2), check
     invented = query_json(tmp_path / "r", "--sql", "SELECT arguments FROM calls WHERE side = 'new' AND chunking = 'whole'")
     assert [json.loads(c["arguments"]) for c in invented] == [{"command": "pytest -q tests"}]
+
+
+@pytest.mark.parametrize("where", ["in process", "worker"])
+def test_finish_reason_of_the_side_itself_in_process_and_in_a_worker(plugins, tmp_path, where):
+    """A side's own finish_reason (what its finish() reports, as a framework adapter does) reaches
+    the verdicts the same whether the side runs here or in a worker process (``--new-python``):
+    every reliable exchange with calls is broken on finish-reason, nothing else changes."""
+    import sys
+
+    worker = ["--new-python", sys.executable] if where == "worker" else []
+    got = audit(AGENT, tmp_path / "r", "--new-parser", f"{plugins}:OwnStop", *worker)
+    assert side(got["finish-reason"]) == row(broken=RELIABLE_WITH_CALLS, same_ok=N - len(WITH_CALLS), unreliable=len(UNFAITHFUL))
+    for check in set(STREAM_ROWS) - {"finish-reason"}:
+        assert side(got[check]) == row(same_ok=N - len(UNFAITHFUL), unreliable=len(UNFAITHFUL)), check
+    reasons = query_json(tmp_path / "r", "--sql", "SELECT side, exchange_id, list(DISTINCT finish_reason) AS r FROM streams "
+                         "WHERE side IN ('old', 'new') AND chunking <> 'parse' GROUP BY ALL")
+    got_reasons = {(r["side"], r["exchange_id"]): r["r"] for r in reasons}
+    assert len(got_reasons) == 2 * N
+    for x in REF_CALLS:  # the new side's own `stop` on every replay; the old side's rule: tool_calls iff calls
+        assert got_reasons[("new", x)] == ["stop"]
+        assert got_reasons[("old", x)] == ["tool_calls" if x in WITH_CALLS else "stop"], x
+    if where == "worker":
+        assert json.loads((tmp_path / "r" / "run.json").read_text())["sides"]["new"]["python"] == sys.executable
 
 
 def test_served_gate(tmp_path):

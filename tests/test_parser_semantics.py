@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from replay.parsers import (
@@ -36,12 +36,13 @@ from replay.parsers import (
 from replay.parsers._markers import TokenStripper, check_prefix_free, strip_tokens
 from replay.parsers._schema import convert_value
 from replay.stream import check_stream_equals_whole, replay_stream, split
-from strategies import PROPERTY, all_chunkings, assert_property, text_with
-from test_all_families import SYNTAX
+from hypo import budget
+from strategies import all_chunkings, assert_property, text_with
+from families.configs import SYNTAX
 
 FAMILIES = families()
 WITH_END_TOKENS = [c for c in FAMILIES if c.end_tokens]
-QUICK = settings(PROPERTY, max_examples=25)
+QUICK = budget(25)
 
 
 # ----------------------------------------------------------------------------- end tokens

@@ -5,6 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hypo import examples
+
 from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
 
 pieces = st.sampled_from(["<think>", "</think>", "<thi", "</th", "nk>", " ", "\n", "a", "é", "<", ">", "x y"])
@@ -18,7 +20,7 @@ def streamed(text: str, cuts: list[int], open: bool) -> tuple[str, str]:
     return "".join(p[0] for p in parts), "".join(p[1] for p in parts)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(texts, st.lists(st.integers(0, 60), max_size=12), st.booleans())
 def test_streamed_split_equals_whole_split(text: str, cuts: list[int], open: bool) -> None:
     assert streamed(text, cuts, open) == split_reasoning(text, open=open)

@@ -281,6 +281,8 @@ def test_error_detail_under_redact_hashes_quoted_prose_only() -> None:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from hypo import examples  # noqa: E402
+
 import re  # noqa: E402
 
 from replay.capture import redact as _r  # noqa: E402
@@ -316,7 +318,7 @@ def _reference_scrub(text: str) -> str:
     return "".join(out) + text[last:] if out else text
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(_texts)
 def test_scrub_text_is_the_leftmost_first_rule_contract(text: str) -> None:
     assert scrub_text(text) == _reference_scrub(text)
@@ -329,7 +331,7 @@ def test_a_match_whose_check_fails_hides_nothing_after_it() -> None:
     assert scrub_text(f"https://h/p?page={SK}") == "https://h/p?page=[redacted:sk]"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_texts, min_size=1, max_size=5), st.booleans())
 def test_line_gate_finds_every_rule_a_decoded_string_needs(strings: list[str], ascii_only: bool) -> None:
     """The row gate may scan the raw capture line instead of the decoded strings: it must find every

@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hypo import examples
+
 from replay.capture import ingest
 from replay.capture.served import (
     call_markers,
@@ -211,7 +213,7 @@ json_values = st.recursive(
 call_lists = st.lists(st.tuples(names, st.dictionaries(st.text(max_size=6), json_values, max_size=4)), min_size=1, max_size=4)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(calls=call_lists, data=st.data())
 def test_chat_transcript_split_anywhere_assembles_back(calls, data) -> None:
     """Calls -> an OpenAI chat SSE transcript whose arguments are split at arbitrary points (and

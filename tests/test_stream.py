@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hypo import examples
+
 from replay.parsers import DeepSeekV31Parser, HermesParser
 from replay.parsers.base import CallDelta, StreamDelta
 from replay.parsers.deepseek_v31 import CALL_BEGIN, CALL_END, SEP
@@ -27,7 +29,7 @@ MARKERS = ("<tool_call>", "</tool_call>")
 SYNTHETIC = [c for c in CHUNKINGS_DEFAULT if c != "recorded"] + ["char-raw", "random-0", "random-7", "split-3"]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(st.one_of(st.text(max_size=5), st.sampled_from(MARKERS)), max_size=6).map("".join),
     st.sampled_from(SYNTHETIC),

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hypo import examples
+
 from replay.plugins import PluginError
 from replay.tools import (
     SERIALIZERS,
@@ -347,7 +349,7 @@ def tools(draw):
     return tool
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(tools())
 def test_builtins_match_pydantic(tool: dict) -> None:
     model = _pydantic_models().model_validate(tool)

@@ -45,6 +45,12 @@ class AdapterError(ValueError):
     is not in its registry, or the class follows no known protocol. The message says which."""
 
 
+class FrameworkMissingError(AdapterError):
+    """The framework a spec names (``sglang/NAME``, ``vllm/NAME``, ``trtllm/NAME``) is not
+    importable in this interpreter: run that side where it is (``--old-python``/``--new-python``),
+    or, for the reference side, which runs in the ``replay`` process, run ``replay`` there."""
+
+
 @dataclass(frozen=True)
 class FrameworkToolCall(ToolCall):
     """A call of a framework's whole-text parse, with the ``index`` its server put on it in the
@@ -114,8 +120,9 @@ def resolve(spec: str) -> type:
     """The adapter class for a shorthand spec ``<framework>/<name>``.
 
     Imports the framework (SGLang with the stubs of :func:`replay.adapters.sglang.install_stubs`).
-    Raises :class:`AdapterError` when the framework is not installed in this interpreter or the
-    name is not in its registry (the message lists the names it has)."""
+    Raises :class:`FrameworkMissingError` (an :class:`AdapterError`) when the framework is not
+    installed in this interpreter, :class:`AdapterError` when the name is not in its registry
+    (the message lists the names it has)."""
     for prefix, module in PREFIXES.items():
         if spec.startswith(prefix):
             name = spec[len(prefix) :]

@@ -53,6 +53,7 @@ import types
 from typing import Any, ClassVar
 
 from replay.adapters import (
+    FrameworkMissingError,
     AdapterError,
     FrameworkToolCall,
     adapter_identity,
@@ -99,7 +100,7 @@ def install_stubs() -> None:
     if "sglang" not in sys.modules:  # not imported yet (a real import, if any, is left alone)
         spec = importlib.util.find_spec("sglang")
         if spec is None or not spec.submodule_search_locations:
-            raise AdapterError(f"sglang is not installed in {sys.executable} (pass --old-python/--new-python of a venv that has it)")
+            raise FrameworkMissingError(f"sglang is not installed in {sys.executable} (pass --old-python/--new-python of a venv that has it)")
         root = list(spec.submodule_search_locations)[0]
         for name, path in (("sglang", root), ("sglang.srt", os.path.join(root, "srt"))):
             mod = types.ModuleType(name)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from replay.adapters import AdapterError, FrameworkToolCall, adapter_identity, attribute_tools, bot_eot_tokens
+from replay.adapters import AdapterError, FrameworkMissingError, FrameworkToolCall, adapter_identity, attribute_tools, bot_eot_tokens
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta
 
 _CACHE: dict[Any, type] = {}
@@ -56,7 +56,7 @@ def _registry() -> dict[str, type]:
     try:
         from tensorrt_llm.serve.tool_parser.tool_parser_factory import ToolParserFactory  # type: ignore[import-not-found]
     except Exception as exc:
-        raise AdapterError(f"tensorrt_llm is not importable here ({exc!r}); name a parser class as module:attr instead") from exc
+        raise FrameworkMissingError(f"tensorrt_llm is not importable here ({exc!r}); name a parser class as module:attr instead") from exc
     return dict(ToolParserFactory.parsers)
 
 

@@ -63,7 +63,7 @@ import json
 import os
 from typing import Any, ClassVar
 
-from replay.adapters import AdapterError, FrameworkToolCall, PlainRequest, adapter_identity, attribute_tools
+from replay.adapters import AdapterError, FrameworkMissingError, FrameworkToolCall, PlainRequest, adapter_identity, attribute_tools
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta
 
 _CACHE: dict[Any, type] = {}
@@ -81,7 +81,7 @@ def _tool_parsers_module() -> Any:
             return importlib.import_module(name)
         except ImportError as exc:
             errors.append(f"{name}: {exc!r}")
-    raise AdapterError("vLLM's tool parsers are not importable here (" + "; ".join(errors) + ")")
+    raise FrameworkMissingError("vLLM's tool parsers are not importable here (" + "; ".join(errors) + ")")
 
 
 def _manager() -> Any:

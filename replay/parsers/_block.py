@@ -100,6 +100,7 @@ def read_json_block(
     consume: bool = True,
     trailing: Callable[[str], bool] | None = None,
     final: bool = True,
+    open_end: bool = True,
 ) -> tuple[int, Any] | None:
     """Decide the block whose body starts at ``body_start``: ``(end, value)``, or None.
 
@@ -113,6 +114,10 @@ def read_json_block(
     then an end marker), the block ends just after the value (``end`` = its end, ``value`` the
     value) and that text is the caller's (content): Mistral's ``[TOOL_CALLS] [...]`` call list
     followed by prose.
+
+    ``open_end``: when False, a value followed only by ws up to the end of the text is no call
+    (``value`` is :data:`NO_VALUE`): the family reports a call only once its end marker came
+    (DeepSeek V3 / V3.1, Kimi K2; the README's content rules).
 
     ``final``: ``text`` is the whole text (the whole-text parse, or the end of a stream). When
     False, ``text`` is a prefix of a stream and the result is None whenever more text could
@@ -135,7 +140,7 @@ def read_json_block(
         return None if end is None else (end, NO_VALUE)
     m = skip_ws(text, k)
     if m == n:
-        return (m, value) if final else None
+        return (m, (value if open_end else NO_VALUE)) if final else None
     for e in ends:
         if text.startswith(e, m):
             return (m + len(e) if consume else m), value
@@ -167,7 +172,8 @@ class JsonBlock:
       start when it does not decode), or ``len(buf)`` at ``final`` when there is none.
 
     ``trailing``: as in :func:`read_json_block` (a value followed by other text ends the block
-    just after the value when ``trailing(raw JSON text)`` is true).
+    just after the value when ``trailing(raw JSON text)`` is true). ``open_end``: as in
+    :func:`read_json_block` (False: a value followed only by ws at ``final`` has no span).
 
     While undecided it keeps its scan state, so the JSON is scanned once, incrementally, and the
     end markers are searched for only in new text. Once it has decided it must not be called again.
@@ -180,8 +186,10 @@ class JsonBlock:
         *,
         consume: bool = True,
         trailing: Callable[[str], bool] | None = None,
+        open_end: bool = True,
     ) -> None:
         self.ends = _ends(end_markers)
+        self._open_end = open_end
         self._trailing = trailing
         self._consume = consume
         self._longest = max(len(e) for e in self.ends)
@@ -222,7 +230,9 @@ class JsonBlock:
                 if buf.startswith(e, m):
                     return Decided(m + len(e) if self._consume else m, (self._j, self._k))
             if m == len(buf):
-                return Decided(len(buf), (self._j, self._k)) if final else None
+                if not final:
+                    return None
+                return Decided(len(buf), (self._j, self._k) if self._open_end else None)
             if not final and any(e.startswith(buf[m:]) for e in self.ends):
                 return None
             if self._trailing is not None and self._trailing(buf[self._j : self._k]):

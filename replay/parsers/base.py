@@ -90,6 +90,10 @@ class ToolParser(Protocol):
       ``end_tokens`` (built-in families; optional for plugins): the end-of-turn / end-of-sequence
       tokens removed from the raw text in both paths before parsing, as servers never show them
       (``replay formats`` lists them).
+      ``call_starts`` (built-in families; optional for plugins): the distinctive markers that open
+      a call or a call section in this family's syntax (``<tool_call>``, ``[TOOL_CALLS]``), never
+      generic text such as ``[`` or ``{``. :mod:`replay.family_fit` looks for them to tell when a
+      completion holds another family's calls than the one its model name picks.
 
     ``__init__(tools)`` takes the request's tool declarations (a list of OpenAI tool dicts, or
     None), for families whose parse depends on the declared schema. Families that split off

@@ -18,9 +18,9 @@ parser; the tests check that they agree under every chunking):
 
 * Reasoning is split off first by the shared ``<think>`` rule (:mod:`replay.parsers._reasoning`;
   ``reasoning_open=True`` when the prompt opened it, as R1's template does).
-* ``<｜tool▁calls▁begin｜>``, ``<｜tool▁calls▁end｜>`` and ``<｜end▁of▁sentence｜>`` never reach
-  content: dropped outside calls and from the text of blocks that are not calls. Calls are
-  recognised with or without the enclosing section.
+* Sections as in :mod:`replay.parsers.deepseek_v31` (one base, README content rules): a section
+  holding a call is framing (``<｜tool▁calls▁begin｜>``/``<｜tool▁calls▁end｜>`` dropped), one holding
+  none is content verbatim, markers included; calls are recognised with or without the section.
 * A block starts at ``<｜tool▁call▁begin｜>``. The next marker must be ``<｜tool▁sep｜>`` (the TYPE
   text before it is ignored, as upstream); otherwise the start marker and that text are content
   and parsing goes on at the marker found (or the text ends).
@@ -30,12 +30,14 @@ parser; the tests check that they agree under every chunking):
   to and including that newline and parsing goes on after it.
 * Then the arguments are read string-aware (``json.JSONDecoder().raw_decode`` after JSON
   whitespace). The block is a call when that value is a JSON object followed only by whitespace
-  and ```` ```<｜tool▁call▁end｜> ```` (fence and end token adjacent, as every writer emits them),
-  or by whitespace up to the end of the text (a stream cut right after the JSON). A block cut
-  anywhere else, or whose JSON is not an object or is followed by other text, is content (minus
-  section markers) up to the first ```` ```<｜tool▁call▁end｜> ```` after the JSON value (after the
-  fence opening when the JSON does not decode), or to the end of the text. (Upstream whole-text
-  parses return the whole output as content on any error.)
+  and ```` ```<｜tool▁call▁end｜> ```` (fence and end token adjacent, as every writer emits them).
+  A call cut off by the end of the output (complete JSON, no fence and end token) is no call, as
+  SGLang's ``DeepSeekV3Detector`` and vLLM's ``DeepSeekV3ToolParser`` match calls only up to the
+  end token (README content rules; replay once reported it). A block cut
+  anywhere else, or whose JSON is not an object or is followed by other text, is content up to
+  the first ```` ```<｜tool▁call▁end｜> ```` after the JSON value (after the
+  fence opening when the JSON does not decode), or to the end of the text; it is content verbatim,
+  markers included. (Upstream whole-text parses return the whole output as content on any error.)
 * A value nested deeper than :data:`~replay.parsers._jsonscan.MAX_DEPTH` is not an object here
   (so not a call). Arguments: ``json.dumps(obj, ensure_ascii=False)``. Everything else (text between calls, stray
   ``<｜tool▁sep｜>``/``<｜tool▁call▁end｜>``, markdown fences in prose — which SGLang strips) is
@@ -58,7 +60,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from replay.parsers._block import Decided, JsonBlock, object_arguments, read_json_block
-from replay.parsers._family import SectionedParser, parse_blocks
+from replay.parsers._family import SectionedParser, parse_sectioned
 from replay.parsers._markers import first_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
 from replay.parsers.base import ParseResult, ToolCall
@@ -69,9 +71,7 @@ from replay.parsers.deepseek_v31 import (
     CALLS_END,
     EOS,
     MARKERS,
-    OUTSIDE,
     SEP,
-    drop_section_markers,
 )
 
 FENCE_OPEN = "```json"
@@ -83,10 +83,7 @@ __all__ = ["DeepSeekV3Parser", "CALLS_BEGIN", "CALL_BEGIN", "SEP", "CALL_END", "
 
 
 def _read_block(text: str, i: int, mark: str) -> tuple[int, list[ToolCall] | None]:
-    """Whole text: what starts at the outside marker at ``i`` -> ``(end, calls or None)``; a
-    section marker is framing (no calls, dropped)."""
-    if mark != CALL_BEGIN:
-        return i + len(mark), []
+    """Whole text: the block at the ``<｜tool▁call▁begin｜>`` at ``i`` -> ``(end, [call] or None)``."""
     n = len(text)
     q, mark = first_marker(text, MARKERS, i + len(CALL_BEGIN))
     if q < 0:
@@ -101,7 +98,7 @@ def _read_block(text: str, i: int, mark: str) -> tuple[int, list[ToolCall] | Non
     name = text[s:nl].strip()
     if not name or not text.startswith(FENCE_OPEN, nl + 1):
         return nl + 1, None
-    end, obj = read_json_block(text, nl + 1 + len(FENCE_OPEN), FENCE_END)
+    end, obj = read_json_block(text, nl + 1 + len(FENCE_OPEN), FENCE_END, open_end=False)
     args = object_arguments(obj)
     return end, None if args is None else [ToolCall(name, args)]
 
@@ -117,11 +114,13 @@ class DeepSeekV3Parser(SectionedParser):
 
     name: ClassVar[str] = "deepseek_v3"
     markers: ClassVar[tuple[str, ...]] = (*MARKERS, *THINK)
+    call_starts: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALL_BEGIN)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = (EOS,)
     covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3, V3-0324, DeepSeek-R1, R1-0528 (and R1 distills served with their tool template)"
 
-    OUTSIDE = OUTSIDE
     CALL_BEGIN = CALL_BEGIN
+    SECTION_BEGINS = (CALLS_BEGIN,)
+    SECTION_ENDS = (CALLS_END,)
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
@@ -138,15 +137,12 @@ class DeepSeekV3Parser(SectionedParser):
         module rules."""
         text = self.strip_end_tokens(text)
         reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
-        content, calls = parse_blocks(text, OUTSIDE, _read_block, block_content=drop_section_markers)
+        content, calls = parse_sectioned(text, CALL_BEGIN, (CALLS_BEGIN,), (CALLS_END,), _read_block)
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
     # ---------------------------------------------------------------- streaming
     def _open_block(self) -> None:
         self._stage, self._seek, self._body = "type", len(CALL_BEGIN), None
-
-    def _content_of(self, text: str) -> str:
-        return drop_section_markers(text)
 
     def _advance(self, final: bool) -> Decided | None:
         """Move the open block on; None while undecided, else (block end, JSON span or None)."""
@@ -184,7 +180,7 @@ class DeepSeekV3Parser(SectionedParser):
                 return Decided(f, None)
             if len(got) < len(FENCE_OPEN):
                 return Decided(f, None) if final else None
-            self._body = JsonBlock(FENCE_END, f + len(FENCE_OPEN))
+            self._body = JsonBlock(FENCE_END, f + len(FENCE_OPEN), open_end=False)
             self._stage = "body"
         assert self._body is not None
         return self._body.advance(buf, final)

@@ -192,6 +192,7 @@ class DeepSeekV32Parser(GrammarParser):
 
     name: ClassVar[str] = "deepseek_v32"
     markers: ClassVar[tuple[str, ...]] = (DSML, EOS, *THINK)
+    call_starts: ClassVar[tuple[str, ...]] = (FC_OPEN, TC_OPEN)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = (EOS,)
     covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3.2(-Exp, -Speciale) and DeepSeek-V4 (DSML tool calls)"
     STARTS = OUTSIDE

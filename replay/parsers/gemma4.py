@@ -425,6 +425,7 @@ class Gemma4Parser(StreamParser):
     name: ClassVar[str] = "gemma4"
     covers: ClassVar[str] = "Google Gemma 4 (gemma-4-*-it, incl. the interleaved-thinking template): <|tool_call>call:NAME{...}<tool_call|>"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    call_starts: ClassVar[tuple[str, ...]] = (START,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = (TURN_END, "<eos>")
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:

@@ -134,6 +134,7 @@ class Glm45Parser(GrammarParser):
 
     name: ClassVar[str] = "glm45"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    call_starts: ClassVar[tuple[str, ...]] = (START,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|endoftext|>", "<|user|>", "<|observation|>")
     covers: ClassVar[str] = "zai-org/THUDM GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7 (Flash), GLM-5 (<arg_key>/<arg_value> XML calls)"
 

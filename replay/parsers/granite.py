@@ -148,6 +148,7 @@ class GraniteParser(GrammarParser):
     name: ClassVar[str] = "granite"
     covers: ClassVar[str] = "IBM Granite 3.0-3.3 instruct (<|tool_call|> + JSON list; 3.3 <think>/<response>)"
     markers: ClassVar[tuple[str, ...]] = (TOOL_CALL, TOOL_CALL_PLAIN, *THINK, *RESPONSE)
+    call_starts: ClassVar[tuple[str, ...]] = STARTS  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|end_of_text|>",)
     STARTS = STARTS
     WAKE = STARTS

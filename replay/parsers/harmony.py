@@ -61,9 +61,25 @@ special token inside a string; ``openai_harmony`` ends the message there too).
   same way). Any other call body (invalid or cut-off JSON, a non-object, a value nested deeper
   than :data:`~replay.parsers._jsonscan.MAX_DEPTH`) is content, verbatim
   (vLLM would keep the raw text as the arguments; SGLang drops the call): nothing is lost.
-* The text of an output with no marker at all is content (the model ignored the format; SGLang
-  passes such text through). Otherwise a header never completed by ``<|message|>`` (e.g. the
-  ``<|start|>assistant`` after the last message) is dropped as framing.
+* Text outside every message envelope is content, verbatim (README content rules): a header
+  never completed by ``<|message|>`` that no ``<|start|>`` opened and that holds no
+  ``<|channel|>``/``<|constrain|>`` -- text at the start of the output or after a terminator, up to
+  the next ``<|start|>``, terminator or the end of the text. ``I need both. <|start|>assistant...
+  <|call|> Done.`` gives content ``I need both.  Done.`` (both spaces kept). SGLang's
+  ``HarmonyParser`` (``CanonicalStrategy``) makes each text token outside a block a ``normal``
+  event and streams it as it is (its whole-text ``detect_and_parse`` joins the events with a space
+  and strips the ends; replay keeps the text as the stream gives it). Text followed by
+  ``<|channel|>``/``<|constrain|>``/``<|message|>`` is a header (llama.cpp's tests read
+  `` to=functions.f<|channel|>analysis<|message|>`` at the start as a recipient), and a header
+  opened by ``<|start|>`` and never completed (the ``<|start|>assistant`` after the last message)
+  is framing, dropped. An output with no marker at all is therefore all content.
+* A call cut off by the end of the output is a call when its body is one complete JSON object
+  (the exception to the rule of the other families, README content rules): ``<|call|>`` is a
+  stop token that servers strip from the text they log and return, so a captured completion ends
+  its last call without it. llama.cpp's gpt-oss tests parse such text as a call; vLLM's
+  ``OpenAIToolParser`` parses token ids, which carry the stop token. (SGLang's text-level
+  ``HarmonyParser`` holds a commentary block without ``<|call|>``/``<|end|>`` and never reports it.)
+  A body cut inside its JSON is content.
 * ``reasoning_open=True``: the prompt already opened an analysis message
   (``...<|channel|>analysis<|message|>``), so the output starts in a reasoning body.
 
@@ -169,6 +185,7 @@ class HarmonyParser(StreamParser):
     name: ClassVar[str] = "harmony"
     covers: ClassVar[str] = "OpenAI gpt-oss-20b / gpt-oss-120b (Harmony: analysis/commentary/final channels, to=functions.NAME calls)"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    call_starts: ClassVar[tuple[str, ...]] = ("to=" + _FUNCTIONS,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|endoftext|>",)
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
@@ -179,7 +196,7 @@ class HarmonyParser(StreamParser):
         self._name = ""
         self._header: list[str] = []
         self._started = False
-        self._seen_marker = reasoning_open
+        self._framed = False  # the open header holds <|channel|> or <|constrain|>
         self._body: list[str] = []  # a call body's text
         self._scan: JsonPrefix | None = None
         self._out = StreamDelta()  # what the current feed/finish yields, filled as text is read
@@ -197,7 +214,7 @@ class HarmonyParser(StreamParser):
         name = ""
         header = ""
         started = False
-        seen = in_body
+        framed = False  # the open header holds <|channel|> or <|constrain|>
         body_start = 0
 
         def close(end: int, terminator: str | None) -> None:
@@ -227,14 +244,13 @@ class HarmonyParser(StreamParser):
             if i < 0:
                 if in_body:
                     close(n, None)
-                elif not seen:
-                    content.append(header + text[pos:])
+                elif not started and not framed:
+                    content.append(header + text[pos:])  # text outside every message
                 break
-            seen = True
             if in_body:
                 close(i, m)
                 in_body = False
-                header, started = "", False
+                header, started, framed = "", False, False
                 if m in TERMINATORS or m == START:
                     started = m == START
                     pos = i + len(m)
@@ -248,8 +264,11 @@ class HarmonyParser(StreamParser):
                 body_start = i + len(m)
             elif m in (CHANNEL, CONSTRAIN):
                 header += m
+                framed = True
             else:  # START or a terminator: a new header
-                header, started = "", m == START
+                if not started and not framed:
+                    content.append(header)  # text outside every message
+                header, started, framed = "", m == START, False
             pos = i + len(m)
         return ParseResult(content="".join(content), calls=tuple(calls), reasoning="".join(reasoning))
 
@@ -285,8 +304,8 @@ class HarmonyParser(StreamParser):
         if final:
             if self._in_body:
                 self._close_body(None)
-            elif not self._seen_marker:
-                self._out.content += "".join(self._header)
+            else:
+                self._flush_header()
         out, self._out = self._out, StreamDelta()
         return out
 
@@ -304,12 +323,19 @@ class HarmonyParser(StreamParser):
             assert self._scan is not None
             self._scan.feed(t)
 
+    def _flush_header(self) -> None:
+        """The open header ends without ``<|message|>``: its text is content when it is text
+        outside every message (not opened by ``<|start|>``, no ``<|channel|>``/``<|constrain|>``),
+        else framing (dropped)."""
+        if not self._started and not self._framed:
+            self._out.content += "".join(self._header)
+        self._header, self._framed = [], False
+
     def _marker(self, m: str) -> None:
-        self._seen_marker = True
         if self._in_body:
             self._close_body(m)
             self._in_body = False
-            self._header, self._started = [], False
+            self._header, self._started, self._framed = [], False, False
             if m in TERMINATORS or m == START:
                 self._started = m == START
                 return
@@ -321,8 +347,10 @@ class HarmonyParser(StreamParser):
                 self._scan = JsonPrefix()
         elif m in (CHANNEL, CONSTRAIN):
             self._header.append(m)
+            self._framed = True
         else:
-            self._header, self._started = [], m == START
+            self._flush_header()
+            self._started = m == START
 
     def _close_body(self, terminator: str | None) -> None:
         if self._kind != CALL_KIND:

@@ -105,6 +105,7 @@ class HermesParser(GrammarParser):
     name: ClassVar[str] = "hermes"
     covers: ClassVar[str] = "Hermes 2 Pro / 3, Qwen2.5, Qwen3 (incl. thinking), QwQ: <tool_call> JSON blocks"
     markers: ClassVar[tuple[str, ...]] = (START, END)
+    call_starts: ClassVar[tuple[str, ...]] = (START,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
     STARTS = (START,)
     WAKE = (END,)

@@ -21,10 +21,15 @@ parser; the tests check that they agree under every chunking):
   dropped with the whitespace after it), plus vLLM's implicit end: inside the reasoning section a
   section-begin token (either spelling) before any ``</think>`` ends the reasoning there, and the
   body starts at that token.
-* Section markers (both spellings of begin and end) never reach content: every occurrence outside
-  a call is dropped, and so is every occurrence in the text of a block that is not a call. Calls
-  are recognised with or without the enclosing section (vLLM requires the section; SGLang looks
-  for calls once the section start is present; llama.cpp's tests feed bare calls).
+* Sections (README content rules; :func:`~replay.parsers._family.parse_sectioned`): a section
+  runs from a section-begin token (either spelling) to the next section-end token (either
+  spelling) or the end of the text. A section holding at least one call is framing: its tokens
+  are dropped and the rest of its text is content verbatim. A section holding no call is content
+  verbatim, markers included (replay once dropped the section tokens and kept the rest, which no
+  engine does). A stray section-end token with no section open is content (SGLang's
+  ``test_invalid_tool_call`` keeps it). Calls are recognised with or without the enclosing
+  section (vLLM requires the section; SGLang looks for calls once the section start is present;
+  llama.cpp's tests feed bare calls).
 * A block starts at ``<|tool_call_begin|>``. Its ID is the text up to the next marker, which must
   be ``<|tool_call_argument_begin|>``; the ID, stripped of whitespace, must end in ``:`` + ASCII
   digits, and the name is what comes before that colon with a leading ``functions.`` removed; it
@@ -34,27 +39,29 @@ parser; the tests check that they agree under every chunking):
 * After ``<|tool_call_argument_begin|>`` the arguments are read string-aware, as
   ``json.JSONDecoder().raw_decode`` reads them after JSON whitespace (so ``<|tool_call_end|>``
   inside a string does not end the call). The block is a call when that value is a JSON object
-  followed only by whitespace and ``<|tool_call_end|>``, or by whitespace up to the end of the text
-  (an unterminated last call whose JSON is complete); a value nested deeper than
+  followed only by whitespace and ``<|tool_call_end|>``; a value nested deeper than
   :data:`~replay.parsers._jsonscan.MAX_DEPTH` is not a call. Arguments: ``json.dumps(obj,
   ensure_ascii=False)`` (vLLM returns the raw text; SGLang streams it raw).
-* A block that is not a call is content (minus section markers), verbatim, up to the first
+* A call cut off by the end of the output (complete JSON, no ``<|tool_call_end|>``) is no call:
+  vLLM's and SGLang's whole-text regexes match a call only up to ``<|tool_call_end|>`` (llama.cpp's
+  lenient reader takes it: ``KNOWN`` in tests/test_conformance.py). Its text is content.
+* A block that is not a call is content, verbatim, markers included (the Hermes rule; vLLM and
+  SGLang instead drop every text after the section begin), up to the first
   ``<|tool_call_end|>`` after the JSON value (after the argument marker when the JSON does not
   decode), or to the end of the text. A call whose next marker is another ``<|tool_call_begin|>``
   (the end token missing) is therefore not a call (llama.cpp's lenient reader accepts it).
 * Everything else (stray ``<|tool_call_end|>`` or argument markers, text after the section) is
   content verbatim.
 
-Streaming: the reasoning splitter first, then a buffered state machine: outside a block text is
-emitted as soon as it cannot start a block or section marker; a block is buffered until decided
+Streaming: the reasoning splitter first, then :class:`~replay.parsers._family.SectionedParser`:
+outside a section text is emitted as soon as it cannot start a block or section marker, inside
+one it is held until the section's first call or its end; a block is buffered until decided
 and its call sent in one tool-call delta (name once, complete; arguments exactly the whole-text
 string). The ID and the JSON are scanned incrementally (each character examined a bounded number
 of times).
 
 Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
 
-* SGLang keeps ``<|tool_calls_section_end|>`` in the content of text that is no call; replay drops
-  the section tokens as framing wherever they are.
 * llama.cpp's lenient reader takes calls without ``<|tool_call_end|>`` when another
   ``<|tool_call_begin|>`` follows; replay needs the end token (a call cut off is no call).
 * End token ``<|im_end|>`` is removed from the raw text in both paths.
@@ -66,7 +73,7 @@ import re
 from typing import Any, ClassVar
 
 from replay.parsers._block import Decided, JsonBlock, object_arguments, read_json_block
-from replay.parsers._family import SectionedParser, parse_blocks
+from replay.parsers._family import SectionedParser, parse_sectioned
 from replay.parsers._markers import first_marker
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
 from replay.parsers.base import ParseResult, ToolCall
@@ -82,7 +89,9 @@ CALL_END = "<|tool_call_end|>"
 SECTION = (SECTION_BEGIN, SECTION_BEGIN_SINGULAR, SECTION_END, SECTION_END_SINGULAR)
 CALL_MARKERS = (CALL_BEGIN, ARG_BEGIN, CALL_END)
 MARKERS = SECTION + CALL_MARKERS
-OUTSIDE = (CALL_BEGIN, *SECTION)  # markers acted upon outside a block
+SECTION_BEGINS = (SECTION_BEGIN, SECTION_BEGIN_SINGULAR)
+SECTION_ENDS = (SECTION_END, SECTION_END_SINGULAR)
+OUTSIDE = (CALL_BEGIN, *SECTION)  # every marker that opens a block or a section or closes a section
 IMPLICIT_REASONING_END = (SECTION_BEGIN, SECTION_BEGIN_SINGULAR)
 
 _SECTION_RE = re.compile("|".join(re.escape(m) for m in SECTION))
@@ -110,10 +119,7 @@ def name_from_id(call_id: str) -> str | None:
 
 
 def _read_block(text: str, i: int, mark: str) -> tuple[int, list[ToolCall] | None]:
-    """Whole text: what starts at the outside marker at ``i`` -> ``(end, calls or None)``; a
-    section marker is framing (no calls, dropped)."""
-    if mark != CALL_BEGIN:
-        return i + len(mark), []
+    """Whole text: the block at the ``<|tool_call_begin|>`` at ``i`` -> ``(end, [call] or None)``."""
     p = i + len(CALL_BEGIN)
     q, mark = first_marker(text, MARKERS, p)
     if q < 0:
@@ -121,7 +127,7 @@ def _read_block(text: str, i: int, mark: str) -> tuple[int, list[ToolCall] | Non
     name = name_from_id(text[p:q]) if mark == ARG_BEGIN else None
     if name is None:
         return q, None
-    end, obj = read_json_block(text, q + len(ARG_BEGIN), CALL_END)
+    end, obj = read_json_block(text, q + len(ARG_BEGIN), CALL_END, open_end=False)
     args = object_arguments(obj)
     return end, None if args is None else [ToolCall(name, args)]
 
@@ -138,10 +144,12 @@ class KimiK2Parser(SectionedParser):
 
     name: ClassVar[str] = "kimi_k2"
     markers: ClassVar[tuple[str, ...]] = (*MARKERS, *THINK)
+    call_starts: ClassVar[tuple[str, ...]] = (SECTION_BEGIN, SECTION_BEGIN_SINGULAR, CALL_BEGIN)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|im_end|>",)
     covers: ClassVar[str] = "moonshotai/Kimi-K2-Instruct(-0905), Kimi-K2-Thinking, Kimi-K2.5 (the <|tool_call_begin|> token format)"
-    OUTSIDE = OUTSIDE
     CALL_BEGIN = CALL_BEGIN
+    SECTION_BEGINS = SECTION_BEGINS
+    SECTION_ENDS = SECTION_ENDS
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open, implicit_ends=IMPLICIT_REASONING_END))
@@ -155,16 +163,13 @@ class KimiK2Parser(SectionedParser):
         module rules."""
         text = self.strip_end_tokens(text)
         reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open, implicit_ends=IMPLICIT_REASONING_END)
-        content, calls = parse_blocks(text, OUTSIDE, _read_block, block_content=drop_section_markers)
+        content, calls = parse_sectioned(text, CALL_BEGIN, SECTION_BEGINS, SECTION_ENDS, _read_block)
         return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
 
     # ---------------------------------------------------------------- streaming
     def _open_block(self) -> None:
         self._body = None
         self._seek = len(CALL_BEGIN)
-
-    def _content_of(self, text: str) -> str:
-        return drop_section_markers(text)
 
     def _advance(self, final: bool) -> Decided | None:
         """Move the open block on; None while undecided, else (block end, JSON span or None)."""
@@ -180,5 +185,5 @@ class KimiK2Parser(SectionedParser):
             self._name = name_from_id(buf[p:q]) if mark == ARG_BEGIN else None
             if self._name is None:
                 return Decided(q, None)
-            self._body = JsonBlock(CALL_END, q + len(ARG_BEGIN))
+            self._body = JsonBlock(CALL_END, q + len(ARG_BEGIN), open_end=False)
         return self._body.advance(buf, final)

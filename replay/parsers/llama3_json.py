@@ -128,6 +128,7 @@ class Llama3JsonParser(GrammarParser):
 
     name: ClassVar[str] = "llama3_json"
     markers: ClassVar[tuple[str, ...]] = (PYTHON_TAG, EOT, EOM)
+    call_starts: ClassVar[tuple[str, ...]] = (PYTHON_TAG,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|eot|>", "<|eom|>")
     covers: ClassVar[str] = (
         "Llama 3.1 / 3.2 / 3.3 Instruct (and fine-tunes) with JSON tool calls; vLLM llama3_json / llama4_json, SGLang llama3"

@@ -121,6 +121,7 @@ class MiniMaxM2Parser(GrammarParser):
 
     name: ClassVar[str] = "minimax_m2"
     markers: ClassVar[tuple[str, ...]] = MARKERS
+    call_starts: ClassVar[tuple[str, ...]] = (START,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("[e~[",)
     covers: ClassVar[str] = "MiniMaxAI/MiniMax-M2 and MiniMax-M2.1 (<minimax:tool_call> <invoke>/<parameter> XML calls)"
 

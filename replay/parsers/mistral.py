@@ -184,6 +184,7 @@ class MistralParser(GrammarParser):
         "Devstral, Magistral, Ministral 3 (v11+ [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}, [THINK] reasoning)"
     )
     markers: ClassVar[tuple[str, ...]] = (TOOL_CALLS, ARGS, CALL_ID, *THINK_TAGS)
+    call_starts: ClassVar[tuple[str, ...]] = (TOOL_CALLS,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("</s>",)
 
     STARTS = (TOOL_CALLS,)

@@ -409,6 +409,7 @@ class PythonicParser(GrammarParser):
 
     name: ClassVar[str] = "pythonic"
     markers: ClassVar[tuple[str, ...]] = (TC_START, TC_END, PY_START, PY_END, *THINK)
+    call_starts: ClassVar[tuple[str, ...]] = STARTS  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|eot_id|>", "<|eom_id|>", "<|eot|>", "<|eom|>", "<|end_of_text|>", "<|im_end|>", "<|endoftext|>")
     covers: ClassVar[str] = (
         "Llama 3.2 / Llama 4 pythonic tool calls (bare or <|python_start|>), LFM2 / LFM2.5 (<|tool_call_start|>), "

@@ -73,6 +73,7 @@ class Qwen3CoderParser(XmlCallParser):
 
     name: ClassVar[str] = "qwen3_coder"
     markers: ClassVar[tuple[str, ...]] = (START, END, *THINK_TAGS)
+    call_starts: ClassVar[tuple[str, ...]] = (START,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|im_end|>", "<|endoftext|>")
     covers: ClassVar[str] = (
         "Qwen3-Coder (30B-A3B, 480B-A35B, Next), Qwen3.5, NVIDIA Nemotron 3 Nano, StepFun Step-3.5 Flash "

@@ -63,6 +63,7 @@ class SeedOssParser(XmlCallParser):
 
     name: ClassVar[str] = "seed_oss"
     markers: ClassVar[tuple[str, ...]] = (START, END, *THINK_TAGS)
+    call_starts: ClassVar[tuple[str, ...]] = (START,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<seed:eos>",)
     covers: ClassVar[str] = "ByteDance Seed-OSS-36B (Base/Instruct) <seed:tool_call> XML calls with <seed:think> reasoning"
     START: ClassVar[str] = START

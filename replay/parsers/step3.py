@@ -134,6 +134,7 @@ class Step3Parser(GrammarParser):
     name: ClassVar[str] = "step3"
     covers: ClassVar[str] = "stepfun-ai/step3 (<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke> XML calls)"
     markers: ClassVar[tuple[str, ...]] = (*MARKERS, *THINK)
+    call_starts: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALL_BEGIN)  # distinctive call openers (replay.family_fit)
     #: [unconfirmed for Step-3 itself] the end-of-turn token of its successor's chat template
     #: (Step-3.5 Flash, ChatML ``<|im_end|>``, shared corpus), removed from the raw text in both paths
     end_tokens: ClassVar[tuple[str, ...]] = ("<|im_end|>",)

@@ -360,6 +360,14 @@ def html_report(con: Any, meta: dict[str, Any], results: dict[str, pa.Table], li
     if lines:
         sections.append("<ul class=lines>" + "".join(f"<li>{_inline_md(s)}</li>" for s in lines) + "</ul>")
 
+    mismatch = results.get("family_mismatch")
+    if mismatch is not None and mismatch.num_rows:
+        sections.append("<h2>Completions of another tool-parser family</h2>")
+        sections.append(
+            "<p class=note>Exchanges whose completions hold another family's call markers than the family picked for them "
+            "(judged with the wrong parser). <code>replay query family_mismatch</code>.</p>"
+        )
+        sections.append(html_table(mismatch, table_id="family-mismatch"))
     sections.append("<h2>Faults</h2>")
     sections.append(chart("chart-checks", verdict_chart(verdicts)))
     sections.append(chart("chart-families", family_chart(run_query(con, "faults_by_family"))))

@@ -107,7 +107,7 @@ def _by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
 REPORT_QUERIES = (
     "verdicts", "fidelity", "smallest_failures",
     "summary", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats",
-    "render_failures",
+    "render_failures", "family_mismatch",
 )
 
 
@@ -172,6 +172,28 @@ def render_route_lines(con: Any, opts: dict[str, Any]) -> list[str]:
     ]
 
 
+def mismatch_lines(table: Any) -> list[str]:
+    """The report's sentences (Markdown) for the rows of query ``family_mismatch`` (an Arrow table
+    or a list of its row dicts): one per (model, picked family, family it looks like), e.g.
+    ``6 exchanges of model `Qwen/Qwen3-8B` (of 9) look like family `mistral`, not `hermes` ...;
+    try `--parser mistral```. Empty when no row."""
+    rows = table.to_pylist() if hasattr(table, "to_pylist") else list(table)
+    out = []
+    for r in rows:
+        n = r["exchanges"]
+        model = f"`{r['model']}`" if r["model"] is not None else "(no model name)"
+        picked = f"not `{r['family']}`" if r["family"] is not None else "and no family matches its name"
+        where = "served content" if r["from_content"] == n else "completions" if not r["from_content"] else "completions or served content"
+        out.append(
+            f"{n:,} exchange{'s' if n != 1 else ''} of model {model} (of {r['of_model']:,}) "
+            f"look{'s' if n == 1 else ''} like family `{r['looks_like']}`, {picked}: `{r['marker']}` in the {where}, "
+            f"where `{r['looks_like']}`'s parse finds {r['calls_found']:,} call{'s' if r['calls_found'] != 1 else ''}"
+            + (f" and `{r['family']}`'s {r['calls_picked']:,}" if r["family"] is not None else "")
+            + f"; try `--parser {r['looks_like']}` (`replay query family_mismatch`)."
+        )
+    return out
+
+
 def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | None = None) -> list[str]:
     """The run's headline numbers as sentences, in Markdown (one list item each).
 
@@ -208,6 +230,8 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
                 f"`--redact`: {_n(red.get('hashed', 0), 'message string')} hashed; the logged prompts and raw completions "
                 f"were dropped, so nothing was re-streamed (the dropped-call and argument counts do not apply)."
             )
+
+    out.extend(mismatch_lines(results["family_mismatch"]))  # the wrong parser judged these: said before any count
 
     old, new = summary.get("old", {}), summary.get("new", {})
     # denominators: the schemas each side serialized and rendered (a failed render counts nowhere)
@@ -385,7 +409,7 @@ def markdown_report(
     if judged:
         parts.append(
             "Sides: old = `{old}`, new = `{new}`, reference = `{ref}` (tool serializers); renderer `{renderer}`{enc}; "
-            "parsers old = `{op}`, new = `{np}` (reference: the built-in whole-text parse).".format(
+            "parsers old = `{op}`, new = `{np}` (reference: {rp}).".format(
                 old=opts.get("old_serializer"),
                 new=opts.get("new_serializer"),
                 ref=opts.get("reference_serializer"),
@@ -393,6 +417,7 @@ def markdown_report(
                 enc=f", reference encoder `{opts['reference_encoder']}`" if opts.get("reference_encoder") else "",
                 op=opts.get("old_parser") or "family default",
                 np=opts.get("new_parser") or "family default",
+                rp=f"the whole-text parse of `{opts['reference_parser']}`" if opts.get("reference_parser") else "the built-in whole-text parse",
             )
         )
     parts.append("")
@@ -401,9 +426,11 @@ def markdown_report(
     parts.extend(f"- {s}" for s in lines)
     parts += ["", "## Summary", "", markdown_table(summary_by_side(results["summary"])), ""]
     parts += ["`replay query summary --run RUN` gives the same counts one row per side.", ""]
-    for name in ("null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats"):
+    for name in ("family_mismatch", "null_leaks", "divergent_prompts", "dropped_calls", "non_json_joins", "served_checks", "capture_formats"):
         q = get_query(name)
         table = results[name]
+        if name == "family_mismatch" and not table.num_rows:
+            continue  # shown only when some completions look like another family
         parts += [f"## {q.title}", "", f"`replay query {name}`", ""]
         parts.append(markdown_table(table) if table.num_rows else "_No rows._")
         parts.append("")
