@@ -46,5 +46,14 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Any:
 
 def count_tokens(tokenizer: Any, text: str) -> int:
     """Number of tokens ``tokenizer`` encodes ``text`` into, special tokens in the text included
-    and no BOS/EOS added (the prompt already carries them when the template writes them)."""
+    and no BOS/EOS added (the prompt already carries them when the template writes them).
+
+    A ``tokenizers.Tokenizer`` counts from cached segments (:mod:`replay.render.segments`: the
+    same count as a whole ``encode``, each distinct piece of text encoded once per process);
+    any other object by its own ``encode(text, add_special_tokens=False).ids``."""
+    from replay.render.segments import segment_encoder
+
+    enc = segment_encoder(tokenizer)
+    if enc is not None:
+        return enc.count(text)
     return len(tokenizer.encode(text, add_special_tokens=False).ids)

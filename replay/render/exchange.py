@@ -296,6 +296,7 @@ def render_rows(
     digests: dict[int, bytes | None] = {}  # id(prepared tools) -> _tools_digest, once per exchange
     ref_ids: list[int] | None = None
     side_ids: dict[str, list[int]] = {}
+    counted: dict[tuple[int, str], int | None] = {}  # (tokenizer, prompt SHA-256) -> prompt_tokens, this exchange
     rows = []
     for side in sides:
         renderer, tok = chosen[side]
@@ -347,10 +348,18 @@ def render_rows(
                     ids = None
                 if ids is None and id_tok is not None:
                     ids = id_tok.ids(prompt)
+                sha = _sha(prompt)
+                if ids is None:  # a prompt byte-equal to another side's is counted once
+                    ckey = (id(tok), sha)
+                    if ckey not in counted:
+                        counted[ckey] = _tokens(tok, prompt, None, renderer is ref_renderer)
+                    n_tokens = counted[ckey]
+                else:
+                    n_tokens = _tokens(tok, prompt, ids, renderer is ref_renderer)
                 done[key] = {
-                    "prompt_sha256": _sha(prompt),
+                    "prompt_sha256": sha,
                     "prompt_chars": len(prompt),
-                    "prompt_tokens": _tokens(tok, prompt, ids, renderer is ref_renderer),
+                    "prompt_tokens": n_tokens,
                     "prompt_ids_sha256": ids_sha(ids) if id_tok is not None else None,
                     "_ids": ids if id_tok is not None else None,
                     "_prompt": prompt if prompts is not None else None,
@@ -397,6 +406,9 @@ def render_rows(
             ids = list(logged) if logged is not None else id_tok.ids(prompt)
             side_ids["served"] = ids
         tok = chosen["old"][1]
+        sha = _sha(prompt)
+        if ids is None and tok is not None and (id(tok), sha) not in counted:  # the served prompt is often a side's
+            counted[(id(tok), sha)] = count_tokens(tok, prompt)
         rows.append(
             {
                 "exchange_id": xid,
@@ -404,9 +416,9 @@ def render_rows(
                 "side": "served",
                 "serializer": None,
                 "n_tools": len(client_tools or ()),
-                "prompt_sha256": _sha(prompt),
+                "prompt_sha256": sha,
                 "prompt_chars": len(prompt),
-                "prompt_tokens": len(ids) if ids is not None else count_tokens(tok, prompt) if tok is not None else None,
+                "prompt_tokens": len(ids) if ids is not None else counted[(id(tok), sha)] if tok is not None else None,
                 "prompt_ids_sha256": ids_sha(ids),
             }
         )
