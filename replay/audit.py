@@ -27,7 +27,7 @@ from replay.capture import discover, ingest
 from replay.capture.files import file_size
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
-from replay.pipeline import RENDER, STREAM, AuditConfig, chunking_plan, count_exchanges, run_render, run_stream, validate_specs
+from replay.pipeline import RENDER, STREAM, AuditConfig, chunking_plan, count_exchanges, release_memory, run_render, run_stream, validate_specs
 import pyarrow as pa
 
 from replay.pool import close_pools
@@ -328,6 +328,7 @@ def _run(
             meta["filters"] = filters_meta(filters, stats)
         _write_state(run_dir, {**state, "ingest": meta["ingest"], "filters": meta.get("filters")})
     seconds["ingest"] = time.perf_counter() - t0
+    release_memory()  # what ingest freed (the pool processes and the report need it)
     if resumed:
         meta["resumed"] = True
 
@@ -337,12 +338,15 @@ def _run(
     with stage("render", n) as advance:
         run_render(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, RENDER, cfg, advance)
     seconds["render"] = time.perf_counter() - t0
+    release_memory()
 
     mark_incomplete(run_dir, meta, "re-stream")
     t0 = time.perf_counter()
     with stage("re-stream", n) as advance:
         run_stream(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, STREAM, cfg, advance)
     seconds["stream"] = time.perf_counter() - t0
+    close_pools()  # the report runs here, in this process: the pool processes' memory is given back first
+    release_memory()
     meta["sides"] = close_sides(cfg)  # interpreter and Python version of each side, worker restarts
     meta["chunkings"] = chunking_plan(cfg)  # which sides ran which chunkings
     mark_incomplete(run_dir, meta, "report")

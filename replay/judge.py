@@ -67,6 +67,53 @@ def _key(text: str | None) -> Any:
     return ("json", k) if k is not None else ("text", text)
 
 
+class _Memo:
+    """Per-exchange caches of what the judge computes from an argument text: :func:`json_key`,
+    :func:`_key` and whether it is a JSON object. The same texts come back under every chunking and
+    on both sides (a streamed call's joined arguments are almost always its whole-text parse's), so
+    each distinct text is decoded once per exchange instead of once per row and comparison."""
+
+    __slots__ = ("keys", "objects")
+
+    def __init__(self) -> None:
+        self.keys: dict[Any, Any] = {}
+        self.objects: dict[Any, bool] = {}
+
+    def json_key(self, text: str | None) -> Any:
+        try:
+            return self.keys[text]
+        except KeyError:
+            k = self.keys[text] = json_key(text)
+            return k
+        except TypeError:  # not hashable: not a text (a plugin's odd result)
+            return json_key(text)
+
+    def key(self, text: str | None) -> Any:
+        k = self.json_key(text)
+        return ("json", k) if k is not None else ("text", text)
+
+    def json_object(self, text: str | None) -> bool:
+        try:
+            return self.objects[text]
+        except KeyError:
+            ok = self.objects[text] = json_object(text)
+            return ok
+        except TypeError:
+            return json_object(text)
+
+
+def _memo(plan: Any) -> _Memo:
+    """The plan's :class:`_Memo` (made at the first use; a plan built by hand gets one too)."""
+    memo = getattr(plan, "_judge_memo", None)
+    if memo is None:
+        memo = _Memo()
+        try:
+            plan._judge_memo = memo
+        except AttributeError:  # a plan type without a __dict__
+            pass
+    return memo
+
+
 def same_result(content: str, reasoning: str, calls: list[tuple[str | None, str | None]], other: Any) -> bool:
     """True when ``content``, ``reasoning`` and ``calls`` (``(name, arguments)`` in order) are the
     same as the ParseResult-shaped ``other``'s: content and reasoning equal as text, the same
@@ -84,7 +131,7 @@ def reference_rows(plan: Any, whole: Any, parser_name: str, markers: Any) -> Non
     """Append the reference side's ``parse`` row and its calls to ``plan`` (a
     :class:`replay.pipeline.StreamPlan`) from its whole-text parse ``whole``, and keep the
     reference's calls and content on the plan for :func:`judge_side`."""
-
+    memo = _memo(plan)
     xid = plan.xid
     plan.ref_calls = list(whole.calls)
     plan.ref_content = whole.content
@@ -118,7 +165,7 @@ def reference_rows(plan: Any, whole: Any, parser_name: str, markers: Any) -> Non
                 "index": i,
                 "name": c.name,
                 "arguments": c.arguments,
-                "arguments_json_ok": json_object(c.arguments),
+                "arguments_json_ok": memo.json_object(c.arguments),
                 "matches_whole": True,
                 "names_sent": 1,
                 "id_fault": False,
@@ -144,14 +191,27 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
     from replay.stream import ChunkingError
 
     xid = plan.xid
+    memo = _memo(plan)
     n_whole = len(plan.ref_calls)
     if len(plan.ref_keys) != n_whole:  # the reference's argument keys, once per exchange
-        plan.ref_keys = [json_key(c.arguments) for c in plan.ref_calls]
+        plan.ref_keys = [memo.json_key(c.arguments) for c in plan.ref_calls]
+    ref_calls, ref_keys, truncated = plan.ref_calls, plan.ref_keys, plan.truncated
+    ref_content, ref_reasoning = plan.ref_content, plan.ref_reasoning or ""
+    ref_pairs = [(c.name, memo.key(c.arguments)) for c in ref_calls]
     leak_markers = tuple(plan.sides.reference.markers) if plan.sides is not None else ()
     own = rep.parse if not isinstance(rep.parse, str) else None
     own_calls = list(own.calls) if own is not None else []
-    own_keys = [_key(c.arguments) for c in own_calls]
-    ref_view = type("Ref", (), {"content": plan.ref_content, "reasoning": plan.ref_reasoning, "calls": plan.ref_calls})
+    own_keys = [memo.key(c.arguments) for c in own_calls]
+    if own is not None:
+        own_content, own_reasoning = own.content or "", getattr(own, "reasoning", "") or ""
+        own_pairs = list(zip((c.name for c in own_calls), own_keys))
+    key = memo.key
+
+    def same(content: str, reasoning: str, pairs: list[tuple[Any, Any]], o_content: str, o_reasoning: str, o_pairs: list[tuple[Any, Any]]) -> bool:
+        # same_result() with the other side's (name, _key(arguments)) computed once
+        if content != o_content or reasoning != o_reasoning or len(pairs) != len(o_pairs):
+            return False
+        return all(n == on and key(a) == ok for (n, a), (on, ok) in zip(pairs, o_pairs))
 
     def judge(chunking: str, n_deltas: int, got: Any, streamed: bool, lengths: list[int] | None = None) -> None:
         """``got``: an Assembled (streamed) or a ParseResult (the side's whole-text parse);
@@ -162,27 +222,26 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
         else:
             content, reasoning = got.content, getattr(got, "reasoning", "") or ""
             calls = list(got.calls)
+        pairs = [(c.name, c.arguments) for c in calls]
         if streamed:
-            pairs = [(c.name, c.arguments) for c in calls]
             names = [c.names_sent for c in calls]
             idf = _id_faults(calls)
             finish = None if error else got.finish_reason
         else:
-            pairs = [(c.name, c.arguments) for c in calls]
             names = [1] * len(calls)
             idf = [False] * len(calls)
-            finish = expected_finish(len(calls), plan.truncated)
+            finish = expected_finish(len(calls), truncated)
         invented = False
         rows = []
         for k, (name, args) in enumerate(pairs):
             pos, c_obj = k, calls[k]
             if streamed:  # the client's list position (replay.assemble); a hand-made Assembled may say otherwise
-                pos = calls[pos].index
-            ref = plan.ref_calls[pos] if 0 <= pos < n_whole else None
-            key = plan.ref_keys[pos] if ref is not None else None
-            json_ok = json_object(args)
-            matches = key is not None and ref.name == name and json_key(args) == key
-            invented = invented or (plan.truncated and json_ok and not matches)
+                pos = c_obj.index
+            ref = ref_calls[pos] if 0 <= pos < n_whole else None
+            rkey = ref_keys[pos] if ref is not None else None
+            json_ok = memo.json_object(args)
+            matches = rkey is not None and ref.name == name and memo.json_key(args) == rkey
+            invented = invented or (truncated and json_ok and not matches)
             rows.append(
                 {
                     "exchange_id": xid,
@@ -195,13 +254,14 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
                     "arguments_json_ok": json_ok,
                     "matches_whole": matches,
                     "matches_own_parse": (
-                        None if own is None else 0 <= pos < len(own_calls) and own_calls[pos].name == name and own_keys[pos] == _key(args)
+                        None if own is None else 0 <= pos < len(own_calls) and own_calls[pos].name == name and own_keys[pos] == key(args)
                     ),
                     "names_sent": names[k],
                     "id_fault": idf[k],
                 }
             )
         plan.calls.extend(rows)
+        text = content or ""
         plan.streams.append(
             {
                 "exchange_id": xid,
@@ -216,13 +276,13 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
                 "reasoning": reasoning,
                 "reasoning_open": plan.ro,
                 "finish_reason": finish,
-                "content_leak": markup_leak(content, plan.ref_content, leak_markers),
+                "content_leak": markup_leak(content, ref_content, leak_markers),
                 "client_error": error,
                 "name_repeats": sum(1 for n in names if n > 1),
                 "id_faults": sum(idf),
-                "finish_fault": not error and (finish != expected_finish(len(pairs), plan.truncated) or invented),
-                "differs_from_reference": not same_result(content or "", reasoning, pairs, ref_view),
-                "differs_from_own_parse": (None if own is None else bool(error) or not same_result(content or "", reasoning, pairs, own))
+                "finish_fault": not error and (finish != expected_finish(len(pairs), truncated) or invented),
+                "differs_from_reference": not same(text, reasoning, pairs, ref_content or "", ref_reasoning, ref_pairs),
+                "differs_from_own_parse": (None if own is None else bool(error) or not same(text, reasoning, pairs, own_content, own_reasoning, own_pairs))
                 if streamed
                 else None,
             }

@@ -139,6 +139,31 @@ def iter_exchanges(run_dir: Path, columns: list[str], batch_rows: int) -> Iterat
         yield from batch.to_pylist()
 
 
+_LIBC: Any = None
+
+
+def release_memory() -> None:
+    """Give memory freed by a finished stage or batch back to the OS: Arrow's allocator
+    (``pa.default_memory_pool().release_unused()``: mimalloc/jemalloc keep freed pages) and, on
+    glibc, ``malloc_trim(0)`` (the heap of Python's large strings and of decompression buffers).
+    RSS after a 20k-exchange ingest: 286 -> 130 MiB. Costs a few ms; never raises."""
+    global _LIBC
+    try:
+        pa.default_memory_pool().release_unused()
+    except Exception:  # noqa: BLE001 - an allocator without it
+        pass
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim  # noqa: B018 - glibc only
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
 def count_exchanges(run_dir: Path) -> int:
     """Rows in a run's ``exchanges.parquet`` (from the Parquet footer, no data read).
 
@@ -435,7 +460,9 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
         plan.done = True
         return plan
     try:
-        plan.tools = openai_tools(ex.get("route"), orjson.loads(ex["request_json"]).get("tools"))
+        decode_request(ex)
+        request = ex.pop("_request") if "_request" in ex else orjson.loads(ex["request_json"])
+        plan.tools = openai_tools(ex.get("route"), request.get("tools"))
         sides = plan.sides = resolver.sides(family)
     except Exception as exc:
         plan.streams.append(
@@ -653,16 +680,53 @@ def render_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
         return _render_batch(batch, stage_context(spec))
 
 
+def exchange_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
+    """The rows of a record batch of ``exchanges`` as dicts, with ``request_json`` as the bytes of
+    Arrow's UTF-8 buffer under ``_body`` instead of a Python str (``request_json`` is None then,
+    but ``"{}"`` for a capture without its request, which the stages skip): no str of the 10-60
+    KB body is built, and orjson reads bytes without the str's UTF-8 encoding (~40% less CPU per
+    request). :func:`decode_request` decodes one row's body when the stage reaches it (decoding
+    the whole batch first would keep 512 decoded requests alive at once: more memory, and
+    Python's garbage collector walking them). A batch without ``request_json`` is ``to_pylist()``."""
+    names = batch.schema.names
+    if "request_json" not in names:
+        return batch.to_pylist()
+    rows = batch.select([n for n in names if n != "request_json"]).to_pylist()
+    raw = batch.column(names.index("request_json")).cast(pa.binary()).to_pylist()
+    for ex, body in zip(rows, raw):
+        if body == b"{}":
+            ex["request_json"] = "{}"
+        else:
+            ex["request_json"], ex["_body"] = None, body
+    return rows
+
+
+def decode_request(ex: dict[str, Any]) -> dict[str, Any]:
+    """``ex`` (a row of :func:`exchange_rows`) with its request decoded: ``_request`` =
+    ``orjson.loads`` of its body; a body orjson cannot read becomes ``request_json`` text again,
+    so the stage decodes it itself and records its own error, as for any row. Returns ``ex``."""
+    body = ex.pop("_body", None)
+    if body is not None:
+        try:
+            ex["_request"] = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            ex["request_json"] = body.decode("utf-8")
+    return ex
+
+
 def _render_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Table]:
     cfg = ctx.cfg
     serializers = ctx.sides.serializers
     remote = {side: w for side in SIDES if (w := ctx.sides.remote(side)) is not None}
     rows: list[dict[str, Any]] = []
-    for chunk in _batches(batch.to_pylist(), BATCH if remote else len(batch) or 1, chars=1 << 62):
+    # in process, the requests are read as bytes and decoded one at a time (exchange_rows); the
+    # out-of-process sides' path (remote_renders) sends the request text to the workers
+    for chunk in _batches(exchange_rows(batch) if not remote else batch.to_pylist(), BATCH if remote else len(batch) or 1, chars=1 << 62):
         pre = remote_renders(chunk, cfg, remote) if remote else None
         for i, ex in enumerate(chunk):
             if ex["request_json"] != "{}":  # a capture without its request (capture_lacks) has nothing to render
-                rows.extend(render_exchange(ex, cfg, serializers, pre[i] if pre is not None else None))
+                rows.extend(render_exchange(decode_request(ex), cfg, serializers, pre[i] if pre is not None else None))
+                ex.pop("_request", None)  # decoded requests are not kept past their exchange
     return {"renders": rows_table(rows, tables.RENDERS)}
 
 
@@ -736,7 +800,7 @@ def _stream_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
     remote = {side: w for side in ("old", "new") if (w := ctx.sides.remote(side)) is not None}
     s_rows: list[dict[str, Any]] = []
     c_rows: list[dict[str, Any]] = []
-    for chunk in _batches(batch.to_pylist(), BATCH if remote else 1):
+    for chunk in _batches(exchange_rows(batch), BATCH if remote else 1):
         plans = [plan_stream(ex, cfg, ctx.resolver) for ex in chunk]
         answers: list[dict[str, SideReplay]] = [{} for _ in plans]
         if remote:

@@ -36,11 +36,22 @@ def _init(spec: Any) -> None:
 
     config_for(spec)
     atexit.register(close_built)
+    import gc
+
+    gc.freeze()  # the imports' and the config's objects: never garbage, so no collection walks them again (~4% of a batch)
 
 
 def _call(function: Callable[[Any, Any], dict[str, Any]], batch: Any, spec: Any) -> dict[str, Any]:
-    """Run ``function(batch, spec)`` in a pool process (``function`` pickles by reference)."""
-    return function(batch, spec)
+    """Run ``function(batch, spec)`` in a pool process (``function`` pickles by reference); then
+    give what the batch freed back to the OS (:func:`replay.pipeline.release_memory`): the pool
+    processes count toward the audit's peak RSS."""
+    from replay.pipeline import release_memory
+
+    try:
+        return function(batch, spec)
+    finally:
+        del batch
+        release_memory()
 
 
 def _pool(jobs: int, spec: Any) -> ProcessPoolExecutor:

@@ -138,24 +138,27 @@ def family_chart(faults: pa.Table) -> tuple[Any | None, str]:
     return chart, ""
 
 
-def extra_tokens_chart(extra: pa.Table) -> tuple[Any | None, str]:
+def extra_tokens_chart(hist: pa.Table) -> tuple[Any | None, str]:
     """Histogram of the old side's extra prompt tokens per request over the new side's (chars
-    when the run has no token counts)."""
-    rows = _rows(extra)
-    unit = "tokens" if any(r["extra_tokens"] is not None for r in rows) else "chars"
-    values = [{"extra": r[f"extra_{unit}"]} for r in rows if r[f"extra_{unit}"] is not None]
-    if not values:
+    when the run has no token counts). ``hist``: the ``extra_prompt_tokens_histogram`` query's
+    rows (``unit``, ``bin_start``, ``bin_end``, ``requests``: at most 30 bins, binned by DuckDB),
+    so the page and altair's validation hold one row per bin, not one per exchange."""
+    rows = _rows(hist)
+    if not rows:
         return None, "No exchange was rendered by both sides."
     import altair as alt
 
+    unit = rows[0]["unit"]
     note = "" if unit == "tokens" else " (chars: no --tokenizer)"
+    values = [{"start": r["bin_start"], "end": r["bin_end"], "requests": r["requests"]} for r in rows]
     chart = (
         alt.Chart(alt.Data(values=values), title=f"Extra prompt {unit} per request, old − new{note}")
         .mark_bar()
         .encode(
-            x=alt.X("extra:Q", bin=alt.Bin(maxbins=30), title=f"old − new prompt {unit}"),
-            y=alt.Y("count():Q", title="requests"),
-            tooltip=[alt.Tooltip("extra:Q", bin=alt.Bin(maxbins=30), title=unit), alt.Tooltip("count():Q", title="requests")],
+            x=alt.X("start:Q", bin="binned", title=f"old − new prompt {unit}"),
+            x2="end:Q",
+            y=alt.Y("requests:Q", title="requests"),
+            tooltip=[alt.Tooltip("start:Q", title=f"{unit} from"), alt.Tooltip("end:Q", title="to (excl.)"), alt.Tooltip("requests:Q")],
         )
         .properties(width=520, height=180)
     )
@@ -361,7 +364,7 @@ def html_report(con: Any, meta: dict[str, Any], results: dict[str, pa.Table], li
     sections.append(chart("chart-checks", verdict_chart(verdicts)))
     sections.append(chart("chart-families", family_chart(run_query(con, "faults_by_family"))))
     sections.append("<h2>Prompts</h2>")
-    sections.append(chart("chart-extra-tokens", extra_tokens_chart(run_query(con, "extra_prompt_tokens"))))
+    sections.append(chart("chart-extra-tokens", extra_tokens_chart(run_query(con, "extra_prompt_tokens_histogram"))))
     sections.append(chart("chart-nulls", null_chart(results["null_leaks"])))
     sections.append(html_table(results["null_leaks"]) if results["null_leaks"].num_rows else "")
     sections.append(html_table(results["divergent_prompts"]) if results["divergent_prompts"].num_rows else "")
