@@ -400,10 +400,13 @@ class MarkerWake:
             self._first = False
             self._seek = max(self._seek, len(buf) - self._longest + 1)
             return True
-        if not self.markers:
+        markers, seek = self.markers, self._seek
+        if not markers:
             return False
-        i, _ = first_marker(buf, self.markers, self._seek)
-        self._seek = max(self._seek, len(buf) - self._longest + 1)
+        i = buf.find(markers[0], seek) if len(markers) == 1 else first_marker(buf, markers, seek)[0]
+        nxt = len(buf) - self._longest + 1
+        if nxt > seek:
+            self._seek = nxt
         return i >= 0
 
 
@@ -448,6 +451,16 @@ class ValueEndWake(MarkerWake):
         self._value_at = 0
 
     def wake(self, buf: str, final: bool) -> bool:
+        if self._first and not final:
+            # the first look: read at once only when the text ends as a value would (a closing
+            # bracket); else scan, so a value cut off by the delta is not decoded in vain
+            self._first = False
+            k = len(buf) - 1
+            while k >= 0 and buf[k] in _WS:
+                k -= 1
+            if k >= 0 and buf[k] in "]}":
+                self._seek = max(self._seek, len(buf) - self._longest + 1)
+                return True
         if super().wake(buf, final):
             return True  # the grammar reads the block now; the value is scanned only while it waits
         hit = False

@@ -417,7 +417,6 @@ class PythonicParser(GrammarParser):
     )
 
     STARTS = STARTS
-    WAKE = (TC_END, PY_END)
     THINK = THINK
     HEAD_BLOCK = True  # a bare list at the start of the body
 
@@ -438,4 +437,4 @@ class PythonicParser(GrammarParser):
         follows it; a wrapped block when its end marker arrives."""
         if mark == HEAD:
             return ValueEndWake((), 0, "[", scanner=ListScan, then_text=False)
-        return MarkerWake(self.WAKE, len(mark))
+        return MarkerWake((WRAPS[mark],), len(mark))
