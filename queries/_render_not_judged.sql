@@ -1,8 +1,8 @@
--- render_not_judged (view): exchanges the render checks could not judge, with the reason
--- One row per (exchange, render check) whose reference side failed to prepare, serialize or render
--- (there is nothing to judge old and new against): exchange_id, check (null-leak,
--- prompt-divergence, render-failure), reason (the reference's renders.error).
-SELECT r.exchange_id, k.check_name AS "check", r.error AS reason
-FROM renders r
-CROSS JOIN (VALUES ('null-leak'), ('prompt-divergence'), ('render-failure')) AS k(check_name)
-WHERE r.side = 'reference' AND r.error IS NOT NULL
+-- render_not_judged (view): exchanges the render checks could not judge because the reference failed
+-- One row per (exchange, render check: null-leak, prompt-divergence, render-failure) whose
+-- reference side failed to prepare, serialize or render (there is nothing to judge old and new
+-- against): exchange_id, check, reason (`reference failed to render: ` and the reference's
+-- renders.error). Every exchange a check could not judge, for any reason: view not_judged.
+SELECT exchange_id, "check", reason
+FROM not_judged
+WHERE starts_with(reason, 'reference failed to render: ')

@@ -4,9 +4,9 @@
 -- old -> new (`failing_chunkings`, e.g. `char, fixed-3 -> char`), the smallest failing chunking of
 -- the side the verdict blames (new for broken/still-wrong/improved/changed-wrong, old for fixed;
 -- fewest deltas, a streamed chunking before the whole-text parse) and its deltas, and whether the
--- exchange is unreliable (the old side's replay did not reproduce what was served). Render checks an exchange could not be judged on (its
--- reference failed to render) are rows with verdict `not-judged` and the `reason` (null on the
--- other rows). Every (exchange, check, chunking) pair with both
+-- exchange is unreliable (the old side's replay did not reproduce what was served). Checks an exchange could not be judged on (the reference
+-- failed, or a side has no result to judge: view not_judged) are rows with verdict `not-judged`
+-- and the `reason` (null on the other rows). Every (exchange, check, chunking) pair with both
 -- sides' outcomes: `replay query --sql "SELECT * FROM verdict_pairs"`.
 SELECT
     exchange_id,
@@ -24,7 +24,7 @@ FROM verdicts_by_exchange
 WHERE verdict <> 'same-ok'
 UNION ALL
 SELECT exchange_id, "check", 'not-judged', 0, NULL, NULL, NULL, NULL, NULL, false, reason
-FROM render_not_judged
+FROM not_judged
 ORDER BY CASE verdict WHEN 'broken' THEN 0 WHEN 'still-wrong' THEN 1 WHEN 'changed-wrong' THEN 2 WHEN 'improved' THEN 3
                       WHEN 'fixed' THEN 4 WHEN 'unreliable' THEN 5 ELSE 6 END,
          list_position(['null-leak', 'prompt-divergence', 'render-failure', 'replay-error', 'client-error', 'dropped-call',

@@ -9,10 +9,14 @@
 --   unreliable   exchanges whose old-side replay did not reproduce what was served (stream checks;
 --                the fidelity query): counted here only
 --   wrong        served rows only: exchanges whose served side has the fault (same-ok: it has not)
---   exchanges    exchanges the check was judged on = the sum of the columns before it
---   not-judged   exchanges the check could not judge (not in `exchanges`): render checks where the
---                reference side failed to render (view render_not_judged; the reasons: `replay query
---                render_failures`); null on the served rows
+--   not-judged   exchanges in the check's scope it could not judge, each with its reason (view
+--                not_judged; `replay query verdict_exchanges` lists them): the reference failed
+--                (to render; its whole-text parse raised), or a side has no result to judge (it
+--                failed to render: null-leak and prompt-divergence; its parser raised under every
+--                chunking the check reads); null on the served rows
+--   exchanges    the check's scope (render checks: every exchange rendered; stream checks: every
+--                exchange re-streamed; served checks: every exchange the check applies to) = the
+--                sum of the other columns: each exchange is in exactly one
 -- streaming-fault (a side's stream differs from its own whole-text parse) and semantic-diff (its
 -- whole-text parse differs from the reference's) tell a streaming fault from a semantic difference.
 -- Served checks: client-error (the client SDK raised on the stream), name-repeat, call-id,
@@ -36,8 +40,8 @@ side_rows AS (
         count(v.verdict) FILTER (WHERE v.verdict = 'changed-wrong') AS "changed-wrong",
         count(v.verdict) FILTER (WHERE v.verdict = 'unreliable') AS unreliable,
         NULL::BIGINT AS wrong,
-        count(v.verdict) AS exchanges,
-        (SELECT count(*) FROM render_not_judged n WHERE n."check" = k.check_name) AS "not-judged"
+        count(v.verdict) + (SELECT count(*) FROM not_judged n WHERE n."check" = k.check_name) AS exchanges,
+        (SELECT count(*) FROM not_judged n WHERE n."check" = k.check_name) AS "not-judged"
     FROM checks k
     LEFT JOIN verdicts_by_exchange v ON v."check" = k.check_name
     GROUP BY k.check_name, k.ord

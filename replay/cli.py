@@ -234,9 +234,17 @@ RefParser = Annotated[
 ]
 OldPython = Annotated[
     Optional[str],
-    typer.Option("--old-python", help="Run the old side's serializer and parser in this interpreter (a venv's bin/python), as a worker process."),
+    typer.Option("--old-python", help="Run the old side's serializer and parser in this interpreter (a venv's bin/python), as a worker process. Its prompts render in the audit's interpreter unless --old-render-in python."),
 ]
-NewPython = Annotated[Optional[str], typer.Option("--new-python", help="Run the new side's serializer and parser in this interpreter.")]
+NewPython = Annotated[Optional[str], typer.Option("--new-python", help="Run the new side's serializer and parser in this interpreter (prompts: see --new-render-in).")]
+OldRenderIn = Annotated[
+    str,
+    typer.Option("--old-render-in", callback=lambda v: _one_of("--old-render-in", v, ("audit", "python")), help="Where the old side's prompts render: audit (this interpreter's transformers and jinja2; the serializer still runs in --old-python) or python (preparer, serializer, chat template and tokenizer all in the --old-python interpreter, with its own transformers, jinja2 and tokenizers: a template audited as that environment renders it)."),
+]
+NewRenderIn = Annotated[
+    str,
+    typer.Option("--new-render-in", callback=lambda v: _one_of("--new-render-in", v, ("audit", "python")), help="Where the new side's prompts render: audit or python (in the --new-python interpreter)."),
+]
 OldPath = Annotated[
     Optional[str],
     typer.Option("--old-pythonpath", help="Directories (joined by ':' as PYTHONPATH) put first on the --old-python worker's import path, e.g. a checkout of main."),
@@ -447,7 +455,7 @@ def _config(
     which names the option. ``chat_template`` / ``tokenizer``: the repeatable options' values
     (``FILE`` or ``PATTERN=FILE``; ``replay stream`` passes one tokenizer path);
     ``side_render``: the per-side render options (``old_chat_template``, ``new_renderer``,
-    ``old_preparer`` ...)."""
+    ``old_preparer``, ``old_render_in`` ...)."""
     from replay.runspec import build_config, spec_from_options
 
     try:
@@ -540,6 +548,8 @@ def audit(
     new_python: NewPython = None,
     old_pythonpath: OldPath = None,
     new_pythonpath: NewPath = None,
+    old_render_in: OldRenderIn = "audit",
+    new_render_in: NewRenderIn = "audit",
     chunkings: ChunkingsOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
     redact: RedactOpt = False,
@@ -588,7 +598,8 @@ def audit(
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
         side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
-                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
+                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer,
+                         old_render_in=old_render_in, new_render_in=new_render_in),
     )
     if redact and exemplar_text:
         _fail("--redact (hash message text at ingest) and --exemplar-text (show it in the exemplars) contradict each other", 2)
@@ -764,10 +775,11 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
 
 
 _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
+_RENDER_IN_KEYS = {"old_render_in", "new_render_in"}
 _STAGE_KEYS = {
     "render": {"engine", "ray_address", "old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date",
                "chat_template_routes", "tokenizer_routes", "old_renderer", "new_renderer", "reference_chat_template", "special_tokens",
-               "old_preparer", "new_preparer", "reference_preparer", *_SIDE_KEYS},
+               "old_preparer", "new_preparer", "reference_preparer", *_SIDE_KEYS, *_RENDER_IN_KEYS},
     "re-stream": {"engine", "ray_address", "parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
 }
 
@@ -795,6 +807,8 @@ def render(
     new_python: NewPython = None,
     old_pythonpath: OldPath = None,
     new_pythonpath: NewPath = None,
+    old_render_in: OldRenderIn = "audit",
+    new_render_in: NewRenderIn = "audit",
     jobs: JobsOpt = None,
     batch_rows: BatchRowsOpt = 512,
     quiet: QuietOpt = False,
@@ -815,7 +829,8 @@ def render(
         reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
         old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
         side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
-                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer),
+                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer,
+                         old_render_in=old_render_in, new_render_in=new_render_in),
     )
     _executor(cfg, jobs, batch_rows)
     _stage_command("render", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine, ray_address)

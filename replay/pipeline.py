@@ -610,40 +610,62 @@ def _render_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
     remote = {side: w for side in SIDES if (w := ctx.sides.remote(side)) is not None}
     rows: list[dict[str, Any]] = []
     for chunk in _batches(batch.to_pylist(), BATCH if remote else len(batch) or 1, chars=1 << 62):
-        pre: list[dict[str, Any]] = [{} for _ in chunk]
-        if remote:
-            from replay.render.exchange import prepared_tools
-
-            work: dict[str, tuple[list[dict[str, Any]], list[int]]] = {side: ([], []) for side in remote}
-            for i, ex in enumerate(chunk):
-                if ex["request_json"] == "{}":
-                    continue
-                try:
-                    request = ex["_request"] = orjson.loads(ex["request_json"])  # decoded once: render_exchange reads it
-                    openai_tools(ex.get("route"), request.get("tools"))
-                except Exception:  # render_exchange records it for every side
-                    ex.pop("_request", None)
-                    continue
-                for side in remote:
-                    pre[i][side] = None
-                    tools = prepared_tools(cfg, side, ex.get("route"), request)  # what the side's preparer hands its serializer
-                    if tools:
-                        work[side][0].append({"k": ex["exchange_id"], "tools": tools})
-                        work[side][1].append(i)
-            for side, w in remote.items():
-                w.submit("serialize", work[side][0], [1] * len(work[side][0]))
-            for side, w in remote.items():
-                for i, answer in zip(work[side][1], w.collect()):
-                    if isinstance(answer, WorkerError):
-                        pre[i][side] = answer
-                    elif "error" in answer:
-                        pre[i][side] = WorkerError(str(answer["error"]))
-                    else:
-                        pre[i][side] = answer.get("tools")
-        for ex, p in zip(chunk, pre):
+        pre = remote_renders(chunk, cfg, remote) if remote else None
+        for i, ex in enumerate(chunk):
             if ex["request_json"] != "{}":  # a capture without its request (capture_lacks) has nothing to render
-                rows.extend(render_exchange(ex, cfg, serializers, p if remote else None))
+                rows.extend(render_exchange(ex, cfg, serializers, pre[i] if pre is not None else None))
     return {"renders": rows_table(rows, tables.RENDERS)}
+
+
+def remote_renders(chunk: list[dict[str, Any]], cfg: AuditConfig, remote: dict[str, Any], *, prompts: bool = False) -> list[dict[str, Any]]:
+    """What the out-of-process sides (``remote``: ``{side: replay.sides.WorkerSide}``) give for a
+    list of exchanges rows, one request line per side, the workers working at once: per exchange,
+    ``{side: serialized tools | None | replay.sides.RemoteRender | WorkerError}`` (the ``pre`` of
+    :func:`replay.render.exchange.render_rows`). A side that renders in its interpreter
+    (``--old-render-in python``) answers ``render`` with its whole row; any other serializes its
+    preparer's tool declarations (``serialize``). An exchange whose request does not decode is
+    left out (render_rows records that for every side); its ``_request`` is set on the others.
+    A worker sends each prompt's text back when this run compares token ids (:func:`_ids_plan`)
+    or ``prompts`` asks for it (``replay show``)."""
+    from replay.render.exchange import prepared_tools
+    from replay.sides import RemoteRender
+
+    want = prompts or _ids_plan(cfg)[0] is not None
+
+    pre: list[dict[str, Any]] = [{} for _ in chunk]
+    work: dict[str, tuple[list[dict[str, Any]], list[int]]] = {side: ([], []) for side in remote}
+    for i, ex in enumerate(chunk):
+        if ex["request_json"] == "{}":
+            continue
+        try:
+            request = ex["_request"] = orjson.loads(ex["request_json"])  # decoded once: render_exchange reads it
+            openai_tools(ex.get("route"), request.get("tools"))
+        except Exception:  # render_exchange records it for every side
+            ex.pop("_request", None)
+            continue
+        for side, w in remote.items():
+            pre[i][side] = None
+            if w.spec.renders_remotely:
+                work[side][0].append({"k": ex["exchange_id"], "route": ex.get("route"), "model": ex.get("model"), "request": ex["request_json"], "prompt": want})
+                work[side][1].append(i)
+                continue
+            tools = prepared_tools(cfg, side, ex.get("route"), request)  # what the side's preparer hands its serializer
+            if tools:
+                work[side][0].append({"k": ex["exchange_id"], "tools": tools})
+                work[side][1].append(i)
+    for side, w in remote.items():
+        w.submit("render" if w.spec.renders_remotely else "serialize", work[side][0], [1] * len(work[side][0]))
+    for side, w in remote.items():
+        for i, answer in zip(work[side][1], w.collect()):
+            if isinstance(answer, WorkerError):
+                pre[i][side] = answer
+            elif "error" in answer:
+                pre[i][side] = WorkerError(str(answer["error"]))
+            elif w.spec.renders_remotely:
+                pre[i][side] = RemoteRender(answer.get("row") or {}, answer.get("prompt"))
+            else:
+                pre[i][side] = answer.get("tools")
+    return pre
 
 
 def stream_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:

@@ -39,7 +39,9 @@ class RunSpec:
     parser the synthetic chunkings and ``split-all``, with ``token`` when a tokenizer is given).
     ``old_python``/``new_python``: run that side's serializer and parser in this interpreter
     (:mod:`replay.sides`), with ``old_pythonpath``/``new_pythonpath`` (tuples of directories)
-    first on its import path. ``chat_template``/``tokenizer``: file paths (str) or None.
+    first on its import path; ``old_render_in``/``new_render_in`` ``"python"``: render that side's
+    prompts there too (preparer, serializer, renderer, tokenizer; needs ``spec``), ``"audit"``
+    (default): render them in this process. ``chat_template``/``tokenizer``: file paths (str) or None.
     ``renderer``/``reference_encoder``: renderer specs (:func:`replay.render.specs.renderer_from_spec`)
     or None. ``date``: ``YYYY-MM-DD`` or None (the pinned default).
     """
@@ -74,6 +76,8 @@ class RunSpec:
     new_python: str | None = None
     old_pythonpath: tuple[str, ...] = ()
     new_pythonpath: tuple[str, ...] = ()
+    old_render_in: str = "audit"  # "python": the old side renders in old_python's interpreter (replay.sides.render_spec)
+    new_render_in: str = "audit"
     batch_rows: int = 512  # exchanges per record batch: the unit of a part file, of --jobs and of resume
 
     def replace(self, **changes: Any) -> "RunSpec":
@@ -203,11 +207,12 @@ def spec_from_options(
     at most one plain one each. ``chunkings``: names separated by commas (or a sequence), None
     for the defaults. ``old_pythonpath``/``new_pythonpath``: directories joined by
     ``os.pathsep`` (:func:`replay.sides.split_pythonpath`). ``options``: any other RunSpec field,
-    by name (a path-like value is given as str).
+    by name (a path-like value is given as str; None: not given, the field's default).
 
     Raises ValueError naming the option for a second plain ``--chat-template`` or
     ``--tokenizer``; :class:`replay.errors.OptionError` (a usage error) for the ``token``
-    chunking without a plain tokenizer; TypeError for an unknown option name.
+    chunking without a plain tokenizer and for ``--old-render-in python`` without
+    ``--old-python`` (and the new side's); TypeError for an unknown option name.
     """
     import os
 
@@ -233,7 +238,10 @@ def spec_from_options(
         chunks = tuple(chunkings) if chunkings is not None else None
     if chunks is not None and "token" in chunks and not plain_k:
         raise OptionError("Invalid value for '--chunkings': the token chunking needs --tokenizer (a tokenizer.json or a folder holding one)")
-    plain = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in options.items()}
+    plain = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in options.items() if v is not None}
+    for side in ("old", "new"):
+        if plain.get(f"{side}_render_in") == "python" and plain.get(f"{side}_python") is None:
+            raise OptionError(f"--{side}-render-in python: the {side} side has no interpreter of its own (give --{side}-python)")
     return RunSpec(
         chat_template=plain_t[0] if plain_t else None,
         tokenizer=plain_k[0] if plain_k else None,

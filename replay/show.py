@@ -84,7 +84,8 @@ def spec_from_options(options: dict[str, Any]) -> Any:
     """A :class:`replay.runspec.RunSpec` from ``run.json``'s ``options``: every field the options
     hold, lists as tuples, ``PYTHONPATH`` strings split; the recorded renderer *name* is used as a
     spec only when it is not the default ``json-tools`` and no chat template was given. The
-    interpreters of out-of-process sides are dropped (``show`` runs every side here)."""
+    interpreters of out-of-process sides are dropped, and where they rendered (``show`` runs and
+    renders every side here)."""
     import dataclasses
     import os
 
@@ -95,7 +96,7 @@ def spec_from_options(options: dict[str, Any]) -> Any:
     for key, value in options.items():
         if key not in fields or value is None:
             continue
-        if key in ("old_pythonpath", "new_pythonpath", "old_python", "new_python"):
+        if key in ("old_pythonpath", "new_pythonpath", "old_python", "new_python", "old_render_in", "new_render_in"):
             continue
         given[key] = tuple(value) if isinstance(value, list) else value
     renderer = given.pop("renderer", None)

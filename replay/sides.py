@@ -12,6 +12,13 @@ optionally an interpreter with extra import paths:
   interpreter, so a plugin importable only there (the ``main`` checkout of your package, a
   framework venv) is fine.
 
+With ``--old-render-in python`` (``AuditConfig.old_render_in``) the worker also renders the
+side's prompts (operation ``render``): the request preparer, serializer, chat template or renderer
+and tokenizer of that side are built in the worker's interpreter from the run's own options
+(:func:`render_spec`), so a template renders with that environment's transformers and jinja2;
+the audit's process adds only the token-id comparison (:class:`RemoteRender`). The default
+(``audit``) renders every side here, with only the serializer run in the worker.
+
 Sides are resolved once per audit (:func:`open_sides`): a worker is started and its specs
 checked before any work, so a bad interpreter path or a plugin that does not import there fails
 with a clear :class:`SideError` first. During the run, a worker that exits (a crash, ``os._exit``,
@@ -72,10 +79,16 @@ class SideSpec:
     parser: str | None = None
     python: str | None = None
     pythonpath: tuple[str, ...] = ()
+    render: str | None = None  # the worker's render options (:func:`render_spec`) as JSON text; None: render in the audit
 
     @property
     def in_process(self) -> bool:
         return self.python is None
+
+    @property
+    def renders_remotely(self) -> bool:
+        """The side's worker renders its prompts (``--old-render-in python``)."""
+        return self.python is not None and self.render is not None
 
 
 def split_pythonpath(value: str | None) -> tuple[str, ...]:
@@ -86,14 +99,95 @@ def split_pythonpath(value: str | None) -> tuple[str, ...]:
     return tuple(str(Path(p).expanduser().resolve()) for p in value.split(os.pathsep) if p.strip())
 
 
+#: Values of ``--old-render-in`` / ``--new-render-in``: ``audit`` renders the side in the audit's
+#: own interpreter (its serializer still runs in the side's worker), ``python`` in the side's
+#: ``--old-python`` / ``--new-python`` interpreter.
+RENDER_IN = ("audit", "python")
+
+
+def render_spec(cfg: Any, side: str) -> dict[str, Any] | None:
+    """The ``render`` options of a worker's ``init`` (:mod:`replay.worker`) for ``side`` of
+    ``cfg`` when that side renders in its interpreter (``cfg.<side>_render_in == "python"``), else
+    None: the run's render options as plain values (``cfg.spec``, a
+    :class:`replay.runspec.RunSpec`: template and tokenizer paths made absolute), the side's
+    preparer, and whether the side's renderer is the reference's in this process (``as_reference``).
+
+    Raises :class:`SideError` naming the option for ``python`` without an interpreter, an unknown
+    value, or a config built by hand (no ``spec``: its renderer objects cannot be sent)."""
+    how = getattr(cfg, f"{side}_render_in", None) or "audit"
+    if how not in RENDER_IN:
+        raise SideError(f"--{side}-render-in {how!r}: expected one of {', '.join(RENDER_IN)}")
+    if how == "audit":
+        return None
+    if getattr(cfg, f"{side}_python", None) is None:
+        raise SideError(f"--{side}-render-in python: the {side} side has no interpreter of its own (give --{side}-python)")
+    spec = getattr(cfg, "spec", None)
+    if spec is None:
+        raise SideError(f"--{side}-render-in python needs a run spec (replay.runspec.RunSpec) to send the render options to the worker")
+    from replay.render.exchange import render_plan
+    from replay.render.options import split_route
+
+    def path(value: str | None) -> str | None:
+        return None if value is None else str(Path(value).expanduser().resolve())
+
+    def routed(value: str) -> str:
+        pattern, p = split_route(value)
+        return path(p) if pattern is None else f"{pattern}={path(p)}"  # type: ignore[return-value]
+
+    plan = render_plan(cfg)
+    return {
+        "side": side,
+        "chat_templates": [routed(v) for v in ([spec.chat_template] if spec.chat_template else []) + list(spec.chat_template_routes)],
+        "tokenizers": [routed(v) for v in ([spec.tokenizer] if spec.tokenizer else []) + list(spec.tokenizer_routes)],
+        "renderer": spec.renderer,
+        "side_chat_template": path(getattr(spec, f"{side}_chat_template")),
+        "side_renderer": getattr(spec, f"{side}_renderer"),
+        "date": spec.date,
+        "preparer": getattr(spec, f"{side}_preparer"),
+        "as_reference": plan.renderers[side] is plan.renderers["reference"],
+    }
+
+
 def side_specs(cfg: Any) -> dict[str, SideSpec]:
     """The three sides of an :class:`replay.pipeline.AuditConfig`. The reference side always
-    runs in process."""
+    runs (and renders) in process. Raises :class:`SideError` as :func:`render_spec` does."""
+    import json
+
+    def render(side: str) -> str | None:
+        got = render_spec(cfg, side)
+        return None if got is None else json.dumps(got, sort_keys=True)
+
     return {
-        "old": SideSpec("old", cfg.old_serializer, cfg.old_parser, cfg.old_python, tuple(cfg.old_pythonpath)),
-        "new": SideSpec("new", cfg.new_serializer, cfg.new_parser, cfg.new_python, tuple(cfg.new_pythonpath)),
+        "old": SideSpec("old", cfg.old_serializer, cfg.old_parser, cfg.old_python, tuple(cfg.old_pythonpath), render("old")),
+        "new": SideSpec("new", cfg.new_serializer, cfg.new_parser, cfg.new_python, tuple(cfg.new_pythonpath), render("new")),
         "reference": SideSpec("reference", cfg.reference_serializer, cfg.reference_parser),
     }
+
+
+@dataclass
+class RemoteRender:
+    """One side's ``renders`` row as its worker rendered it (operation ``render``), and the prompt
+    text when the worker was asked for it (``prompt``: the run compares token ids).
+
+    :meth:`finish` is what :func:`replay.render.exchange.render_rows` does with it."""
+
+    row: dict[str, Any]
+    prompt: str | None = None
+
+    def finish(self, xid: str, side: str, id_tok: Any, ids_sha: Any, *, is_reference: bool) -> tuple[dict[str, Any], list[int] | None]:
+        """``(row, token ids or None)``: the worker's row with this exchange's id and side, and,
+        when the run compares token ids (``id_tok``: the reference encoder's tokenizer), the
+        prompt's ids in that vocabulary with their SHA-256 (``ids_sha``) and, as in process, the
+        ids' count as ``prompt_tokens`` when the side has no tokenizer of its own or renders with
+        the reference's renderer (``is_reference``)."""
+        row = {**self.row, "exchange_id": xid, "side": side}
+        if id_tok is None or self.prompt is None or row.get("error"):
+            return row, None
+        ids = id_tok.ids(self.prompt)
+        row["prompt_ids_sha256"] = ids_sha(ids)
+        if is_reference or row.get("prompt_tokens") is None:
+            row["prompt_tokens"] = len(ids)
+        return row, ids
 
 
 def _python_version(python: str | os.PathLike) -> tuple[int, int] | None:
@@ -215,6 +309,10 @@ class WorkerSide:
             "parser": self.spec.parser,
             "timeout": self.timeout,
         }
+        if self.spec.render is not None:
+            import json
+
+            init["render"] = json.loads(self.spec.render)
         try:
             self._write(init)
             answer = self._answer(time.monotonic() + START_TIMEOUT)
@@ -231,9 +329,10 @@ class WorkerSide:
         if not isinstance(answer, dict) or not answer.get("ok"):
             self.close()
             why = answer.get("error") if isinstance(answer, dict) else answer
-            raise SideError(f"{self.option}: {why}")
+            option = f"{self.option} --{self.spec.side}-render-in python" if str(why).startswith("cannot render here") else self.option
+            raise SideError(f"{option}: {why}")
         self.parsers = answer.get("parsers") or {}
-        self.info = {k: answer.get(k) for k in ("python", "executable", "pid", "replay")}
+        self.info = {k: answer.get(k) for k in ("python", "executable", "pid", "replay", "render")}
 
     @staticmethod
     def _read_out(proc: subprocess.Popen[bytes], lines: queue.Queue[tuple[float, bytes | None]]) -> None:
@@ -424,6 +523,8 @@ class WorkerSide:
             "replay_package": self.info.get("replay"),
             "serializer": self.spec.serializer,
             "parser": self.spec.parser,
+            "render_in": "python" if self.spec.renders_remotely else "audit",
+            **({"render": self.info.get("render")} if self.spec.renders_remotely else {}),
             "restarts": self.restarts,
             "incidents": list(self.incidents),
             **({"dead": self.dead} if self.dead else {}),

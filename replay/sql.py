@@ -241,15 +241,34 @@ def connect(run_dir: str | Path, settings: DuckDBSettings | None = None) -> duck
         else:
             con.register(name, pa.Table.from_batches([], schema=schema))  # an empty view of the schema
     con.create_function("canonical_json", canonical_json, [VARCHAR], VARCHAR, null_handling="special", side_effects=False)
-    for entry in _query_files():  # queries/_NAME.sql: the view NAME, which queries build on
-        if entry.name.startswith("_"):
-            con.execute(f"CREATE VIEW {entry.name[1:-len('.sql')]} AS {entry.read_text(encoding='utf-8')}")
+    _create_views(con, [e for e in _query_files() if e.name.startswith("_")])
     return con
+
+
+def _create_views(con: duckdb.DuckDBPyConnection, entries: list[Any]) -> None:
+    """``queries/_NAME.sql`` -> the view NAME, each after the views it reads (DuckDB binds a view
+    when it is created): a view whose creation fails for a missing table or view is tried again
+    once another was created. Raises the last :class:`duckdb.CatalogException` when no order works
+    (a view reading a table that does not exist)."""
+    pending = list(entries)
+    while pending:
+        failed: list[Any] = []
+        error: Exception | None = None
+        for entry in pending:
+            try:
+                con.execute(f"CREATE VIEW {entry.name[1:-len('.sql')]} AS {entry.read_text(encoding='utf-8')}")
+            except duckdb.CatalogException as exc:
+                failed.append(entry)
+                error = exc
+        if len(failed) == len(pending):
+            assert error is not None
+            raise error
+        pending = failed
 
 
 #: Derived views computed once per connection (:func:`materialize`) before the first query that
 #: reads them, directly or through another view: ``{view: names whose mention in SQL needs it}``.
-MATERIALIZED = {"verdict_pairs": ("verdict_pairs", "verdicts_by_exchange")}
+MATERIALIZED = {"verdict_pairs": ("verdict_pairs", "verdicts_by_exchange", "not_judged", "render_not_judged")}
 #: DuckDB optimizers kept off while a derived view is materialized: its joins are written with the
 #: side to build the hash table from on the right (the smaller), and DuckDB's estimates over
 #: Parquet put a 400k-row input there instead; two large hash tables in one pipeline do not spill

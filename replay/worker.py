@@ -1,7 +1,9 @@
 """The out-of-process side: ``<python> -m replay.worker``, JSON lines over stdin/stdout.
 
 A side given ``--old-python PATH`` / ``--new-python PATH`` runs its tool serializer and tool
-parser here, in that interpreter (a virtualenv, or a checkout of main with its own
+parser here, and with ``--old-render-in python`` / ``--new-render-in python`` its whole render
+(request preparation, serializer, chat template or renderer, tokenizer: with this interpreter's
+transformers, jinja2 and tokenizers), in that interpreter (a virtualenv, or a checkout of main with its own
 ``PYTHONPATH``), so that main and a PR branch of the same package run in one audit. The parent
 (:class:`replay.sides.WorkerSide`) starts this process once per audit, feeds it batches of
 exchanges, and restarts it after a crash or a hang.
@@ -9,7 +11,10 @@ exchanges, and restarts it after a crash or a hang.
 The worker imports only the standard library, :mod:`replay.parsers`, :mod:`replay.stream`,
 :mod:`replay.plugins`, :mod:`replay.deadline` and (for serializer work) :mod:`replay.tools`, all of
 which run without third-party packages (orjson is used when importable, else :mod:`json`), plus
-whatever the user's serializer and parser import. The parent puts the directory holding its own
+whatever the user's serializer and parser import. Rendering here (``init`` with ``render``) also
+imports :mod:`replay.render` and :mod:`replay.prepare`, which need ``orjson``, and what the side's
+renderer needs: ``transformers`` and ``jinja2`` for a chat template, ``tokenizers`` for a
+``--tokenizer``; one that is missing fails ``init``, naming it. The parent puts the directory holding its own
 ``replay`` package on the worker's ``PYTHONPATH`` after the user's paths, and the worker drops the
 current directory from ``sys.path`` (``python -m`` puts it first), so the user's package comes
 from their paths or their venv.
@@ -31,6 +36,15 @@ writes a request line only when the worker has answered every item of the previo
     :meth:`replay.pipeline.ParserResolver`), with its ``name`` and ``markers``. On failure:
     ``{"ok": false, "error": "..."}``.
 
+    With ``"render": RENDER`` the worker also builds the side's render components, as
+    :func:`replay.render.options.render_setup` does in the audit's process, from the same
+    options: ``RENDER`` = ``{"side": "old", "chat_templates": [FILE | "PATTERN=FILE", ...],
+    "tokenizers": [...], "renderer": SPEC | null, "side_chat_template": FILE | null,
+    "side_renderer": SPEC | null, "date": "YYYY-MM-DD", "preparer": SPEC | null,
+    "as_reference": bool}`` (``as_reference``: the side's renderer is the reference's in the
+    audit, which decides how an encoder's own token ids are counted). The answer then carries
+    ``"render": {"renderer": NAME, "transformers": V | null, "jinja2": V | null, "tokenizers": V | null}``.
+
 ``{"op": "serialize", "items": [{"k": K, "tools": [TOOL, ...]}, ...]}``
     Serialize each item's tool list (OpenAI form) with the side's serializer. One answer line per
     item, in order: ``{"k": K, "tools": [DICT, ...]}`` or ``{"k": K, "error": "Type: message"}``.
@@ -51,6 +65,16 @@ writes a request line only when the worker has answered every item of the previo
     code that joins an in-process replay. ``error``: ``"Type: message"`` of what the parser
     raised (``ReplayTimeout: took more than 0.5 s`` past the timeout). ``{"k": K, "error": E}``
     when the whole item failed (a family this worker does not know).
+
+``{"op": "render", "items": [{"k": K, "route": R, "model": M, "request": JSON_TEXT, "prompt": bool}, ...]}``
+    For each item (``request``: the captured request body as JSON text), the side's ``renders``
+    row, made by :func:`replay.render.exchange.render_rows` for this side alone: its preparer,
+    serializer, renderer and tokenizer, leaked nulls and whether they reach the prompt, all here,
+    under one ``timeout`` per item. One answer line per item, in order:
+    ``{"k": K, "row": {COLUMN: VALUE, ...}(, "prompt": TEXT)}`` (``prompt`` when the item asked for
+    it: the audit compares token ids, or ``replay show`` diffs the prompts; the row's failure is its
+    ``error``, as in process), or ``{"k": K, "error": E}`` when the worker was not initialised
+    for rendering. The audit's process adds the token-id comparison and ``tokens_differing``.
 
 ``{"op": "exit"}`` or end of input: exit 0.
 
@@ -106,8 +130,10 @@ class Worker:
 
     def __init__(self) -> None:
         self.serializer: Any = None
+        self.serializer_spec: str | None = None
         self.parsers: dict[str, Any] = {}
         self.timeout = 0.0
+        self.render_cfg: Any = None  # a _RenderConfig once init asked for rendering
 
     # --- init ------------------------------------------------------------------------------
     def init(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -122,9 +148,16 @@ class Worker:
                 from replay.tools import get_serializer
 
                 self.serializer = get_serializer(msg["serializer"])
+                self.serializer_spec = str(msg["serializer"])
             plugin = get_parser(msg["parser"]) if msg.get("parser") else None
         except Exception as exc:
             return {"ok": False, "error": _err(exc)}
+        render_facts = None
+        if msg.get("render"):
+            try:
+                render_facts = self._init_render(msg["render"])
+            except Exception as exc:  # a template, tokenizer or package this interpreter cannot load
+                return {"ok": False, "error": f"cannot render here: {_err(exc)}"}
         own = _family_of(plugin) if plugin is not None else None
         for cls in families():
             use = cls
@@ -142,7 +175,56 @@ class Worker:
                 fam: {"name": str(getattr(cls, "name", cls.__name__)), "markers": [str(m) for m in getattr(cls, "markers", ())]}
                 for fam, cls in self.parsers.items()
             },
+            **({"render": render_facts} if render_facts is not None else {}),
         }
+
+    def _init_render(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Build the side's render components from ``spec`` (the ``render`` of ``init``); returns
+        the facts the answer carries. Raises what :func:`replay.render.options.render_setup`
+        raises (ValueError naming the option, OSError, ImportError)."""
+        from replay.render.options import render_setup
+        from replay.render.specs import DEFAULT_DATE, parse_date
+
+        if self.serializer is None:
+            raise ValueError("rendering needs the side's serializer")
+        side = str(spec["side"])
+        day = parse_date(spec["date"]) if spec.get("date") else DEFAULT_DATE
+        setup = render_setup(
+            chat_templates=list(spec.get("chat_templates") or ()),
+            tokenizers=list(spec.get("tokenizers") or ()),
+            renderer=spec.get("renderer"),
+            date=day,
+            **{f"{side}_chat_template": spec.get("side_chat_template"), f"{side}_renderer": spec.get("side_renderer")},
+        )
+        self.render_cfg = _RenderConfig(side, str(self.serializer_spec), setup, spec.get("preparer"), bool(spec.get("as_reference")))
+        from replay.render.exchange import render_plan
+
+        render_plan(self.render_cfg)  # resolves the preparer: a bad spec fails here, not per item
+        renderer = getattr(setup, f"{side}_renderer") or setup.renderer
+        return {"renderer": renderer.name, **{m: _version(m) for m in ("transformers", "jinja2", "tokenizers")}}
+
+    # --- render ----------------------------------------------------------------------------
+    def render(self, item: dict[str, Any]) -> dict[str, Any]:
+        """One ``render`` item -> its answer (never raises: a failure is the row's ``error``)."""
+        from replay.deadline import deadline
+        from replay.render.exchange import render_rows
+
+        k = item.get("k")
+        cfg = self.render_cfg
+        if cfg is None:
+            return {"k": k, "error": "WorkerError: this worker was not initialised for rendering"}
+        ex = {"exchange_id": k, "route": item.get("route"), "model": item.get("model"), "request_json": item.get("request") or "{}"}
+        prompts: dict[str, str] | None = {} if item.get("prompt") else None
+        try:
+            with deadline(self.timeout):
+                (row,) = render_rows(ex, cfg, {cfg.side: self.serializer}, sides=(cfg.side,), prompts=prompts)
+        except Exception as exc:  # the deadline fired outside the renderer (preparer, serializer)
+            row = {"exchange_id": k, "side": cfg.side, "serializer": cfg.serializer_spec, "error": _err(exc)}
+        out: dict[str, Any] = {"k": k, "row": row}
+        if prompts is not None and prompts.get(cfg.side) is not None:
+            out["prompt"] = prompts[cfg.side]
+        return out
+
 
     # --- serialize -------------------------------------------------------------------------
     def serialize(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -191,6 +273,45 @@ class Worker:
         out["streams"] = streams
         return out
 
+
+class _Elsewhere:
+    """The reference's renderer as a worker sees it: rendered in the audit's process, never here
+    (only its identity matters to :func:`replay.render.exchange.render_rows`)."""
+
+    name = "reference (rendered by the audit)"
+    tools_only = False
+
+
+class _RenderConfig:
+    """What :func:`replay.render.exchange.render_rows` reads of a
+    :class:`replay.pipeline.AuditConfig`, for the one side a worker renders: that side's renderer
+    (``setup``: a :class:`replay.render.options.RenderSetup` built here), tokenizer, preparer and
+    serializer spec; the reference's renderer is this side's when ``as_reference`` (the audit's
+    side renders with the reference's own renderer object), else a stand-in never rendered."""
+
+    def __init__(self, side: str, serializer_spec: str, setup: Any, preparer: str | None, as_reference: bool) -> None:
+        self.side = side
+        self.serializer_spec = serializer_spec
+        self.renderer = setup.renderer
+        self.old_renderer = setup.old_renderer
+        self.new_renderer = setup.new_renderer
+        self.reference_renderer = None if as_reference else _Elsewhere()
+        self.old_preparer = self.new_preparer = self.reference_preparer = preparer
+        self.tokenizer = setup.tokenizer
+
+    def serializer_specs(self) -> dict[str, str]:
+        """``{side: serializer spec}``: this side's spec for every side name."""
+        return {s: self.serializer_spec for s in ("old", "new", "reference")}
+
+
+def _version(dist: str) -> str | None:
+    """The installed version of the distribution ``dist`` in this interpreter, else None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 def _replay_events(parser: Any, text: str, lens: list[int]) -> list[list[Any]]:
     """Feed ``text`` cut into deltas of ``lens`` chars, then ``finish()``; the non-empty events as
@@ -256,6 +377,9 @@ def serve(inp: BinaryIO, out: BinaryIO) -> int:
         elif op == "replay":
             for item in msg.get("items", ()):
                 send(worker.replay(item))
+        elif op == "render":
+            for item in msg.get("items", ()):
+                send(worker.render(item))
         else:
             send({"ok": False, "error": f"WorkerError: unknown op {op!r}"})
     return 0

@@ -16,6 +16,8 @@ How each framework installs without a GPU is in ``../shared/docs/real-engines.md
 
 - SGLang: ``--no-deps sglang==X`` plus the dozen small packages its tool parsers import (about
   440 MB and 25 s per venv, plus downloads); no torch, the adapter stubs what would import it.
+- transformers (a render environment for ``--old-render-in python``): ``transformers==X`` with
+  its dependencies, jinja2 and orjson (about 260 MB and 25 s per venv).
 - vLLM: ``--no-deps vllm==X`` plus torch 2.13.0 (the CPU build pip finds on this machine's disk;
   elsewhere pip downloads it) and about 25 small packages (about 2.2 GB per venv).
 """
@@ -119,7 +121,12 @@ def _install_plan(requirement: str) -> tuple[list[list[str]], str]:
             "import importlib.util as u, torch; "
             "assert u.find_spec('vllm.tool_parsers') or u.find_spec('vllm.entrypoints.openai.tool_parsers')",
         )
-    raise EngineBuildError(f"no install plan for {requirement!r} (known: sglang==X, vllm==X)")
+    if name == "transformers":
+        return (
+            [[requirement, "jinja2", "orjson"]],
+            "import jinja2, orjson, tokenizers; from transformers.utils.chat_template_utils import render_jinja_template",
+        )
+    raise EngineBuildError(f"no install plan for {requirement!r} (known: sglang==X, vllm==X, transformers==X)")
 
 
 def engine_python(requirement: str, *, root: Path | None = None) -> Path:

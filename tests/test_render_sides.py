@@ -70,8 +70,17 @@ def test_preparation_change_audit(tmp_path):
                 "--old-serializer", "client-fields", "--new-serializer", "client-fields")
     v = verdicts(run)
     assert v["render-failure"] == row(fixed=6, same_ok=31)
-    assert v["null-leak"] == row(same_ok=31, exchanges=31)
-    assert v["prompt-divergence"] == row(same_ok=31, exchanges=31)
+    # the 6 have no old prompt: null-leak and prompt-divergence cannot judge them, and say so (each
+    # exchange in exactly one column; a row sums to `exchanges`)
+    assert v["null-leak"] == row(same_ok=31, not_judged=6)
+    assert v["prompt-divergence"] == row(same_ok=31, not_judged=6)
+    for check, r in v.items():
+        if not check.startswith("served:"):
+            assert sum(r[c] for c in ("fixed", "improved", "broken", "same-ok", "still-wrong", "changed-wrong", "unreliable", "not-judged")) == r["exchanges"], check
+    not_judged = [r for r in query(run, "verdict_exchanges") if r["verdict"] == "not-judged"]
+    assert sorted((r["check"], r["exchange_id"]) for r in not_judged) == sorted(
+        (c, f"agent-0{i}") for c in ("null-leak", "prompt-divergence") for i in range(2, 8))
+    assert {r["reason"] for r in not_judged} == {"old failed to render: TypeError: Can only get item pairs from a mapping."}
     assert query(run, "render_failures") == [
         {"side": "old", "reason": "TypeError: Can only get item pairs from a mapping.", "exchanges": 6, "example": "agent-02", "of_side": 6}
     ]
@@ -107,11 +116,11 @@ def test_reference_that_cannot_render_is_not_judged(tmp_path):
     run = audit(tmp_path, "--chat-template", NEW_T, "--reference-preparer", "as-sent")
     v = verdicts(run)
     for check in ("null-leak", "prompt-divergence", "render-failure"):
-        assert v[check]["not-judged"] == 6 and v[check]["exchanges"] == 31, check
+        assert v[check]["not-judged"] == 6 and v[check]["same-ok"] == 31 and v[check]["exchanges"] == 37, check
     assert v["dropped-call"]["not-judged"] == 0
     rows = [r for r in query(run, "verdict_exchanges") if r["verdict"] == "not-judged"]
     assert len(rows) == 18
-    assert {r["reason"] for r in rows} == {"TypeError: Can only get item pairs from a mapping."}
+    assert {r["reason"] for r in rows} == {"reference failed to render: TypeError: Can only get item pairs from a mapping."}
     assert sorted({r["exchange_id"] for r in rows}) == [f"agent-0{i}" for i in range(2, 8)]
     report = (run / "report.md").read_text()
     assert "6 exchanges not judged on the render checks" in report

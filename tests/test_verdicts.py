@@ -81,6 +81,14 @@ class Boom(HermesParser):
         raise RuntimeError("planted")
 
 
+class Raises(HermesParser):
+    def parse(self, text):
+        raise RuntimeError("planted")
+
+    def feed(self, delta):
+        raise RuntimeError("planted")
+
+
 class LeakEnd(HermesParser):
     def __init__(self, tools=None, **kw):
         super().__init__(tools, **kw)
@@ -266,6 +274,34 @@ def test_still_wrong_and_changed_wrong(stream_capture, plugins, tmp_path):
     # two faults at once: one check fixed, another broken, on the same exchanges
     got = audit(stream_capture, tmp_path / "c", "--old-parser", f"{plugins}:DropLast", "--new-parser", f"{plugins}:RawFirst")
     assert (got["dropped-call"]["fixed"], got["non-json-join"]["broken"]) == (AFFECTED, AFFECTED)
+
+
+def test_a_parser_that_always_raises_is_not_judged_on_the_other_stream_checks(stream_capture, plugins, tmp_path):
+    """An old parser that raises in its whole-text parse and under every chunking: replay-error
+    judges it (fixed on every exchange); no other stream check has an old result to judge, so each
+    counts every exchange as not-judged with the reason, and every row still sums to `exchanges`."""
+    got = audit(stream_capture, tmp_path / "r", "--old-parser", f"{plugins}:Raises")
+    n = len(OUTPUTS)
+    assert {**only(got["replay-error"]), "not-judged": got["replay-error"]["not-judged"]} == {**ZERO, "fixed": n, "same-ok": 0, "not-judged": 0}
+    # the empty completion feeds no delta: its streamed chunkings only call finish(), which does not
+    # raise, so the checks judged on streamed chunkings judge it (same-ok); the two that read the
+    # side's own whole-text parse (streaming-fault, semantic-diff) cannot
+    empty = sum(1 for t in OUTPUTS if t == "")
+    assert empty == 1
+    for check in NEW_CHECKS + tuple(c for c in STREAM_CHECKS if c != "replay-error"):
+        ok = 0 if check in ("streaming-fault", "semantic-diff") else empty
+        assert {**only(got[check]), "not-judged": got[check]["not-judged"], "exchanges": got[check]["exchanges"]} == {
+            **ZERO, "same-ok": ok, "not-judged": n - ok, "exchanges": n}, check
+    for check in ("null-leak", "prompt-divergence", "render-failure"):  # the render checks do not read the parser
+        assert (got[check]["not-judged"], got[check]["exchanges"]) == (0, n), check
+    rows = [r for r in query_json(tmp_path / "r", "verdict_exchanges") if r["verdict"] == "not-judged"]
+    assert len(rows) == n * (len(NEW_CHECKS) + len(STREAM_CHECKS) - 1) - empty * (len(NEW_CHECKS) + len(STREAM_CHECKS) - 1 - 2)
+    assert {r["reason"] for r in rows} == {"old parser raised: RuntimeError: planted"}
+    # the same parser on the new side: the same exchanges, "new parser raised"
+    got = audit(stream_capture, tmp_path / "n", "--new-parser", f"{plugins}:Raises")
+    assert (got["replay-error"]["broken"], got["dropped-call"]["not-judged"], got["dropped-call"]["exchanges"]) == (n, n - empty, n)
+    rows = [r for r in query_json(tmp_path / "n", "verdict_exchanges") if r["verdict"] == "not-judged"]
+    assert {r["reason"] for r in rows} == {"new parser raised: RuntimeError: planted"}
 
 
 def test_content_leak_counts_only_markup_beyond_the_reference(stream_capture, plugins, tmp_path):

@@ -252,6 +252,7 @@ def render_rows(
     ids_sha: Callable[[list[int] | None], str | None] = lambda ids: None,
     tokens_differing: Callable[[list[int], list[int]], int] | None = None,
     prompts: dict[str, str] | None = None,
+    sides: tuple[str, ...] = SIDES,
 ) -> list[dict[str, Any]]:
     """The ``renders`` rows of one exchange: one per side (old, new, reference), plus ``served``
     when the server logged its prompt and the old side renders with a chat template (or a
@@ -263,9 +264,12 @@ def render_rows(
     (each serialized what its preparer made of the declarations, :func:`prepared_tools`). ``ids_plan``: ``(tokenizer,
     vocabulary)`` of a token-id comparison (:func:`replay.pipeline._ids_plan`). ``prompts``: when
     given, each side's prompt text is put there by side (``replay show`` re-renders one exchange;
-    the stage keeps only hashes). Never raises: a side's failure is its row's ``error``.
+    the stage keeps only hashes). ``sides``: the sides to render (an out-of-process side's worker
+    renders its own alone: no ``served`` row then). ``pre[side]`` may also be a
+    :class:`replay.sides.RemoteRender`: that side's row as its worker rendered it, taken as is
+    (plus this run's token-id comparison). Never raises: a side's failure is its row's ``error``.
     """
-    from replay.sides import WorkerError
+    from replay.sides import RemoteRender, WorkerError
 
     plan = render_plan(cfg)
     xid = ex["exchange_id"]
@@ -284,7 +288,7 @@ def render_rows(
     except Exception as exc:  # request unusable for every side
         return [
             {"exchange_id": xid, "renderer": chosen[s][0].name, "side": s, "serializer": specs[s], "error": f"{type(exc).__name__}: {exc}"}
-            for s in SIDES
+            for s in sides
         ]
     id_tok, ref_vocab = ids_plan
     done: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -293,8 +297,17 @@ def render_rows(
     ref_ids: list[int] | None = None
     side_ids: dict[str, list[int]] = {}
     rows = []
-    for side in SIDES:
+    for side in sides:
         renderer, tok = chosen[side]
+        remote = pre.get(side) if pre is not None else None
+        if isinstance(remote, RemoteRender):  # rendered by the side's worker, in its interpreter
+            row, ids = remote.finish(xid, side, id_tok, ids_sha, is_reference=renderer is ref_renderer)
+            if prompts is not None:
+                prompts[side] = remote.prompt
+            if ids is not None:
+                side_ids[side] = ids
+            rows.append(row)
+            continue
         preparer = plan.preparers[side]
         row: dict[str, Any] = {"exchange_id": xid, "renderer": renderer.name, "side": side, "serializer": specs[side],
                                "preparer": preparer.name, "n_tools": len(client_tools or ())}
@@ -377,7 +390,7 @@ def render_rows(
         rows.append(row)
     old_renderer = chosen["old"][0]
     prompt = ex.get("server_prompt")
-    if prompt is not None and (old_renderer.name.startswith("chat-template") or cfg.reference_renderer is not None):
+    if tuple(sides) == SIDES and prompt is not None and (old_renderer.name.startswith("chat-template") or cfg.reference_renderer is not None):
         ids = None
         if id_tok is not None:
             logged = ex.get("server_prompt_token_ids")
