@@ -755,6 +755,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
         if executor is not None:
             executor.close()
     meta.pop("incomplete", None)
+    from replay.audit import executor_meta
+
+    sides, executors = executor_meta(cfg, sides)
+    meta["executors"] = {**meta.get("executors", {}), **executors}
     if sides:
         meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}

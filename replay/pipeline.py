@@ -847,7 +847,9 @@ def run_stage(
     picklable ``cfg.spec`` (a config built by hand, without a spec, runs here); a batch whose
     process died twice gets :func:`failed_batch`'s rows. In this process the function gets
     ``cfg`` itself (its sides, opened by :func:`validate_specs`, are reused). The rows and their
-    order do not depend on ``jobs``.
+    order do not depend on ``jobs``. What the pool went through (restarts, batches retried and
+    failed, its processes' side-worker restarts) is kept in ``cfg.executor_stats[stage.name]``
+    and ``cfg.pool_workers`` (:func:`replay.audit.executor_meta` puts it in ``run.json``).
 
     Resume: parts left by an interrupted run of the same stage, spec and ``exchanges.parquet``
     (:func:`stage_fingerprint`) are kept and their batches not run again. ``progress`` is called
@@ -872,10 +874,13 @@ def run_stage(
             yield key, batch
 
     if pooled:
-        from replay.pool import map_batches
+        from replay.pool import PoolStats, map_batches
 
-        results: Any = map_batches(stage.function, todo(), cfg.spec, min(jobs, n_batches), lambda k, b, msg: failed_batch(stage, b, cfg, msg))
+        stats = PoolStats(workers=cfg.pool_workers)
+        cfg.executor_stats[stage.name] = stats  # as_dict() when recorded (replay.audit.executor_meta)
+        results: Any = map_batches(stage.function, todo(), cfg.spec, min(jobs, n_batches), lambda k, b, msg: failed_batch(stage, b, cfg, msg), stats)
     else:
+        cfg.executor_stats[stage.name] = {"engine": "local", "jobs": 1}
         results = ((key, batch, stage.function(batch, cfg)) for key, batch in todo())
     for key, batch, got in results:
         for table in stage.tables:

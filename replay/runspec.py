@@ -132,6 +132,10 @@ class AuditConfig:
     new_renderer: Any = None  # --new-chat-template / --new-renderer (None: renderer)
     tokenizer: Any = None
     jobs: int = 1  # processes the batch functions run on (replay.pool); 1: this process
+    # what the executors went through, per stage ({"render": {...}, "stream": {...}}, replay.pool.PoolStats.as_dict
+    # or replay.executors.RayEngine's), and the pool processes' side-worker counts by pid: for run.json and the report
+    executor_stats: dict[str, Any] = field(default_factory=dict)
+    pool_workers: dict[int, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # as given on the command line, for run.json
     spec: Any = None  # the RunSpec this config was built from (None: built by hand, in process only)
 
