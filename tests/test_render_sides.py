@@ -91,6 +91,9 @@ def test_preparation_change_audit(tmp_path):
         {"side": "new", "preparer": "vllm"}, {"side": "old", "preparer": "as-sent"}, {"side": "reference", "preparer": "vllm"}]
     report = (run / "report.md").read_text()
     assert "Top render-failure reasons, old: `TypeError: Can only get item pairs from a mapping.` (6, e.g. `agent-02`)." in report
+    assert ("6 exchanges not judged on null-leak and prompt-divergence: a side could not render them, so it has no prompt to judge "
+            "(`not-judged` in the verdict table; render-failure judges them).") in report
+    assert "not judged on the render checks" not in report  # the reference rendered them all
 
 
 def test_a_template_that_renders_no_tools_carries_no_leak(tmp_path):

@@ -121,8 +121,9 @@ def run_report_queries(con: Any) -> dict[str, pa.Table]:
 
 def render_failure_lines(fails: dict[str, int], reasons: pa.Table | None, con: Any) -> list[str]:
     """The render-failure headlines: the count per side, then per side its top reasons (query
-    ``render_failures``: count and one exchange id each), and the exchanges the render checks
-    could not judge because the reference failed (view ``render_not_judged``)."""
+    ``render_failures``: count and one exchange id each), the exchanges the render checks could
+    not judge because the reference failed (view ``render_not_judged``), and those null-leak and
+    prompt-divergence could not judge because old or new failed (view ``not_judged``)."""
     out = [
         f"Render failures: {fails['old']:,} on the old side, {fails['new']:,} on the new side, {fails['reference']:,} on the "
         "reference; the counts above leave them out (`replay query render_failures`, all in `renders.error`)."
@@ -138,6 +139,11 @@ def render_failure_lines(fails: dict[str, int], reasons: pa.Table | None, con: A
     n = scalar(con, "SELECT count(DISTINCT exchange_id) FROM render_not_judged")
     if n:
         out.append(f"{_n(n, 'exchange')} not judged on the render checks: the reference could not render them (`not-judged` in the verdict table).")
+    side = scalar(con, "SELECT count(DISTINCT exchange_id) FROM not_judged WHERE \"check\" IN ('null-leak', 'prompt-divergence') "
+                       "AND NOT starts_with(reason, 'reference ')")
+    if side:
+        out.append(f"{_n(side, 'exchange')} not judged on null-leak and prompt-divergence: a side could not render them, so it has no "
+                   "prompt to judge (`not-judged` in the verdict table; render-failure judges them).")
     return out
 
 
