@@ -74,7 +74,7 @@ def test_family_names_come_from_the_framework_registry_name():
     assert adapters.adapter_identity("sglang", "deepseekv3", object, ())[0] == "deepseek_v3"
     assert adapters.adapter_identity("vllm", "kimi_k2", object, ())[0] == "kimi_k2"
     # no family: the framework's own tokens, stripped, are the markers
-    assert adapters.adapter_identity("sglang", "step3", object, ("<|tool_calls_begin|>\n", "")) == ("sglang.step3", ("<|tool_calls_begin|>",))
+    assert adapters.adapter_identity("sglang", "gigachat3", object, ("<|function_call|>\n", "")) == ("sglang.gigachat3", ("<|function_call|>",))
 
 
 # --------------------------------------------------------------------------- TensorRT-LLM

@@ -23,7 +23,7 @@ import pytest
 from replay.parsers import families
 from replay.parsers import deepseek_v31 as ds31
 from replay.parsers import deepseek_v32 as ds32
-from replay.parsers import gemma4, harmony, kimi_k2, pythonic
+from replay.parsers import gemma4, harmony, kimi_k2, pythonic, step3
 from replay.parsers._jsonscan import MAX_DEPTH, TOO_DEEP, decode_at, loads_or_too_deep
 from replay.parsers.granite import TOOL_CALL as GRANITE_CALL
 from replay.parsers.llama3_json import PYTHON_TAG
@@ -130,6 +130,14 @@ SYNTAX: dict[str, tuple[Syntax, ...]] = {
             '<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">',
             "</parameter>\n</invoke>\n</minimax:tool_call>",
             '<minimax:tool_call>\n<invoke name="g">\n</invoke>\n</minimax:tool_call>',
+            "",
+        ),
+    ),
+    "step3": (
+        Syntax(
+            f'{step3.CALL_BEGIN}function{step3.SEP}<steptml:invoke name="f"><steptml:parameter name="a">',
+            f"</steptml:parameter></steptml:invoke>{step3.CALL_END}",
+            f'{step3.CALL_BEGIN}function{step3.SEP}<steptml:invoke name="g"></steptml:invoke>{step3.CALL_END}',
             "",
         ),
     ),

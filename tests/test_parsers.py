@@ -381,7 +381,7 @@ def test_registry_aliases():
     # every family is registered under its own name, and every alias leads to a family
     from replay.parsers import families
 
-    assert len(families()) == 16
+    assert len(families()) == 17
     for cls in families():
         assert get_parser(cls.name) is cls and cls.markers and cls.covers
     assert {cls.name for cls in PARSERS.values()} == {cls.name for cls in families()}

@@ -34,6 +34,7 @@ from replay.parsers.registry import (
     PythonicParser,
     Qwen3CoderParser,
     SeedOssParser,
+    Step3Parser,
     UnknownParserError,
     _UnknownParserName,
     families,

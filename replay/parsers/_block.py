@@ -83,12 +83,12 @@ class Decided(NamedTuple):
         return raw, loads_or_too_deep(raw)
 
 
-def _end_at(text: str, ends: tuple[str, ...], pos: int, consume: bool) -> int:
+def _end_at(text: str, ends: tuple[str, ...], pos: int, consume: bool, final: bool) -> int | None:
     """Where a block that is no call ends: at (``consume``: just after) the first end marker at
-    or after ``pos``, or the end of the text."""
+    or after ``pos``, or the end of the text; None when there is none and more text may come."""
     e, mark = first_marker(text, ends, pos)
     if e < 0:
-        return len(text)
+        return len(text) if final else None
     return e + len(mark) if consume else e
 
 
@@ -99,35 +99,52 @@ def read_json_block(
     *,
     consume: bool = True,
     trailing: Callable[[str], bool] | None = None,
-) -> tuple[int, Any]:
-    """Decide the block whose body starts at ``body_start`` in a whole ``text``: ``(end, value)``.
+    final: bool = True,
+) -> tuple[int, Any] | None:
+    """Decide the block whose body starts at ``body_start``: ``(end, value)``, or None.
 
-    The same rules as :class:`JsonBlock`: when the body is ws, one JSON value, ws and then one of
-    ``end_markers`` (or ws to the end of the text), ``value`` is that value (``TOO_DEEP`` when it
-    is nested too deeply) and ``end`` is after the marker (at it when not ``consume``), or the end
-    of the text; otherwise ``value`` is :data:`NO_VALUE` and ``end`` is after (at) the first end
-    marker after the value, after its start when it does not decode, or the end of the text.
+    When the body is ws, one JSON value, ws and then one of ``end_markers`` (or ws to the end of
+    the text), ``value`` is that value (``TOO_DEEP`` when it is nested too deeply) and ``end`` is
+    after the marker (at it when not ``consume``), or the end of the text; otherwise ``value`` is
+    :data:`NO_VALUE` and ``end`` is after (at) the first end marker after the value, after its
+    start when it does not decode, or the end of the text.
 
     ``trailing(raw JSON text)``: when given and true for a value followed by other text (not ws
     then an end marker), the block ends just after the value (``end`` = its end, ``value`` the
     value) and that text is the caller's (content): Mistral's ``[TOOL_CALLS] [...]`` call list
     followed by prose.
+
+    ``final``: ``text`` is the whole text (the whole-text parse, or the end of a stream). When
+    False, ``text`` is a prefix of a stream and the result is None whenever more text could
+    change it (the value or the marker may still be cut off; no end marker yet); any result
+    given is the one the whole text gives (:class:`~replay.parsers._family.GrammarParser`).
+    A value that does not decode is told from one cut off by :class:`JsonPrefix` (only then,
+    and only on a prefix).
     """
     ends = _ends(end_markers)
     j = skip_ws(text, body_start)
+    n = len(text)
+    if j == n and not final:
+        return None
     try:
         value, k = decode_at(text, j)
     except json.JSONDecodeError:
-        return _end_at(text, ends, j, consume), NO_VALUE
+        if not final and JsonPrefix().feed(text[j:]) == MORE:
+            return None  # a value cut off by the end of the prefix, not a bad one
+        end = _end_at(text, ends, j, consume, final)
+        return None if end is None else (end, NO_VALUE)
     m = skip_ws(text, k)
-    if m == len(text):
-        return m, value
+    if m == n:
+        return (m, value) if final else None
     for e in ends:
         if text.startswith(e, m):
             return (m + len(e) if consume else m), value
+    if not final and any(e.startswith(text[m:]) for e in ends):
+        return None  # an end marker may be arriving
     if trailing is not None and trailing(text[j:k]):
         return k, value
-    return _end_at(text, ends, k, consume), NO_VALUE
+    end = _end_at(text, ends, k, consume, final)
+    return None if end is None else (end, NO_VALUE)
 
 
 class JsonBlock:

@@ -18,44 +18,98 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from replay.parsers._block import Decided, object_arguments
-from replay.parsers._markers import TokenStripper, find_marker, first_marker, strip_tokens
-from replay.parsers.base import CallDelta, StreamDelta, ToolCall
+from replay.parsers._jsonscan import JsonPrefix, skip_ws
+from replay.parsers._markers import TokenStripper, find_marker, first_marker, longest, strip_tokens
+from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
+from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 
 #: A family's block reader for :func:`parse_blocks`: ``(text, index of the marker, marker) ->
 #: (end, calls)``, ``end`` the index just after the block; ``calls`` None when the block is no
 #: call (its text is content), else its calls (an empty list: the marker is framing, dropped).
 BlockReader = Callable[[str, int, str], tuple[int, "list[ToolCall] | None"]]
 
+#: A family's block grammar, the one both paths use (:class:`GrammarParser`): a
+#: :data:`BlockReader` with a last argument ``final``. With ``final`` True the text is whole;
+#: with ``final`` False it is a stream's prefix, and the grammar returns None whenever more text
+#: could change its answer (it never guesses), so that any answer it gives on a prefix is the one
+#: it gives on every longer text. An answer may name, third, the pseudo-mark of the block that
+#: must follow it (:func:`follows`).
+Grammar = Callable[[str, int, str, bool], "tuple[int, list[ToolCall] | None] | tuple[int, list[ToolCall] | None, str] | None"]
+
 
 def _verbatim(text: str) -> str:
     return text
 
 
+#: Pseudo-marks of the blocks that start at no marker (:func:`parse_blocks`, :class:`GrammarParser`):
+#: ``HEAD`` at the first non-whitespace character of the body (a bare call list or object at the
+#: start of the output); ``CHAIN`` right after a block that gave calls (the next item of a chain
+#: such as Llama 3's ``{...}; {...}``). A grammar reads such a block from ``s`` (it consumes no
+#: marker) and answers ``(s, None)`` when there is none there: nothing is content, and the text
+#: from ``s`` is read on as text outside blocks.
+HEAD = "\x00head"
+CHAIN = "\x00chain"
+_WS = " \t\n\r"
+
+
+def _first_non_ws(text: str, pos: int) -> int:
+    n = len(text)
+    while pos < n and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def follows(got: tuple, chain: bool) -> str:
+    """The pseudo-block that must follow a decided block ``got`` (a grammar's answer): its third
+    item when it names one (a grammar with nested structure, such as the items of a DSML block),
+    else :data:`CHAIN` after calls when ``chain``, else none (``""``)."""
+    if len(got) > 2:
+        return got[2]
+    return CHAIN if chain and got[1] is not None else ""
+
+
 def parse_blocks(
     text: str,
     starts: tuple[str, ...],
-    read: BlockReader,
+    read: BlockReader | None = None,
     *,
     pos: int = 0,
     block_content: Callable[[str], str] = _verbatim,
+    head: bool = False,
+    chain: bool = False,
+    grammar: Grammar | None = None,
 ) -> tuple[str, list[ToolCall]]:
     """Whole-text parse of ``text[pos:]`` into ``(content, calls)``: text outside blocks is
     content, verbatim; a block starts at the first of ``starts`` and ``read`` decides it. The text
     of a block that is no call is content, through ``block_content`` (e.g. dropping section
-    markers). Parsing goes on after every block."""
+    markers). Parsing goes on after every block. ``head``: a :data:`HEAD` block is tried at the
+    first non-whitespace character (the whitespace before it is content); ``chain``: a
+    :data:`CHAIN` block is tried right after every block that gave calls; a reader's answer
+    ``(end, calls, pseudo-mark)`` names the block that follows it (:func:`follows`). ``grammar``:
+    a :data:`Grammar` to call with ``final=True`` instead of ``read``."""
     content: list[str] = []
     calls: list[ToolCall] = []
+    virtual = ""
+    if head:
+        j = _first_non_ws(text, pos)
+        content.append(text[pos:j])
+        pos, virtual = j, HEAD
     while True:
-        s, mark = first_marker(text, starts, pos)
-        if s < 0:
-            content.append(text[pos:])
-            return "".join(content), calls
-        content.append(text[pos:s])
-        pos, found = read(text, s, mark)
+        if virtual:
+            s, mark = pos, virtual
+        else:
+            s, mark = first_marker(text, starts, pos)
+            if s < 0:
+                content.append(text[pos:])
+                return "".join(content), calls
+            content.append(text[pos:s])
+        got = read(text, s, mark) if grammar is None else grammar(text, s, mark, True)  # type: ignore[misc]
+        pos, found = got[0], got[1]
         if found is None:
             content.append(block_content(text[s:pos]))
         else:
             calls.extend(found)
+        virtual = got[2] if len(got) > 2 else (CHAIN if chain and found is not None else "")
 
 
 class Splitter(Protocol):
@@ -223,5 +277,245 @@ class SectionedParser(StreamParser):
                 self._send(out, self._name, args, raw)
             self._buf = self._buf[decided.end :]
             self._in_block = False
+        out.content = "".join(parts)
+        return out
+
+
+class MarkerWake:
+    """When an open block may have become decidable: the block's grammar is asked again only when
+    a new occurrence of one of ``markers`` has arrived (or at the end of the stream, or the first
+    time). ``seek``: where, in the parser's buffer, the search starts; each search starts at the
+    last scanned position minus the longest marker's length plus one, so text is scanned once."""
+
+    def __init__(self, markers: tuple[str, ...], seek: int) -> None:
+        self.markers = markers
+        self._longest = longest(markers)
+        self._seek = seek
+        self._first = True
+
+    def wake(self, buf: str, final: bool) -> bool:
+        """True when the grammar should read the block again (``buf``: the parser's buffer, the
+        block starting at index 0; ``final``: the end of the stream)."""
+        if self._first or final:
+            self._first = False
+            self._seek = max(self._seek, len(buf) - self._longest + 1)
+            return True
+        if not self.markers:
+            return False
+        i, _ = first_marker(buf, self.markers, self._seek)
+        self._seek = max(self._seek, len(buf) - self._longest + 1)
+        return i >= 0
+
+
+class ValueScanner(Protocol):
+    """An incremental extent scanner: :class:`~replay.parsers._jsonscan.JsonPrefix` (JSON) or
+    :class:`~replay.parsers.pythonic.ListScan` (a Python list): ``feed(text) -> "more" | "done" |
+    other`` (other: it can be no value), ``end`` the value's end once done (chars from the first
+    fed character)."""
+
+    end: int | None
+
+    def feed(self, text: str) -> str: ...
+
+
+class ValueEndWake(MarkerWake):
+    """:class:`MarkerWake`, and once more when the value that opens the block's body is decided:
+    the body is ``skip`` characters from ``seek`` then a value (its first character one of
+    ``openers``) scanned incrementally by ``scanner()`` (each character once). With ``then_text``
+    it wakes when the value is complete and a non-whitespace character follows it (Mistral's call
+    list followed by prose ends there); without, as soon as the value is complete, can be none,
+    or does not start with an opener (a Llama 3 JSON item, a bare Pythonic list: no end marker
+    follows them)."""
+
+    def __init__(
+        self,
+        markers: tuple[str, ...],
+        seek: int,
+        openers: str = "[",
+        *,
+        scanner: Callable[[], ValueScanner] = JsonPrefix,
+        then_text: bool = True,
+        skip: str = _WS,
+    ) -> None:
+        super().__init__(markers, seek)
+        self._openers = openers
+        self._scanner = scanner
+        self._then_text = then_text
+        self._skip = skip
+        self._state = "pre"  # pre -> value -> post -> off
+        self._pos = seek  # pre/post: skipped up to here; value: text fed up to here
+        self._scan: ValueScanner | None = None
+        self._value_at = 0
+
+    def wake(self, buf: str, final: bool) -> bool:
+        if super().wake(buf, final):
+            return True  # the grammar reads the block now; the value is scanned only while it waits
+        hit = False
+        n = len(buf)
+        if self._state == "pre":
+            j = self._pos
+            while j < n and buf[j] in self._skip:
+                j += 1
+            self._pos = j
+            if j < n:
+                if buf[j] in self._openers:
+                    self._state, self._value_at, self._scan = "value", j, self._scanner()
+                else:
+                    self._state = "off"
+                    return hit or not self._then_text
+        if self._state == "value":
+            assert self._scan is not None
+            status = self._scan.feed(buf[self._pos :])
+            self._pos = n
+            if status == "done":
+                assert self._scan.end is not None
+                self._state, self._pos = "post", self._value_at + self._scan.end
+                if not self._then_text:
+                    self._state = "off"
+                    return True
+            elif status != "more":
+                self._state = "off"
+                return hit or not self._then_text
+        if self._state == "post":
+            self._pos = skip_ws(buf, self._pos)
+            if self._pos < n:
+                self._state = "off"
+                return True
+        return hit
+
+
+class GrammarParser(StreamParser):
+    """The streaming engine: a family's whole-text grammar, fed a stream.
+
+    A family declares its markers and its grammar and little else:
+
+    * ``STARTS``: the markers that open a block (outside a block every other text is content);
+    * :meth:`read` (a :data:`Grammar`): decides the block at a start marker, on the whole text or
+      on a stream's prefix;
+    * ``WAKE``: the markers whose arrival inside an open block may let :meth:`read` decide it
+      (its end markers, or the markers that end its header); :meth:`wake` may give another rule;
+    * :meth:`block_content`: the content of a block that is no call (verbatim by default);
+    * ``THINK`` / ``IMPLICIT_ENDS``: its reasoning tags (None: the family splits none off).
+
+    The whole-text parse is :func:`parse_blocks` with ``read(..., final=True)``. The stream keeps
+    a settled position (the buffer holds only the undecided text): outside a block, content is
+    emitted up to the next start marker, holding back only a suffix that may start one; at a start
+    marker the block is buffered, and each time :meth:`wake` says so the grammar reads it; once it
+    answers, the block's calls are sent (name and arguments, exactly the whole-text parse's, in
+    one delta per call through :meth:`~StreamParser._emit_call`) or its text is content, and the
+    buffer drops it. At ``finish()`` the grammar reads the rest as whole text. Because every
+    answer on a prefix is the answer on the whole text, streamed and whole-text results agree
+    under every chunking by construction.
+
+    A call's name is sent with its arguments, when the grammar has decided the call: in every
+    family a block whose name is known can still turn out to be no call (a malformed body, a call
+    cut off by the end of the stream, which the content rules do not report), and a name once
+    sent cannot be taken back (the client concatenates it).
+
+    Cost: the outside scan and :class:`MarkerWake` look at each character a bounded number of
+    times; the grammar reads an open block once when it opens and once per delta that brought a
+    wake marker, so a block costs O(its length x deltas that brought one of its wake markers):
+    linear for every grammar whose blocks carry a bounded number of wake markers, whatever the
+    chunking.
+    """
+
+    STARTS: ClassVar[tuple[str, ...]] = ()
+    WAKE: ClassVar[tuple[str, ...]] = ()
+    THINK: ClassVar[tuple[str, str] | None] = None
+    IMPLICIT_ENDS: ClassVar[tuple[str, ...]] = ()
+    #: a :data:`HEAD` block is tried at the first non-whitespace character of the body
+    HEAD_BLOCK: ClassVar[bool] = False
+    #: a :data:`CHAIN` block is tried right after every block that gave calls
+    CHAIN_BLOCKS: ClassVar[bool] = False
+
+    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
+        self._reasoning_open = reasoning_open
+        super().__init__(tools, self.splitter())
+        self._mark = ""  # the open block's start marker or pseudo-mark ("" outside a block)
+        self._wake: MarkerWake | None = None
+        self._virtual = HEAD if self.HEAD_BLOCK else ""  # the pseudo-block to try next
+
+    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:  # pragma: no cover
+        """The family's :data:`Grammar`: the block at ``text[s]`` (its start marker ``mark``)."""
+        raise NotImplementedError
+
+    def block_content(self, text: str) -> str:
+        """The content of a block that is no call: its text, verbatim (markers included)."""
+        return text
+
+    def wake(self, mark: str) -> MarkerWake:
+        """The rule for when an open block opened by ``mark`` (a start marker, or :data:`HEAD` /
+        :data:`CHAIN`) is read again (:class:`MarkerWake` on ``WAKE``, searched from just after
+        the start marker)."""
+        return MarkerWake(self.WAKE, 0 if mark in (HEAD, CHAIN) else len(mark))
+
+    def splitter(self) -> Splitter:
+        """The streaming reasoning splitter (``THINK``, ``IMPLICIT_ENDS``, ``reasoning_open``);
+        a family with another reasoning syntax overrides it with :meth:`split_whole`."""
+        if self.THINK is None:
+            return NoReasoning()
+        return ReasoningSplitter(self.THINK, open=self._reasoning_open, implicit_ends=self.IMPLICIT_ENDS)
+
+    def split_whole(self, text: str) -> tuple[str, str]:
+        """``(reasoning, body)`` of a whole text (end tokens already removed)."""
+        if self.THINK is None:
+            return "", text
+        return split_reasoning(text, self.THINK, open=self._reasoning_open, implicit_ends=self.IMPLICIT_ENDS)
+
+    def parse(self, text: str) -> ParseResult:
+        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls: end tokens
+        removed, reasoning split off, then the family's grammar over the body."""
+        reasoning, body = self.split_whole(self.strip_end_tokens(text))
+        content, calls = parse_blocks(
+            body,
+            self.STARTS,
+            grammar=self.read,
+            block_content=self.block_content,
+            head=self.HEAD_BLOCK,
+            chain=self.CHAIN_BLOCKS,
+        )
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
+
+    def _drain(self, final: bool) -> StreamDelta:
+        out = StreamDelta()
+        parts: list[str] = []
+        buf = self._buf
+        while True:
+            if not self._mark and self._virtual == HEAD:
+                j = _first_non_ws(buf, 0)
+                parts.append(buf[:j])
+                buf = buf[j:]
+                if not buf and not final:
+                    break
+                self._mark, self._virtual = HEAD, ""
+                self._wake = self.wake(HEAD)
+            elif not self._mark and self._virtual:
+                self._mark, self._virtual = self._virtual, ""
+                self._wake = self.wake(self._mark)
+            if not self._mark:
+                i, mark = find_marker(buf, self.STARTS, final)
+                parts.append(buf[:i])
+                buf = buf[i:]
+                if not mark:
+                    break
+                self._mark, self._wake = mark, self.wake(mark)
+            assert self._wake is not None
+            if not self._wake.wake(buf, final):
+                break
+            got = self.read(buf, 0, self._mark, final)
+            if got is None:
+                if final:  # pragma: no cover - a grammar answers on the whole text
+                    raise RuntimeError(f"{type(self).__name__}.read gave no answer on the whole text")
+                break
+            end, calls = got[0], got[1]
+            if calls is None:
+                parts.append(self.block_content(buf[:end]))
+            else:
+                for call in calls:
+                    self._send(out, call.name, call.arguments, buf[:end])
+            self._virtual = follows(got, self.CHAIN_BLOCKS)
+            buf = buf[end:]
+            self._mark, self._wake = "", None
+        self._buf = buf
         out.content = "".join(parts)
         return out

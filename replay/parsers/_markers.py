@@ -32,6 +32,12 @@ def _proper_prefixes(markers: tuple[str, ...]) -> tuple[frozenset[str], int]:
     return prefixes, max((len(p) for p in prefixes), default=0)
 
 
+@lru_cache(maxsize=256)
+def longest(markers: tuple[str, ...]) -> int:
+    """The length of the longest of ``markers`` (1 when there are none; computed once per tuple)."""
+    return max((len(m) for m in markers), default=1)
+
+
 def partial_marker_suffix(buf: str, markers: tuple[str, ...]) -> int:
     """Length of the longest suffix of ``buf`` that is a proper prefix of one of ``markers``
     (one set look-up per candidate length: called on every delta)."""
@@ -58,9 +64,11 @@ def find_marker(buf: str, markers: tuple[str, ...], final: bool, start: int = 0)
     return len(buf) - partial_marker_suffix(buf[max(start, len(buf) - longest + 1) :], markers), ""
 
 
+@lru_cache(maxsize=256)
 def check_prefix_free(tokens: tuple[str, ...]) -> tuple[str, ...]:
     """``tokens`` when no token is a prefix of another (so the leftmost occurrence in a text is
-    one token, whole and streamed alike); raises ValueError naming the pair otherwise."""
+    one token, whole and streamed alike); raises ValueError naming the pair otherwise. Cached
+    per tuple: every parser checks its end tokens when constructed, once per stream."""
     for a in tokens:
         for b in tokens:
             if a != b and b.startswith(a):

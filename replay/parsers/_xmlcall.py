@@ -3,16 +3,15 @@
 Used by Qwen3-Coder (``<tool_call>`` ... ``</tool_call>``, :mod:`replay.parsers.qwen3_coder`) and
 Seed-OSS (``<seed:tool_call>`` ... ``</seed:tool_call>``, :mod:`replay.parsers.seed_oss`); the
 family modules only set the block and reasoning tags. This module holds the format rules, the
-whole-text parse, the incremental block scanner of the streaming side, and the parser class both
-families derive from.
+grammar (:func:`read_call_block`) and the parser class both families derive from.
 
 Block grammar (ws = space, tab, LF, CR; all positions and lengths in chars)::
 
     START ws* "<function=" NAME ">" ( ws* PARAM )* ws* "</function>" ws* END
     PARAM = "<parameter=" KEY ">" VALUE [ "</parameter>" ]
 
-Reference rules (this module's definition; the whole-text parse and the streaming parser
-implement them separately and the tests check that they agree under every chunking):
+Reference rules (this module's definition; the whole-text parse and the stream run the same
+grammar, and the tests check that they agree under every chunking):
 
 * A block starts at START and extends to the first END after it (END included), or to the end
   of the text when there is none. The END search does not look at the structure, so a value can
@@ -41,13 +40,11 @@ implement them separately and the tests check that they agree under every chunki
   markers included). Reasoning is split off first by :mod:`replay.parsers._reasoning` with the
   family's tags (honouring ``reasoning_open``), so a call inside the reasoning is reasoning.
 
-Streaming: the reasoning splitter first, then a buffered state machine on the body. Outside a
-block it emits content as soon as it cannot be the start of START (a suffix that is a proper
-prefix of START is held back). Inside a block it searches END only in new text and advances a
-structural scanner (:class:`BlockScan`) over new text only, so each delta costs time linear in
-its length (plus a marker length). The block is decided when END is seen or at ``finish()``; a
-call is then sent in one tool-call delta, the name once and the arguments exactly as the
-whole-text parse gives them.
+Streaming: the reasoning splitter first, then the engine of
+:class:`~replay.parsers._family.GrammarParser` over the same grammar: content is emitted as soon
+as it cannot be the start of START; a block is read again when END arrives (searched only in new
+text) or at ``finish()``, and its call sent in one tool-call delta, the name once and the
+arguments exactly as the whole-text parse gives them.
 """
 
 from __future__ import annotations
@@ -55,12 +52,11 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._family import GrammarParser
 from replay.parsers._jsonscan import TOO_DEEP
-from replay.parsers._markers import find_marker
-from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
+from replay.parsers._reasoning import THINK
 from replay.parsers._schema import convert_value, declared_types
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ToolCall
 
 FUNC = "<function="
 FUNC_END = "</function>"
@@ -157,154 +153,27 @@ def read_block(text: str, pos: int, lim: int) -> tuple[str, list[tuple[str, str]
             return None
 
 
-def parse_body(text: str, start: str, end: str, declared: dict[str, dict[str, str]]) -> tuple[str, list[ToolCall]]:
-    """Whole-text parse of a body (reasoning already split off): ``(content, calls)``."""
-
-    def read(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | None]:
-        body = s + len(mark)
-        e = text.find(end, body)
-        lim, stop = (len(text), len(text)) if e < 0 else (e, e + len(end))
-        block = read_block(text, body, lim)
-        args = None if block is None else arguments_json(block[0], block[1], declared)
-        return stop, None if block is None or args is None else [ToolCall(block[0], args)]
-
-    return parse_blocks(text, (start,), read)
-
-
-# ------------------------------------------------------------------------- streaming
-_PRE, _NAME, _PWS, _KEY, _VALUE, _POST, _OK, _BAD = range(8)
-WAIT, OK, BAD = "wait", "ok", "bad"
+def read_call_block(
+    text: str, s: int, mark: str, end: str, declared: dict[str, dict[str, str]], final: bool = True
+) -> tuple[int, list[ToolCall] | None] | None:
+    """The grammar: the block at ``text[s]`` (START ``mark``) up to the first ``end`` (END) or
+    the end of the text -> ``(stop, [call] or None)``; None on a stream's prefix without END (the
+    block is undecided until END or the end of the stream)."""
+    body = s + len(mark)
+    e = text.find(end, body)
+    if e < 0 and not final:
+        return None
+    lim, stop = (len(text), len(text)) if e < 0 else (e, e + len(end))
+    block = read_block(text, body, lim)
+    args = None if block is None else arguments_json(block[0], block[1], declared)
+    return stop, None if block is None or args is None else [ToolCall(block[0], args)]
 
 
-class BlockScan:
-    """Incremental decision on one block, for the streaming side.
-
-    Takes ``end`` (the END marker) and ``body_start`` (index in chars in the parser's buffer just
-    after START). The parser calls :meth:`advance` with its growing buffer (only appended to
-    while the block is open) and ``final`` (end of stream). It returns None while undecided,
-    else ``(stop, block)``: ``stop`` the index just after the block (after END, or ``len(buf)``
-    at ``final`` without END) and ``block`` ``(name, [(key, raw value), ...])`` when the block is
-    a call, else None. END is searched only in new text; the structure is scanned state by state
-    over new text only. Must not be called again once it has decided.
-    """
-
-    def __init__(self, end: str, body_start: int) -> None:
-        self.end = end
-        self._eseek = body_start  # END is not in buf[body_start : _eseek + len(end) - 1]
-        self._e = -1  # index of END once found
-        self._st = _PRE
-        self._pos = body_start  # structural cursor
-        self._scan = body_start  # NAME/KEY: '>' and '<' not in buf[_pos:_scan]
-        self._tseek = 0  # VALUE: no terminator starts in buf[_vstart:_tseek]
-        self._vstart = 0
-        self._name = ""
-        self._key = ""
-        self._params: list[tuple[str, str]] = []
-
-    def advance(self, buf: str, final: bool) -> tuple[int, tuple[str, list[tuple[str, str]]] | None] | None:
-        """Move on over ``buf``; None while undecided, else ``(stop, block or None)``."""
-        if self._e < 0:
-            e = buf.find(self.end, self._eseek)
-            if e >= 0:
-                self._e = e
-            else:
-                self._eseek = max(self._eseek, len(buf) - len(self.end) + 1)
-        known = self._e >= 0
-        lim = self._e if known else len(buf)
-        verdict = self._structure(buf, lim, known or final)
-        if not (known or final):
-            return None
-        assert verdict != WAIT
-        stop = self._e + len(self.end) if known else len(buf)
-        return stop, ((self._name, self._params) if verdict == OK else None)
-
-    def _wait_or_bad(self, buf: str, i: int, lim: int, complete: bool, markers: tuple[str, ...]) -> str:
-        """At ``i`` none of ``markers`` starts: wait when the rest may still become one."""
-        if not complete and lim - i < max(len(m) for m in markers):
-            rest = buf[i:lim]
-            if any(m.startswith(rest) for m in markers):
-                return WAIT
-        self._st = _BAD
-        return BAD
-
-    def _structure(self, buf: str, lim: int, complete: bool) -> str:
-        while True:
-            st = self._st
-            if st == _BAD:
-                return BAD
-            if st == _OK:
-                return OK
-            if st in (_PRE, _PWS, _POST):
-                i = self._pos = _skip_ws(buf, self._pos, lim)
-                if i == lim:
-                    if not complete:
-                        return WAIT
-                    self._st = _OK if st == _POST else _BAD
-                    continue
-                if st == _POST:  # only END may follow; it lies at or beyond lim when known
-                    return self._wait_or_bad(buf, i, lim, complete, (self.end,))
-                if st == _PRE:
-                    if buf.startswith(FUNC, i, lim):
-                        self._pos = self._scan = i + len(FUNC)
-                        self._st = _NAME
-                        continue
-                    return self._wait_or_bad(buf, i, lim, complete, (FUNC,))
-                if buf.startswith(PARAM, i, lim):
-                    self._pos = self._scan = i + len(PARAM)
-                    self._st = _KEY
-                    continue
-                if buf.startswith(FUNC_END, i, lim):
-                    self._pos = i + len(FUNC_END)
-                    self._st = _POST
-                    continue
-                return self._wait_or_bad(buf, i, lim, complete, (PARAM, FUNC_END))
-            if st in (_NAME, _KEY):
-                g = buf.find(">", self._scan, lim)
-                if buf.find("<", self._scan, lim if g < 0 else g) >= 0:
-                    self._st = _BAD
-                    continue
-                if g < 0:
-                    self._scan = lim
-                    if not complete:
-                        return WAIT
-                    self._st = _BAD
-                    continue
-                text = buf[self._pos : g]
-                if st == _NAME:
-                    if not text:
-                        self._st = _BAD
-                        continue
-                    self._name = text
-                    self._pos = g + 1
-                    self._st = _PWS
-                else:
-                    self._key = text
-                    self._vstart = self._tseek = g + 1
-                    self._st = _VALUE
-                continue
-            # _VALUE: the earliest terminator at or after _tseek that ends by lim
-            best = -1
-            which = ""
-            for t in TERMINATORS:
-                at = buf.find(t, self._tseek, lim)
-                if at >= 0 and (best < 0 or at < best):
-                    best, which = at, t
-            if best < 0:
-                if complete:
-                    self._st = _BAD
-                    continue
-                self._tseek = max(self._tseek, lim - _TERM_MAX + 1)
-                return WAIT
-            self._params.append((self._key, buf[self._vstart : best]))
-            self._pos = best + len(PARAM_END) if which == PARAM_END else best
-            self._st = _PWS
-
-
-class XmlCallParser(StreamParser):
+class XmlCallParser(GrammarParser):
     """Base of the ``<function=..><parameter=..>`` families: whole-text parse and streaming.
 
-    Subclasses set ``name``, ``markers``, ``covers``, ``START``/``END`` (the block tags) and
-    ``THINK`` (the reasoning start/end tags). ``tools``: the request's OpenAI tool declarations,
+    Subclasses set ``name``, ``markers``, ``covers``, ``START``/``END`` (the block tags),
+    ``STARTS = (START,)``, ``WAKE = (END,)`` and ``THINK`` (the reasoning start/end tags). ``tools``: the request's OpenAI tool declarations,
     used to type parameter values. ``reasoning_open``: the generation prompt already opened the
     reasoning section.
     """
@@ -317,42 +186,9 @@ class XmlCallParser(StreamParser):
     THINK: ClassVar[tuple[str, str]] = THINK
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, ReasoningSplitter(self.THINK, open=reasoning_open))
-        self.reasoning_open = reasoning_open
         self._declared = declared_types(tools)
-        self._block: BlockScan | None = None
+        self.reasoning_open = reasoning_open
+        super().__init__(tools, reasoning_open=reasoning_open)
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
-        rules of :mod:`replay.parsers._xmlcall`."""
-        text = self.strip_end_tokens(text)
-        reasoning, body = split_reasoning(text, self.THINK, open=self.reasoning_open)
-        content, calls = parse_body(body, self.START, self.END, self._declared)
-        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
-
-    # ---------------------------------------------------------------- streaming
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        while True:
-            if self._block is None:
-                i, mark = find_marker(self._buf, (self.START,), final)
-                parts.append(self._buf[:i])
-                self._buf = self._buf[i:]
-                if not mark:
-                    break
-                self._block = BlockScan(self.END, len(self.START))
-            decided = self._block.advance(self._buf, final)
-            if decided is None:
-                break
-            stop, block = decided
-            args = None if block is None else arguments_json(block[0], block[1], self._declared)
-            if block is None or args is None:
-                parts.append(self._buf[:stop])
-            else:
-                self._send(out, block[0], args, self._buf[:stop])
-            self._buf = self._buf[stop:]
-            self._block = None
-        out.content = "".join(parts)
-        return out
+    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        return read_call_block(text, s, mark, self.END, self._declared, final)

@@ -46,10 +46,13 @@ parser; the tests check that they agree under every chunking):
   ensure_ascii=False)``. (vLLM and SGLang search only the first block and return everything as
   content on an exception; here every block is read.)
 
-Streaming: the reasoning splitter, then a buffered state machine over the body: outside a block
-text is emitted as soon as it cannot start an open tag or the end-of-sentence token; inside a
-block each invoke is buffered until its end tag (searched for only in new text) and its call is
-sent in one tool-call delta (name once; arguments exactly the whole-text string).
+Streaming: the reasoning splitter, then the engine of :class:`~replay.parsers._family.GrammarParser`
+over the same grammar (:func:`read_item`; the items of a block are the blocks that follow its open
+tag, :data:`ITEMS_OF`): outside a block text is emitted as soon as it cannot start an open tag or
+the end-of-sentence token; inside a block each invoke is buffered until its end tag (searched for
+only in new text) and its call is sent in one tool-call delta (name once; arguments exactly the
+whole-text string). Text inside a block that is no invoke is held until the next invoke or the
+close tag.
 
 End token ``<｜end▁of▁sentence｜>`` (``end_tokens``) is removed from the raw text in both paths.
 """
@@ -60,12 +63,12 @@ import json
 import re
 from typing import Any, ClassVar
 
-from replay.parsers._family import StreamParser
+from replay.parsers._family import GrammarParser, MarkerWake
 from replay.parsers._jsonscan import TOO_DEEP, loads_or_too_deep, skip_ws
-from replay.parsers._markers import find_marker, first_marker, partial_marker_suffix
-from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
+from replay.parsers._markers import first_marker
+from replay.parsers._reasoning import THINK
 from replay.parsers._schema import convert_value, declared_types
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ToolCall
 from replay.parsers.deepseek_v31 import EOS
 
 DSML = "\uff5cDSML\uff5c"  # FULLWIDTH VERTICAL LINE, "DSML", FULLWIDTH VERTICAL LINE
@@ -128,7 +131,56 @@ def parse_invoke(item: str, types: dict[str, dict[str, str]]) -> tuple[str, str]
     return name, json.dumps(args, ensure_ascii=False)
 
 
-class DeepSeekV32Parser(StreamParser):
+#: pseudo-marks of the items of an open block, by its close tag (the block that follows an open
+#: tag and every item, :func:`replay.parsers._family.follows`)
+ITEMS_OF = {FC_CLOSE: "\x00items" + FC_CLOSE, TC_CLOSE: "\x00items" + TC_CLOSE}
+_CLOSE_OF_ITEMS = {v: k for k, v in ITEMS_OF.items()}
+
+
+def read_item(
+    text: str, s: int, mark: str, types: dict[str, dict[str, str]], final: bool = True
+) -> tuple[int, list[ToolCall] | None] | tuple[int, list[ToolCall] | None, str] | None:
+    """The grammar: at an outside marker ``mark`` (an open tag: framing, the block's items follow;
+    the end-of-sentence token: dropped), or at the next item of an open block (``mark`` one of
+    :data:`ITEMS_OF`): whitespace between items and the close tag are framing; an invoke runs to
+    its ``</｜DSML｜invoke>`` (a call, or content) or to the close tag (content, cut off); other text
+    is content up to the next invoke or the close tag. ``(end, calls or None[, next pseudo-mark])``;
+    None on a stream's prefix that cannot decide it yet."""
+    n = len(text)
+    if mark == EOS:
+        return s + len(mark), []
+    if mark in CLOSE_OF:
+        return s + len(mark), [], ITEMS_OF[CLOSE_OF[mark]]
+    close = _CLOSE_OF_ITEMS[mark]
+    pos = skip_ws(text, s)  # whitespace between items is framing: dropped with a call or a close tag
+    if pos == n:
+        return (n, []) if final else None
+    if text.startswith(close, pos):
+        return pos + len(close), []
+    if text.startswith(INVOKE, pos):
+        e, found = first_marker(text, (INVOKE_CLOSE, close), pos + len(INVOKE))
+        if e < 0:
+            if not final:
+                return None
+            return (pos, [], mark) if pos > s else (n, None)
+        end = e + len(INVOKE_CLOSE)
+        call = None if found == close else parse_invoke(text[pos:end], types)
+        if call is not None:
+            return end, [ToolCall(*call)], mark
+        if pos > s:
+            return pos, [], mark  # drop the whitespace; the item is content from its start
+        return (e, None, mark) if found == close else (end, None, mark)
+    if not final and (close.startswith(text[pos:]) or INVOKE.startswith(text[pos:])):
+        return None
+    if pos > s:
+        return pos, [], mark
+    x, _ = first_marker(text, (INVOKE, close), pos + 1)
+    if x < 0:
+        return (n, None) if final else None
+    return x, None, mark
+
+
+class DeepSeekV32Parser(GrammarParser):
     """Tool parser for DeepSeek V3.2 (``<｜DSML｜function_calls>``) and V4 (``<｜DSML｜tool_calls>``).
 
     Mirrors vLLM ``DeepSeekV32ToolParser`` / ``DeepSeekV4ToolParser`` and SGLang
@@ -142,139 +194,18 @@ class DeepSeekV32Parser(StreamParser):
     markers: ClassVar[tuple[str, ...]] = (DSML, EOS, *THINK)
     end_tokens: ClassVar[tuple[str, ...]] = (EOS,)
     covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3.2(-Exp, -Speciale) and DeepSeek-V4 (DSML tool calls)"
+    STARTS = OUTSIDE
+    THINK = THINK
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
         self._types = declared_types(tools)
-        self._reasoning_open = reasoning_open
-        self._state = "out"  # out -> items -> (invoke | stray) -> items ... -> out
-        self._close = ""  # the open block's close tag
-        self._seek = 0  # invoke/stray: where to search next (chars in _buf)
+        super().__init__(tools, reasoning_open=reasoning_open)
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
-        module rules."""
-        text = self.strip_end_tokens(text)
-        reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
-        content: list[str] = []
-        calls: list[ToolCall] = []
-        n = len(text)
-        pos = 0
-        while pos < n:
-            i, mark = first_marker(text, OUTSIDE, pos)
-            if i < 0:
-                content.append(text[pos:])
-                break
-            content.append(text[pos:i])
-            pos = i + len(mark)
-            if mark == EOS:
-                continue
-            close = CLOSE_OF[mark]
-            while True:  # items of the block
-                pos = skip_ws(text, pos)
-                if pos == n:
-                    break
-                if text.startswith(close, pos):
-                    pos += len(close)
-                    break
-                if text.startswith(INVOKE, pos):
-                    e, found = first_marker(text, (INVOKE_CLOSE, close), pos + len(INVOKE))
-                    if e < 0:
-                        content.append(text[pos:])
-                        pos = n
-                        break
-                    if found == close:
-                        content.append(text[pos:e])
-                        pos = e
-                        continue
-                    end = e + len(INVOKE_CLOSE)
-                    call = parse_invoke(text[pos:end], self._types)
-                    if call is None:
-                        content.append(text[pos:end])
-                    else:
-                        calls.append(ToolCall(*call))
-                    pos = end
-                    continue
-                x, _ = first_marker(text, (INVOKE, close), pos + 1)
-                x = n if x < 0 else x
-                content.append(text[pos:x])
-                pos = x
-        return ParseResult(content="".join(content), calls=tuple(calls), reasoning=reasoning)
+    def read(self, text: str, s: int, mark: str, final: bool):  # type: ignore[override]
+        return read_item(text, s, mark, self._types, final)
 
-    # ---------------------------------------------------------------- streaming
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        buf = self._buf
-        pos = 0  # everything before pos has been handled
-        while True:
-            n = len(buf)
-            state = self._state
-            if state == "out":
-                i, mark = find_marker(buf, OUTSIDE, final, pos)
-                parts.append(buf[pos:i])
-                pos = i + len(mark)
-                if not mark:
-                    break
-                if mark != EOS:
-                    self._close = CLOSE_OF[mark]
-                    self._state = "items"
-                continue
-            close = self._close
-            if state == "items":
-                pos = skip_ws(buf, pos)
-                if pos == n:
-                    break
-                if buf.startswith(close, pos):
-                    pos += len(close)
-                    self._state = "out"
-                    continue
-                if buf.startswith(INVOKE, pos):
-                    self._state, self._seek = "invoke", pos + len(INVOKE)
-                    continue
-                rest = buf[pos:]
-                if not final and (close.startswith(rest) or INVOKE.startswith(rest)):
-                    break
-                self._state, self._seek = "stray", pos + 1
-                continue
-            if state == "invoke":
-                e, found = first_marker(buf, (INVOKE_CLOSE, close), self._seek)
-                if e < 0:
-                    if final:
-                        parts.append(buf[pos:])
-                        pos = n
-                        break
-                    self._seek = max(self._seek, n - max(len(INVOKE_CLOSE), len(close)) + 1)
-                    break
-                if found == close:
-                    parts.append(buf[pos:e])
-                    pos = e
-                else:
-                    end = e + len(INVOKE_CLOSE)
-                    item = buf[pos:end]
-                    call = parse_invoke(item, self._types)
-                    if call is None:
-                        parts.append(item)
-                    else:
-                        self._send(out, call[0], call[1], item)  # raw: the invoke's text
-                    pos = end
-                self._state = "items"
-                continue
-            # stray text inside a block
-            x, _ = first_marker(buf, (INVOKE, close), self._seek)
-            if x < 0:
-                keep = 0 if final else partial_marker_suffix(buf[pos:], (INVOKE, close))
-                cut = max(pos, n - keep)
-                parts.append(buf[pos:cut])
-                pos = cut
-                self._seek = max(cut, pos)
-                break
-            parts.append(buf[pos:x])
-            pos = x
-            self._state = "items"
-        self._buf = buf[pos:]
-        if self._state in ("invoke", "stray"):
-            self._seek -= pos
-        out.content = "".join(parts)
-        return out
+    def wake(self, mark: str) -> MarkerWake:
+        """An item is read again when an invoke tag, an invoke's end or the block's close tag
+        arrives."""
+        close = _CLOSE_OF_ITEMS.get(mark)
+        return MarkerWake((INVOKE, INVOKE_CLOSE, close) if close else (), 0)

@@ -49,11 +49,11 @@ run of space, tab, CR, LF and the two-character literal backslash-n.
 * Content is all body text outside call blocks, verbatim (nothing stripped; a stray
   ``</tool_call>`` outside a block is content). Reasoning is kept out of content and calls.
 
-Streaming: a buffered state machine over the body left by the reasoning splitter. Outside a block
-it emits text as soon as it cannot be the start of ``<tool_call>``. Inside a block it walks the
-grammar incrementally (a scan position per state; tags are found by scanning ``<`` characters
-once, holding back a suffix that may be an incomplete tag), and sends the call when
-``</tool_call>`` arrives: one tool-call delta with the name and the whole-text parse's arguments.
+Streaming: the engine of :class:`~replay.parsers._family.GrammarParser` over the body left by the
+reasoning splitter, with the same grammar (:meth:`Glm45Parser.read`). Outside a block it emits text
+as soon as it cannot be the start of ``<tool_call>``; a block is read again when ``</tool_call>``
+or ``<tool_call>`` arrives, and its call sent when the grammar decides it: one tool-call delta with
+the name and the whole-text parse's arguments.
 No call is ever sent from ``finish()``: a block still open at the end of the stream is content.
 
 Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
@@ -70,12 +70,11 @@ import json
 import re
 from typing import Any, ClassVar
 
-from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._family import GrammarParser
 from replay.parsers._jsonscan import TOO_DEEP
-from replay.parsers._markers import find_marker
-from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
+from replay.parsers._reasoning import THINK
 from replay.parsers._schema import convert_value, declared_types
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ToolCall
 
 START = "<tool_call>"
 END = "</tool_call>"
@@ -119,7 +118,7 @@ def skip_separators(text: str, pos: int) -> int:
     return pos
 
 
-class Glm45Parser(StreamParser):
+class Glm45Parser(GrammarParser):
     """Tool parser for GLM-4.5, GLM-4.6, GLM-4.7 and GLM-5 (``<arg_key>``/``<arg_value>`` calls).
 
     ``tools``: the request's OpenAI tool declarations, used to type parameter values
@@ -138,44 +137,35 @@ class Glm45Parser(StreamParser):
     end_tokens: ClassVar[tuple[str, ...]] = ("<|endoftext|>", "<|user|>", "<|observation|>")
     covers: ClassVar[str] = "zai-org/THUDM GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7 (Flash), GLM-5 (<arg_key>/<arg_value> XML calls)"
 
+    STARTS = (START,)
+    WAKE = (START, END)  # every decision of the grammar comes at one of them (or the end)
+    THINK = THINK
+
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
+        super().__init__(tools, reasoning_open=reasoning_open)
         self.reasoning_open = reasoning_open
         self._types = declared_types(tools)
-        self._state = "out"  # out, name, sep, key, gap, value, fail
-        self._s = 0  # scan position in _buf (chars)
-        self._b = 0  # start of the open block in _buf
-        self._e = 0  # start of the current name / key / value text in _buf
-        self._r = 0  # end of the open block's name in _buf (its raw arguments start there)
-        self._name = ""
-        self._key = ""
-        self._args: dict[str, Any] = {}
 
     def _convert(self, name: str, key: str, raw: str) -> Any:
         return convert_value(raw, self._types.get(name, {}).get(key))
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
-        module rules. Never raises on malformed output."""
-        text = self.strip_end_tokens(text)
-        reasoning, body = split_reasoning(text, THINK, open=self.reasoning_open)
-        content, calls = parse_blocks(body, (START,), self._whole_block)
-        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
-
-    def _whole_block(self, text: str, s: int, _mark: str = START) -> tuple[int, list[ToolCall] | None]:
-        """``(end, [call])`` for the block starting at ``s``: ``end`` just after its extent (chars),
-        None for the call when the block is content."""
+    def read(self, text: str, s: int, _mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        """The grammar: ``(end, [call])`` for the block starting at ``s``: ``end`` just after its
+        extent (chars), None for the call when the block is content; None on a stream's prefix
+        that cannot decide it yet."""
         n = len(text)
+        # the text ends inside the block. On a stream's prefix every other answer is final: a
+        # malformed block waits for its END or START (_whole_fail), a call for its END
+        cut = (n, None) if final else None
         p = s + len(START)
         m = _TAG_RE.search(text, p)
         if m is None:
-            return n, None
+            return cut
         if m.group() == START:
             return m.start(), None
         name = clean_name(text[p : m.start()])
         if m.group() not in (KEY_OPEN, END) or not name:
-            return _whole_fail(text, m.start())
+            return _whole_fail(text, m.start(), final)
         args: dict[str, Any] = {}
         q = m.start()
         while True:
@@ -183,165 +173,33 @@ class Glm45Parser(StreamParser):
             if text.startswith(END, q):
                 return q + len(END), [ToolCall(name, json.dumps(args, ensure_ascii=False))]
             if not text.startswith(KEY_OPEN, q):
-                return _whole_fail(text, q)
+                return _whole_fail(text, q, final)
             k0 = q + len(KEY_OPEN)
             m = _TAG_RE.search(text, k0)
             if m is None:
-                return n, None
+                return cut
             if m.group() != KEY_CLOSE:
-                return _whole_fail(text, m.start())
+                return _whole_fail(text, m.start(), final)
             key = text[k0 : m.start()].strip()
             q = skip_separators(text, m.end())
             if not text.startswith(VAL_OPEN, q):
-                return _whole_fail(text, q)
+                return _whole_fail(text, q, final)
             v0 = q + len(VAL_OPEN)
             v1 = text.find(VAL_CLOSE, v0)
             if v1 < 0:
-                return n, None
+                return cut
             value = self._convert(name, key, text[v0:v1])
             if value is TOO_DEEP:
-                return _whole_fail(text, v1)
+                return _whole_fail(text, v1, final)
             args[key] = value
             q = v1 + len(VAL_CLOSE)
 
-    # ---------------------------------------------------------------- streaming
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        buf = self._buf
-        pos = 0  # start of the text not yet emitted or owned by a block
-        while True:
-            if self._state == "out":  # here the scan position _s is pos
-                i, mark = find_marker(buf, (START,), final, self._s)
-                parts.append(buf[pos:i])
-                if not mark:
-                    pos = self._s = i
-                    break
-                self._b = i
-                self._e = self._s = i + len(START)
-                self._state = "name"
-            decided = self._step(buf, final)
-            if decided is None:
-                pos = self._b
-                break
-            end, call = decided
-            if call is None:
-                parts.append(buf[self._b : end])
-            else:
-                # raw: the block's text after the name, tags included
-                self._send(out, call.name, call.arguments, buf[self._r : end])
-            pos = self._s = end
-            self._state = "out"
-        if pos:
-            self._buf = buf[pos:]
-            self._s -= pos
-            self._b -= pos
-            self._e -= pos
-            self._r -= pos
-        out.content = "".join(parts)
-        return out
 
-    def _find_tag(self, buf: str, s: int, final: bool) -> tuple[int, str | None]:
-        """``(index, tag)`` of the first tag at or after ``s``; else ``(resume, None)`` where
-        ``resume`` is where to scan from next time (a held-back incomplete tag, or the end)."""
-        n = len(buf)
-        while True:
-            i = buf.find("<", s)
-            if i < 0:
-                return n, None
-            for t in TAGS:
-                if buf.startswith(t, i):
-                    return i, t
-            if not final and n - i < _MAXTAG and any(t.startswith(buf[i:]) for t in TAGS):
-                return i, None
-            s = i + 1
-
-    def _waiting(self, buf: str, q: int, expected: tuple[str, ...], final: bool) -> bool:
-        """True when the text from ``q`` may still become one of ``expected`` or a separator."""
-        if final or len(buf) - q >= _MAXTAG:
-            return False
-        rest = buf[q:]
-        return rest == "\\" or any(t.startswith(rest) for t in expected)
-
-    def _step(self, buf: str, final: bool) -> tuple[int, ToolCall | None] | None:
-        """Move the open block on; None while undecided, else ``(end, call or None)``."""
-        n = len(buf)
-        while True:
-            st = self._state
-            if st in ("name", "key"):
-                i, tag = self._find_tag(buf, self._s, final)
-                if tag is None:
-                    if final:
-                        return n, None
-                    self._s = i
-                    return None
-                if st == "name":
-                    if tag == START:
-                        return i, None
-                    name = clean_name(buf[self._e : i])
-                    if tag not in (KEY_OPEN, END) or not name:
-                        self._state, self._s = "fail", i
-                        continue
-                    self._name, self._args = name, {}
-                    self._r = self._s = i
-                    self._state = "sep"
-                else:
-                    if tag != KEY_CLOSE:
-                        self._state, self._s = "fail", i
-                        continue
-                    self._key = buf[self._e : i].strip()
-                    self._s = i + len(KEY_CLOSE)
-                    self._state = "gap"
-            elif st in ("sep", "gap"):
-                q = skip_separators(buf, self._s)
-                self._s = q
-                if st == "sep" and buf.startswith(END, q):
-                    return q + len(END), ToolCall(self._name, json.dumps(self._args, ensure_ascii=False))
-                opener = KEY_OPEN if st == "sep" else VAL_OPEN
-                if buf.startswith(opener, q):
-                    self._s = q + len(opener)
-                    if st == "sep":
-                        self._e, self._state = self._s, "key"
-                    else:
-                        self._e, self._state = self._s, "value"
-                    continue
-                if q == n:
-                    return (n, None) if final else None
-                if self._waiting(buf, q, (END, KEY_OPEN) if st == "sep" else (VAL_OPEN,), final):
-                    return None
-                self._state = "fail"
-            elif st == "value":
-                v1 = buf.find(VAL_CLOSE, self._s)
-                if v1 < 0:
-                    if final:
-                        return n, None
-                    self._s = max(self._s, n - len(VAL_CLOSE) + 1)
-                    return None
-                value = self._convert(self._name, self._key, buf[self._e : v1])
-                if value is TOO_DEEP:
-                    self._state, self._s = "fail", v1
-                    continue
-                self._args[self._key] = value
-                self._s = v1 + len(VAL_CLOSE)
-                self._state = "sep"
-            else:  # fail: seek the block's end (or a new block's start)
-                i, tag = self._find_tag(buf, self._s, final)
-                if tag is None:
-                    if final:
-                        return n, None
-                    self._s = i
-                    return None
-                if tag == START:
-                    return i, None
-                if tag == END:
-                    return i + len(END), None
-                self._s = i + len(tag)
-
-
-def _whole_fail(text: str, f: int) -> tuple[int, None]:
+def _whole_fail(text: str, f: int, final: bool = True) -> tuple[int, None] | None:
     """Extent of a malformed block whose failure point is ``f``: through the first
-    ``</tool_call>`` at or after ``f``, or up to a ``<tool_call>`` met first, or the end."""
+    ``</tool_call>`` at or after ``f``, or up to a ``<tool_call>`` met first, or the end (None on
+    a stream's prefix with neither yet)."""
     m = _EDGE_RE.search(text, f)
     if m is None:
-        return len(text), None
+        return (len(text), None) if final else None
     return (m.start(), None) if m.group() == START else (m.end(), None)

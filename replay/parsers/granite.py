@@ -41,11 +41,10 @@ parser; the tests check that they agree under every chunking):
 5. Content is all other text verbatim; the whitespace between a call block's array and the next
    marker or the end belongs to the block. ``tools`` is accepted and ignored.
 
-Streaming: reasoning and response splitters, then a buffered state machine: outside a block text
-is emitted unless it may be the start of a start marker; a block is scanned incrementally
-(:class:`~replay.parsers._block.JsonBlock`, the start markers ending it unconsumed) and decided at
-the next start marker, when it can no longer be a call block
-and a start marker follows, or at ``finish()`` -- so a call block at the end of the output is
+Streaming: reasoning and response splitters, then the engine of
+:class:`~replay.parsers._family.GrammarParser` over the same grammar (:func:`read_block`): outside
+a block text is emitted unless it may be the start of a start marker; a block is read again when
+the next start marker arrives (which ends it, unconsumed), or at ``finish()`` -- so a call block at the end of the output is
 reported by ``finish()`` (more text could still make it content). Each call is sent in one
 tool-call delta: name once, complete, arguments exactly the whole-text string.
 
@@ -69,11 +68,10 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._block import JsonBlock, arguments_text, read_json_block
-from replay.parsers._family import StreamParser, parse_blocks
-from replay.parsers._markers import find_marker
+from replay.parsers._block import arguments_text, read_json_block
+from replay.parsers._family import GrammarParser
 from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ToolCall
 from replay.parsers.hermes import HermesParser
 
 TOOL_CALL = "<|tool_call|>"
@@ -107,11 +105,14 @@ def split_granite_reasoning(text: str, *, open: bool = False) -> tuple[str, str]
     return reasoning, inside + after
 
 
-def _read_block(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | None]:
-    """Whole text: the block at ``s`` (up to the next start marker) -> ``(end, calls or None)``."""
-    end, obj = read_json_block(text, s + len(mark), STARTS, consume=False)
-    found = calls_from_value(obj)
-    return end, None if found is None else [ToolCall(nm, args) for nm, args in found]
+def read_block(text: str, s: int, mark: str, final: bool = True) -> tuple[int, list[ToolCall] | None] | None:
+    """The grammar: the block at ``s`` (up to the next start marker) -> ``(end, calls or None)``;
+    None on a stream's prefix that cannot decide it yet."""
+    got = read_json_block(text, s + len(mark), STARTS, consume=False, final=final)
+    if got is None:
+        return None
+    found = calls_from_value(got[1])
+    return got[0], None if found is None else [ToolCall(nm, args) for nm, args in found]
 
 
 class GraniteSplitter:
@@ -134,7 +135,7 @@ class GraniteSplitter:
         return reasoning, inside + after + inside2 + after2
 
 
-class GraniteParser(StreamParser):
+class GraniteParser(GrammarParser):
     """Tool parser for Granite 3.x (``<|tool_call|>`` + JSON list), with ``<think>`` reasoning and
     the ``<response>`` wrapper of Granite 3.3 thinking mode.
 
@@ -148,47 +149,17 @@ class GraniteParser(StreamParser):
     covers: ClassVar[str] = "IBM Granite 3.0-3.3 instruct (<|tool_call|> + JSON list; 3.3 <think>/<response>)"
     markers: ClassVar[tuple[str, ...]] = (TOOL_CALL, TOOL_CALL_PLAIN, *THINK, *RESPONSE)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|end_of_text|>",)
+    STARTS = STARTS
+    WAKE = STARTS
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, GraniteSplitter(open=reasoning_open))
-        self._reasoning_open = reasoning_open
-        self._block: JsonBlock | None = None
+    def splitter(self) -> GraniteSplitter:
+        return GraniteSplitter(open=self._reasoning_open)
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
-        module rules. Never raises on malformed output."""
-        text = self.strip_end_tokens(text)
-        reasoning, text = split_granite_reasoning(text, open=self._reasoning_open)
-        content, calls = parse_blocks(text, STARTS, _read_block)
-        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
+    def split_whole(self, text: str) -> tuple[str, str]:
+        return split_granite_reasoning(text, open=self._reasoning_open)
 
-    # ---------------------------------------------------------------- streaming
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        while True:
-            if self._block is None:
-                i, mark = find_marker(self._buf, STARTS, final)
-                parts.append(self._buf[:i])
-                self._buf = self._buf[i:]
-                if not mark:
-                    break
-                self._block = JsonBlock(STARTS, len(mark), consume=False)
-            decided = self._block.advance(self._buf, final)
-            if decided is None:
-                break
-            raw, obj = decided.value(self._buf)
-            found = calls_from_value(obj)
-            if found is None:
-                parts.append(self._buf[: decided.end])
-            else:
-                for name, args in found:
-                    self._send(out, name, args, raw)
-            self._buf = self._buf[decided.end :]
-            self._block = None
-        out.content = "".join(parts)
-        return out
+    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        return read_block(text, s, mark, final)
 
 
 class Granite4Parser(HermesParser):

@@ -31,11 +31,11 @@ parser; the tests check that they agree under every chunking):
   first ``</think>``) is split off first, as :mod:`replay.parsers._reasoning` defines; a
   ``<tool_call>`` inside it is reasoning, not a call (Qwen3 thinking models).
 
-Streaming: a buffered state machine. Outside a block it emits text as soon as it cannot be the
-start of ``<tool_call>`` (a buffer suffix that is a prefix of the marker is held back). Inside a
-block it buffers until the block is decided (end marker seen, or the JSON can no longer be a
-value and the end marker is seen, or ``finish()``), then sends the call in one tool-call delta:
-the name once, complete, and the arguments as exactly the whole-text parse's string.
+Streaming: the engine of :class:`~replay.parsers._family.GrammarParser` over the same grammar
+(:func:`read_block`): text outside a block is emitted as soon as it cannot be the start of
+``<tool_call>``; a block is read again when a ``</tool_call>`` arrives (or at ``finish()``) and its
+call is sent once decided, in one tool-call delta (the name once, complete, and the arguments as
+exactly the whole-text parse's string).
 
 Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
 
@@ -57,11 +57,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from replay.parsers._block import JsonBlock, arguments_text, read_json_block
-from replay.parsers._family import StreamParser, parse_blocks
-from replay.parsers._markers import find_marker
-from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers._block import arguments_text, read_json_block
+from replay.parsers._family import GrammarParser
+from replay.parsers._reasoning import THINK
+from replay.parsers.base import ToolCall
 
 START = "<tool_call>"
 END = "</tool_call>"
@@ -84,14 +83,17 @@ def call_from_object(obj: Any) -> tuple[str, str] | None:
     return name, args
 
 
-def _read_block(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | None]:
-    """Whole text: the block at ``s`` -> ``(end, [call] or None)``."""
-    end, obj = read_json_block(text, s + len(mark), END)
-    call = call_from_object(obj)
-    return end, None if call is None else [ToolCall(*call)]
+def read_block(text: str, s: int, mark: str, final: bool = True) -> tuple[int, list[ToolCall] | None] | None:
+    """The grammar (:data:`~replay.parsers._family.Grammar`): the block at ``s`` -> ``(end, [call]
+    or None)``; None on a stream's prefix that cannot decide it yet."""
+    got = read_json_block(text, s + len(mark), END, final=final)
+    if got is None:
+        return None
+    call = call_from_object(got[1])
+    return got[0], None if call is None else [ToolCall(*call)]
 
 
-class HermesParser(StreamParser):
+class HermesParser(GrammarParser):
     """Tool parser for the Hermes ``<tool_call>`` JSON format (Hermes 2 Pro/3, Qwen2.5, Qwen3, QwQ).
 
     Mirrors vLLM ``Hermes2ProToolParser`` and SGLang ``HermesDetector`` in syntax; the rules for
@@ -104,43 +106,9 @@ class HermesParser(StreamParser):
     covers: ClassVar[str] = "Hermes 2 Pro / 3, Qwen2.5, Qwen3 (incl. thinking), QwQ: <tool_call> JSON blocks"
     markers: ClassVar[tuple[str, ...]] = (START, END)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
+    STARTS = (START,)
+    WAKE = (END,)
+    THINK = THINK
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
-        self._reasoning_open = reasoning_open
-        self._block: JsonBlock | None = None  # the open block's body, None outside a block
-
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
-        module rules (reasoning split off first, :mod:`replay.parsers._reasoning`)."""
-        text = self.strip_end_tokens(text)
-        reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
-        content, calls = parse_blocks(text, (START,), _read_block)
-        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
-
-    # ---------------------------------------------------------------- streaming
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        while True:
-            if self._block is None:
-                i, mark = find_marker(self._buf, (START,), final)
-                parts.append(self._buf[:i])
-                self._buf = self._buf[i:]
-                if not mark:
-                    break
-                self._block = JsonBlock(END, len(START))
-            decided = self._block.advance(self._buf, final)
-            if decided is None:
-                break
-            raw, obj = decided.value(self._buf)
-            call = call_from_object(obj)
-            if call is None:
-                parts.append(self._buf[: decided.end])
-            else:
-                self._send(out, call[0], call[1], raw)
-            self._buf = self._buf[decided.end :]
-            self._block = None
-        out.content = "".join(parts)
-        return out
+    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        return read_block(text, s, mark, final)

@@ -44,14 +44,15 @@ parser; the tests check that they agree under every chunking):
 * Unterminated output: an item whose JSON is cut off by the end of the stream is not a call; its
   text is content. A separator at the end of the stream is content.
 
-Streaming: a buffered state machine. Outside items, text is emitted as soon as it cannot be the
-start of ``<|python_tag|>``. An item is scanned once, incrementally (:class:`JsonPrefix`), while
-its text is kept; when the value completes it is decoded and its calls sent in one tool-call delta
-each (name once, arguments exactly the whole-text parse's ``json.dumps(..., ensure_ascii=False)``);
-a failed item's kept text is read again as prose. ``finish()`` decides a pending item (it cannot
-be a call: a call object ends in ``}``, which is decided at once) and releases held-back text.
-Time is linear in the output except when failed items contain further ``<|python_tag|>``s, each
-of which is scanned again.
+Streaming: the engine of :class:`~replay.parsers._family.GrammarParser` over the same grammar
+(:meth:`Llama3JsonParser.read`): the item at the start of the output is its :data:`HEAD` block,
+the item after a call item its :data:`CHAIN` block, the item after ``<|python_tag|>`` a block of
+that marker. Outside items, text is emitted as soon as it cannot be the start of
+``<|python_tag|>``. An item's value is scanned once, incrementally
+(:class:`~replay.parsers._family.ValueEndWake`), and read when it completes (or cannot be a value):
+its calls are then sent in one tool-call delta each (name once, arguments exactly the whole-text
+parse's ``json.dumps(..., ensure_ascii=False)``); a failed item's text is read on as prose.
+``finish()`` decides a pending item and releases held-back text.
 
 Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
 
@@ -67,10 +68,9 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._family import NoReasoning, StreamParser
-from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, decode_at, loads_or_too_deep, skip_ws
-from replay.parsers._markers import find_marker
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers._family import CHAIN, GrammarParser, ValueEndWake
+from replay.parsers._jsonscan import MORE, JsonPrefix, decode_at, skip_ws
+from replay.parsers.base import ToolCall
 from replay.parsers.hermes import call_from_object
 
 PYTHON_TAG = "<|python_tag|>"
@@ -94,19 +94,26 @@ def calls_from_value(value: Any) -> list[tuple[str, str]] | None:
     return None
 
 
-def _decode_item(text: str, j: int) -> tuple[list[tuple[str, str]], int] | None:
-    """Whole-text: the call item whose value starts at ``text[j]`` -> (calls, end index), or None."""
-    if j >= len(text) or text[j] not in "{[":
-        return None
+def _decode_item(text: str, j: int, final: bool = True) -> tuple[list[tuple[str, str]], int] | None | bool:
+    """The call item whose value starts at ``text[j]`` -> ``(calls, end index)``, or False when
+    there is none there; None on a stream's prefix that cannot tell yet (cut off at ``j`` or
+    inside the value)."""
+    n = len(text)
+    if j >= n:
+        return False if final else None
+    if text[j] not in "{[":
+        return False
     try:
         value, k = decode_at(text, j)
     except json.JSONDecodeError:
-        return None
+        if not final and JsonPrefix().feed(text[j:]) == MORE:
+            return None
+        return False
     calls = calls_from_value(value)
-    return None if calls is None else (calls, k)
+    return False if calls is None else (calls, k)
 
 
-class Llama3JsonParser(StreamParser):
+class Llama3JsonParser(GrammarParser):
     """Tool parser for Llama 3.x bare-JSON tool calls (``llama3_json``).
 
     Mirrors vLLM ``Llama3JsonToolParser`` and SGLang ``Llama32Detector`` in syntax (objects with
@@ -125,137 +132,32 @@ class Llama3JsonParser(StreamParser):
     covers: ClassVar[str] = (
         "Llama 3.1 / 3.2 / 3.3 Instruct (and fine-tunes) with JSON tool calls; vLLM llama3_json / llama4_json, SGLang llama3"
     )
+    STARTS = (PYTHON_TAG,)
+    HEAD_BLOCK = True  # an item at the start of the output
+    CHAIN_BLOCKS = True  # an item right after a call item, across "ws ; ws"
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, NoReasoning())
-        self._mode = "head"  # head | prose | item | sep
-        self._origin = ""  # why the open item was tried: head | tag | sep
-        self._pos = 0  # item/sep: where the whitespace scan goes on (index in _buf)
-        self._j = -1  # item: start of the JSON value in _buf, -1 while in leading whitespace
-        self._scan: JsonPrefix | None = None
-        self._fed = 0  # item: _buf index up to which the scanner was fed
+    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        """The grammar: one item at the output's start (:data:`HEAD`), after ``<|python_tag|>`` and
+        whitespace, or after a call item across the separator (:data:`CHAIN`) -> ``(end of the
+        item, its calls)``; no item there -> the tag as content, or nothing (``(s, None)``); None
+        on a stream's prefix that cannot tell yet."""
+        if mark == PYTHON_TAG:
+            j = skip_ws(text, s + len(mark))
+        elif mark == CHAIN:
+            j = skip_ws(text, s)
+            if j < len(text) and text[j] == ";":
+                j = skip_ws(text, j + 1)
+        else:
+            j = s
+        item = _decode_item(text, j, final)
+        if item is None:
+            return None
+        if item is False:
+            return (s + len(mark) if mark == PYTHON_TAG else s), None
+        calls, k = item
+        return k, [ToolCall(n, a) for n, a in calls]
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion, chars) -> content and calls per the module
-        rules. Never raises on malformed output."""
-        text = self.strip_end_tokens(text)
-        content: list[str] = []
-        calls: list[ToolCall] = []
-        pos = 0
-        j = skip_ws(text, 0)
-        item = _decode_item(text, j)
-        if item is not None:
-            content.append(text[:j])
-            pos = self._chain(text, item, calls)
-        while True:
-            t = text.find(PYTHON_TAG, pos)
-            if t < 0:
-                content.append(text[pos:])
-                break
-            content.append(text[pos:t])
-            s = t + len(PYTHON_TAG)
-            item = _decode_item(text, skip_ws(text, s))
-            if item is None:
-                content.append(PYTHON_TAG)
-                pos = s
-            else:
-                pos = self._chain(text, item, calls)
-        return ParseResult(content="".join(content), calls=tuple(calls))
-
-    @staticmethod
-    def _chain(text: str, item: tuple[list[tuple[str, str]], int], calls: list[ToolCall]) -> int:
-        """Take a call item and the call items chained after it; return where prose resumes."""
-        while True:
-            found, k = item
-            calls.extend(ToolCall(n, a) for n, a in found)
-            m = skip_ws(text, k)
-            if text.startswith(";", m):
-                m = skip_ws(text, m + 1)
-            nxt = _decode_item(text, m)
-            if nxt is None:
-                return k
-            item = nxt
-
-    # ---------------------------------------------------------------- streaming
-    def _start_item(self, origin: str, pos: int) -> None:
-        self._mode, self._origin, self._pos, self._j = "item", origin, pos, -1
-        self._scan = None
-
-    def _fail_item(self, parts: list[str]) -> None:
-        """The open item is not a call item: its text is read again as prose."""
-        if self._origin == "tag":
-            parts.append(PYTHON_TAG)
-        self._mode = "prose"
-
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        while True:
-            buf = self._buf
-            if self._mode == "head":
-                j = skip_ws(buf, 0)
-                parts.append(buf[:j])
-                self._buf = buf = buf[j:]
-                if not buf:
-                    break
-                if buf[0] in "{[":
-                    self._start_item("head", 0)
-                else:
-                    self._mode = "prose"
-                continue
-            if self._mode == "prose":
-                t, mark = find_marker(buf, (PYTHON_TAG,), final)
-                parts.append(buf[:t])
-                self._buf = buf[t + len(mark) :]
-                if not mark:
-                    break
-                self._start_item("tag", 0)
-                continue
-            if self._mode == "sep":  # a call item ended at _buf[0]
-                m = self._pos = skip_ws(buf, self._pos)
-                if m == len(buf):
-                    if not final:
-                        break
-                    self._mode = "prose"
-                    continue
-                if buf[m] == ";":
-                    self._start_item("sep", m + 1)
-                else:
-                    self._start_item("sep", m)
-                continue
-            # item
-            if self._j < 0:
-                j = self._pos = skip_ws(buf, self._pos)
-                if j == len(buf):
-                    if not final:
-                        break
-                    self._fail_item(parts)
-                    continue
-                if buf[j] not in "{[":
-                    self._fail_item(parts)
-                    continue
-                self._j = self._fed = j
-                self._scan = JsonPrefix()
-            assert self._scan is not None
-            status = self._scan.feed(buf[self._fed :])
-            self._fed = len(buf)
-            if status == MORE and final:
-                status = self._scan.close()
-            if status == MORE:
-                break
-            calls = None
-            if status == DONE:
-                assert self._scan.end is not None
-                k = self._j + self._scan.end
-                raw = buf[self._j : k]
-                calls = calls_from_value(loads_or_too_deep(raw))
-            if calls is None:
-                self._fail_item(parts)
-                continue
-            for name, arguments in calls:
-                self._send(out, name, arguments, raw)
-            self._buf = buf[k:]
-            self._mode, self._pos = "sep", 0
-        out.content = "".join(parts)
-        return out
+    def wake(self, mark: str) -> ValueEndWake:
+        """An item is decided when its value completes or cannot be one (no end marker follows)."""
+        seek = len(mark) if mark == PYTHON_TAG else 0
+        return ValueEndWake((), seek, "{[", then_text=False, skip=" \t\n\r;" if mark == CHAIN else " \t\n\r")

@@ -47,10 +47,10 @@ parser; the tests check that they agree under every chunking). "ws" is space, ta
 * Content is all body text outside call blocks, verbatim; reasoning is kept out of content and
   calls. Text after the last block is content (SGLang once lost it, #35564).
 
-Streaming: a buffered state machine over the body left by the reasoning splitter. Outside a block
-it emits text as soon as it cannot be the start of ``<minimax:tool_call>``. Inside a block it walks
-the grammar incrementally (each state keeps its scan position; searches cover new text only) and
-sends the block's calls when ``</minimax:tool_call>`` arrives, or from ``finish()`` for a block
+Streaming: the engine of :class:`~replay.parsers._family.GrammarParser` over the body left by the
+reasoning splitter, with the same grammar (:meth:`MiniMaxM2Parser.read`). Outside a block it emits
+text as soon as it cannot be the start of ``<minimax:tool_call>``; a block is read again when its
+start or end tag arrives, and the engine sends the block's calls when ``</minimax:tool_call>`` arrives, or from ``finish()`` for a block
 the stream cut off between invokes: one tool-call delta per call, with the name and exactly the
 whole-text parse's arguments.
 
@@ -63,12 +63,11 @@ import json
 import re
 from typing import Any, ClassVar
 
-from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._family import GrammarParser
 from replay.parsers._jsonscan import TOO_DEEP
-from replay.parsers._markers import find_marker
-from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
+from replay.parsers._reasoning import THINK
 from replay.parsers._schema import convert_value, declared_types
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ToolCall
 
 START = "<minimax:tool_call>"
 END = "</minimax:tool_call>"
@@ -81,7 +80,6 @@ TAGS = (START, END, INVOKE_OPEN, INVOKE_CLOSE, PARAM_OPEN, PARAM_CLOSE)
 MARKERS = (START, END) + THINK
 
 _WS = " \t\r\n"
-_MAXTAG = max(len(t) for t in TAGS)
 _EDGE_RE = re.compile(re.escape(START) + "|" + re.escape(END))  # whole-text parse only
 
 
@@ -106,7 +104,7 @@ def _skip_ws(text: str, pos: int) -> int:
     return pos
 
 
-class MiniMaxM2Parser(StreamParser):
+class MiniMaxM2Parser(GrammarParser):
     """Tool parser for MiniMax-M2 (and M2.1, which keeps the format): ``<minimax:tool_call>`` blocks of
     ``<invoke>``/``<parameter>`` elements.
 
@@ -126,36 +124,24 @@ class MiniMaxM2Parser(StreamParser):
     end_tokens: ClassVar[tuple[str, ...]] = ("[e~[",)
     covers: ClassVar[str] = "MiniMaxAI/MiniMax-M2 and MiniMax-M2.1 (<minimax:tool_call> <invoke>/<parameter> XML calls)"
 
+    STARTS = (START,)
+    WAKE = (START, END)  # every decision of the grammar comes at one of them (or the end)
+    THINK = THINK
+
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
+        super().__init__(tools, reasoning_open=reasoning_open)
         self.reasoning_open = reasoning_open
         self._types = declared_types(tools)
-        self._state = "out"  # out, between, iname, params, pname, value, fail
-        self._s = 0  # scan position in _buf (chars)
-        self._b = 0  # start of the open block in _buf
-        self._e = 0  # start of the current attribute / value text in _buf
-        self._r = 0  # start of the current invoke in _buf
-        self._calls: list[tuple[ToolCall, int, int]] = []  # decided invokes of the open block, with raw span
-        self._name = ""
-        self._key = ""
-        self._args: dict[str, Any] = {}
 
     def _convert(self, name: str, key: str, raw: str) -> Any:
         return convert_value(clean_value(raw), self._types.get(name, {}).get(key))
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
-        module rules. Never raises on malformed output."""
-        text = self.strip_end_tokens(text)
-        reasoning, body = split_reasoning(text, THINK, open=self.reasoning_open)
-        content, calls = parse_blocks(body, (START,), self._whole_block)
-        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
-
-    def _whole_block(self, text: str, s: int, _mark: str = START) -> tuple[int, list[ToolCall] | None]:
-        """``(end, calls)`` for the block starting at ``s``: ``end`` just after its extent
-        (chars); ``calls`` None when the block is content."""
+    def read(self, text: str, s: int, _mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        """The grammar: ``(end, calls)`` for the block starting at ``s``: ``end`` just after its
+        extent (chars); ``calls`` None when the block is content; None on a stream's prefix that
+        cannot decide it yet (a malformed block waits for its END or START, a call for its END)."""
         n = len(text)
+        cut = (n, None) if final else None  # the text ends inside the block
         calls: list[ToolCall] = []
         q = s + len(START)
         while True:
@@ -163,14 +149,14 @@ class MiniMaxM2Parser(StreamParser):
             if text.startswith(END, q):
                 return q + len(END), calls
             if q == n:
-                return n, (calls or None)
+                return (n, (calls or None)) if final else None
             if not text.startswith(INVOKE_OPEN, q):
-                return _whole_fail(text, q)
+                return _whole_fail(text, q, final)
             g, name = _open_tag_name(text, q + len(INVOKE_OPEN))
             if g < 0:
-                return n, None
+                return cut
             if name is None:
-                return _whole_fail(text, g)
+                return _whole_fail(text, g, final)
             args: dict[str, Any] = {}
             q = g + 1
             while True:
@@ -180,173 +166,20 @@ class MiniMaxM2Parser(StreamParser):
                     calls.append(ToolCall(name, json.dumps(args, ensure_ascii=False)))
                     break
                 if not text.startswith(PARAM_OPEN, q):
-                    return _whole_fail(text, q)
+                    return _whole_fail(text, q, final)
                 g, key = _open_tag_name(text, q + len(PARAM_OPEN))
                 if g < 0:
-                    return n, None
+                    return cut
                 if key is None:
-                    return _whole_fail(text, g)
+                    return _whole_fail(text, g, final)
                 v1 = text.find(PARAM_CLOSE, g + 1)
                 if v1 < 0:
-                    return n, None
+                    return cut
                 value = self._convert(name, key, text[g + 1 : v1])
                 if value is TOO_DEEP:
-                    return _whole_fail(text, v1)
+                    return _whole_fail(text, v1, final)
                 args[key] = value
                 q = v1 + len(PARAM_CLOSE)
-
-    # ---------------------------------------------------------------- streaming
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        buf = self._buf
-        pos = 0
-        while True:
-            if self._state == "out":  # here the scan position _s is pos
-                i, mark = find_marker(buf, (START,), final, self._s)
-                parts.append(buf[pos:i])
-                if not mark:
-                    pos = self._s = i
-                    break
-                self._b = i
-                self._s = i + len(START)
-                self._calls = []
-                self._state = "between"
-            decided = self._step(buf, final)
-            if decided is None:
-                pos = self._b
-                break
-            end, ok = decided
-            if not ok:
-                parts.append(buf[self._b : end])
-            else:
-                for call, r0, r1 in self._calls:
-                    # raw: the invoke's text after its ">", parameters and </invoke> included
-                    self._send(out, call.name, call.arguments, buf[r0:r1])
-            self._calls = []
-            pos = self._s = end
-            self._state = "out"
-        if pos:
-            self._buf = buf[pos:]
-            for attr in ("_s", "_b", "_e", "_r"):
-                setattr(self, attr, getattr(self, attr) - pos)
-            self._calls = [(c, r0 - pos, r1 - pos) for c, r0, r1 in self._calls]
-        out.content = "".join(parts)
-        return out
-
-    def _expect(self, buf: str, q: int, expected: tuple[str, ...], final: bool) -> str | None:
-        """The tag of ``expected`` at ``q``; ``""`` when the text from ``q`` may still become one
-        (not at the end of the stream); None when none can be there."""
-        for t in expected:
-            if buf.startswith(t, q):
-                return t
-        if not final and len(buf) - q < _MAXTAG:
-            rest = buf[q:]
-            if any(t.startswith(rest) for t in expected):
-                return ""
-        return None
-
-    def _step(self, buf: str, final: bool) -> tuple[int, bool] | None:
-        """Move the open block on; None while undecided, else ``(end, is_calls)``."""
-        n = len(buf)
-        while True:
-            st = self._state
-            if st in ("between", "params"):
-                q = _skip_ws(buf, self._s)
-                self._s = q
-                if st == "between":
-                    tag = self._expect(buf, q, (END, INVOKE_OPEN), final)
-                    if tag == END:
-                        return q + len(END), True
-                    if q == n:
-                        return (n, bool(self._calls)) if final else None
-                    if tag == INVOKE_OPEN:
-                        self._r = q
-                        self._e = self._s = q + len(INVOKE_OPEN)
-                        self._state = "iname"
-                        continue
-                else:
-                    tag = self._expect(buf, q, (INVOKE_CLOSE, PARAM_OPEN), final)
-                    if tag == INVOKE_CLOSE:
-                        end = q + len(INVOKE_CLOSE)
-                        call = ToolCall(self._name, json.dumps(self._args, ensure_ascii=False))
-                        self._calls.append((call, self._r, end))
-                        self._s = end
-                        self._state = "between"
-                        continue
-                    if q == n:
-                        return (n, False) if final else None
-                    if tag == PARAM_OPEN:
-                        self._e = self._s = q + len(PARAM_OPEN)
-                        self._state = "pname"
-                        continue
-                if tag == "":
-                    return None
-                self._state = "fail"
-            elif st in ("iname", "pname"):
-                g = buf.find(">", self._s)
-                if g < 0:
-                    if final:
-                        return n, False
-                    self._s = n
-                    return None
-                lt = buf.find("<", self._e, g)
-                name = attr_name(buf[self._e : g])
-                if lt >= 0 or not name:
-                    self._s = lt if lt >= 0 else g
-                    self._state = "fail"
-                    continue
-                self._s = g + 1
-                if st == "iname":
-                    self._name, self._args = name, {}
-                    self._r = self._s
-                    self._state = "params"
-                else:
-                    self._key = name
-                    self._e = self._s
-                    self._state = "value"
-            elif st == "value":
-                v1 = buf.find(PARAM_CLOSE, self._s)
-                if v1 < 0:
-                    if final:
-                        return n, False
-                    self._s = max(self._s, n - len(PARAM_CLOSE) + 1)
-                    return None
-                value = self._convert(self._name, self._key, buf[self._e : v1])
-                if value is TOO_DEEP:
-                    self._s, self._state = v1, "fail"
-                    continue
-                self._args[self._key] = value
-                self._s = v1 + len(PARAM_CLOSE)
-                self._state = "params"
-            else:  # fail: seek the block's end (or a new block's start)
-                i = self._seek_edge(buf, final)
-                if i is None:
-                    return None
-                if i == n:
-                    return n, False
-                if buf.startswith(START, i):
-                    return i, False
-                return i + len(END), False
-
-    def _seek_edge(self, buf: str, final: bool) -> int | None:
-        """Index of the first ``<minimax:tool_call>`` or ``</minimax:tool_call>`` at or after the
-        scan position; ``len(buf)`` at the end of the stream when none; None while waiting."""
-        n = len(buf)
-        s = self._s
-        while True:
-            i = buf.find("<", s)
-            if i < 0:
-                if final:
-                    return n
-                self._s = n
-                return None
-            if buf.startswith(START, i) or buf.startswith(END, i):
-                return i
-            if not final and n - i < len(END) and (START.startswith(buf[i:]) or END.startswith(buf[i:])):
-                self._s = i
-                return None
-            s = i + 1
 
 
 def _open_tag_name(text: str, a: int) -> tuple[int, str | None]:
@@ -363,11 +196,11 @@ def _open_tag_name(text: str, a: int) -> tuple[int, str | None]:
     return g, (attr_name(text[a:g]) or None)
 
 
-def _whole_fail(text: str, f: int) -> tuple[int, None]:
+def _whole_fail(text: str, f: int, final: bool = True) -> tuple[int, None] | None:
     """Extent of a malformed block whose failure point is ``f``: through the first
     ``</minimax:tool_call>`` at or after ``f``, or up to a ``<minimax:tool_call>`` met first, or
-    the end."""
+    the end (None on a stream's prefix with neither yet)."""
     m = _EDGE_RE.search(text, f)
     if m is None:
-        return len(text), None
+        return (len(text), None) if final else None
     return (m.start(), None) if m.group() == START else (m.end(), None)

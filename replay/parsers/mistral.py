@@ -62,13 +62,13 @@ parser; the tests check that they agree under every chunking):
    ``[CALL_ID]``, ``[/THINK]`` outside blocks). The whitespace between a call's JSON and the next
    ``[TOOL_CALLS]`` belongs to the call. ``tools`` is accepted and ignored (arguments are JSON).
 
-Streaming: the reasoning splitter first, then a buffered state machine. Outside a block text is
-emitted unless it may be the start of ``[TOOL_CALLS]`` (held back). A block is buffered and
-scanned incrementally (delimiter search only in new text, the JSON by
-:class:`~replay.parsers._block.JsonBlock` with ``[TOOL_CALLS]`` as its end marker) until decided:
-at the next ``[TOOL_CALLS]``, when the span can no longer be a call and the next marker is seen,
-or at ``finish()``; so the last call of a stream is reported by ``finish()``. A call is sent in
-one tool-call delta: the name once, complete, and the arguments as exactly the whole-text string.
+Streaming: the reasoning splitter first, then the engine of
+:class:`~replay.parsers._family.GrammarParser` over the same grammar (:func:`read_block`). Outside
+a block text is emitted unless it may be the start of ``[TOOL_CALLS]`` (held back). A block is read
+again at the next ``[TOOL_CALLS]``, when an array-form call list is complete and followed by text
+(:class:`~replay.parsers._family.ValueEndWake`), or at ``finish()``; so the last call of a stream
+is reported by ``finish()``. A call is sent in one tool-call delta: the name once, complete, and
+the arguments as exactly the whole-text string.
 
 Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
 
@@ -88,12 +88,11 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from replay.parsers._block import JsonBlock, arguments_text, read_json_block
-from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._block import arguments_text, read_json_block
+from replay.parsers._family import GrammarParser, ValueEndWake
 from replay.parsers._jsonscan import loads_or_too_deep, skip_ws
-from replay.parsers._markers import find_marker, first_marker
-from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers._markers import first_marker
+from replay.parsers.base import ToolCall
 
 TOOL_CALLS = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
@@ -102,7 +101,6 @@ THINK_TAGS = ("[THINK]", "[/THINK]")
 
 NAME_DELIMS = (CALL_ID, ARGS, "{", TOOL_CALLS)  # what ends a v11 name
 ID_DELIMS = (ARGS, "{", TOOL_CALLS)  # what ends a v11 call id
-_LONGEST = max(len(m) for m in NAME_DELIMS)
 
 
 def calls_from_value(form: str, name: str, obj: Any) -> list[tuple[str, str]] | None:
@@ -138,10 +136,13 @@ def _list_then_text(raw: str) -> bool:
 _LIST_THEN_TEXT = _list_then_text
 
 
-def _read_block(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | None]:
-    """Whole text: the block at ``s`` (up to the next ``[TOOL_CALLS]``) -> ``(end, calls or
-    None)`` (rules 2-5 of the module docstring)."""
+def read_block(text: str, s: int, mark: str, final: bool = True) -> tuple[int, list[ToolCall] | None] | None:
+    """The grammar: the block at ``s`` (up to the next ``[TOOL_CALLS]``) -> ``(end, calls or
+    None)`` (rules 2-5 of the module docstring); None on a stream's prefix that cannot decide it."""
+    n = len(text)
     j = skip_ws(text, s + len(mark))
+    if j == n and not final:
+        return None
     name = ""
     if text.startswith("[", j):
         form, json_at = "array", j
@@ -153,16 +154,20 @@ def _read_block(text: str, s: int, mark: str) -> tuple[int, list[ToolCall] | Non
             if delim == CALL_ID:
                 d, delim = first_marker(text, ID_DELIMS, d + len(CALL_ID))
         if d < 0:
-            return len(text), None
+            return (n, None) if final else None
         if delim == TOOL_CALLS:
             return d, None
         json_at = d + len(ARGS) if delim == ARGS else d
-    end, obj = read_json_block(text, json_at, TOOL_CALLS, consume=False, trailing=_LIST_THEN_TEXT if form == "array" else None)
-    found = calls_from_value(form, name, obj)
-    return end, None if found is None else [ToolCall(nm, args) for nm, args in found]
+    got = read_json_block(
+        text, json_at, TOOL_CALLS, consume=False, trailing=_LIST_THEN_TEXT if form == "array" else None, final=final
+    )
+    if got is None:
+        return None
+    found = calls_from_value(form, name, got[1])
+    return got[0], None if found is None else [ToolCall(nm, args) for nm, args in found]
 
 
-class MistralParser(StreamParser):
+class MistralParser(GrammarParser):
     """Tool parser for Mistral models, both the pre-v11 ``[TOOL_CALLS] [...]`` array and the v11+
     ``[TOOL_CALLS]name[CALL_ID]id[ARGS]{...}`` forms, with ``[THINK]`` reasoning.
 
@@ -181,88 +186,14 @@ class MistralParser(StreamParser):
     markers: ClassVar[tuple[str, ...]] = (TOOL_CALLS, ARGS, CALL_ID, *THINK_TAGS)
     end_tokens: ClassVar[tuple[str, ...]] = ("</s>",)
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, ReasoningSplitter(THINK_TAGS, open=reasoning_open))
-        self._reasoning_open = reasoning_open
-        # _buf: undecided text, a held-back marker prefix or the open block from its marker
-        self._phase = "out"  # out | head | name | id | body
-        self._pos = 0  # head: where to go on skipping whitespace; name/id: where to search next
-        self._start = 0  # name: index of the name's first char in the buffer
-        self._form = "v11"
-        self._name = ""
-        self._body: JsonBlock | None = None
+    STARTS = (TOOL_CALLS,)
+    WAKE = (TOOL_CALLS,)  # a block ends at the next one (or the end of the stream)
+    THINK = THINK_TAGS
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> content, calls and reasoning, per the
-        module rules. Never raises on malformed output."""
-        text = self.strip_end_tokens(text)
-        reasoning, text = split_reasoning(text, THINK_TAGS, open=self._reasoning_open)
-        content, calls = parse_blocks(text, (TOOL_CALLS,), _read_block)
-        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
+    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        return read_block(text, s, mark, final)
 
-    # ---------------------------------------------------------------- streaming
-    def _close_block(self, end: int, parts: list[str], found: list[tuple[str, str]] | None, raw: str, out: StreamDelta) -> None:
-        """Decide the open block as ending at ``end`` (chars into the buffer)."""
-        if found is None:
-            parts.append(self._buf[:end])
-        else:
-            for name, args in found:
-                self._send(out, name, args, raw)
-        self._buf = self._buf[end:]
-        self._phase = "out"
-        self._body = None
-
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        while True:
-            buf = self._buf
-            if self._phase == "out":
-                i, mark = find_marker(buf, (TOOL_CALLS,), final)
-                parts.append(buf[:i])
-                self._buf = buf = buf[i:]
-                if not mark:
-                    break
-                self._phase, self._pos = "head", len(TOOL_CALLS)
-            if self._phase == "head":
-                j = skip_ws(buf, self._pos)
-                if j == len(buf):
-                    if final:
-                        self._close_block(len(buf), parts, None, "", out)
-                        continue
-                    self._pos = j
-                    break
-                self._name = ""
-                if buf[j] == "[":
-                    self._form, self._phase = "array", "body"
-                    self._body = JsonBlock(TOOL_CALLS, j, consume=False, trailing=_LIST_THEN_TEXT)
-                else:
-                    self._form, self._phase, self._start, self._pos = "v11", "name", j, j
-            if self._phase in ("name", "id"):
-                delims = NAME_DELIMS if self._phase == "name" else ID_DELIMS
-                d, mark = first_marker(buf, delims, self._pos)
-                if d < 0:
-                    if final:
-                        self._close_block(len(buf), parts, None, "", out)
-                        continue
-                    self._pos = max(self._pos, len(buf) - _LONGEST + 1)
-                    break
-                if mark == TOOL_CALLS:
-                    self._close_block(d, parts, None, "", out)
-                    continue
-                if self._phase == "name":
-                    self._name = buf[self._start : d].strip()
-                if mark == CALL_ID:
-                    self._phase, self._pos = "id", d + len(CALL_ID)
-                    continue
-                self._body = JsonBlock(TOOL_CALLS, d + len(ARGS) if mark == ARGS else d, consume=False)
-                self._phase = "body"
-            assert self._body is not None
-            decided = self._body.advance(buf, final)
-            if decided is None:
-                break
-            raw, obj = decided.value(buf)
-            self._close_block(decided.end, parts, calls_from_value(self._form, self._name, obj), raw, out)
-        out.content = "".join(parts)
-        return out
+    def wake(self, mark: str) -> ValueEndWake:
+        """A block is read again at the next ``[TOOL_CALLS]``, and when an array-form call list is
+        complete and followed by text (which then is content, streamed at once)."""
+        return ValueEndWake(self.WAKE, len(mark), "[")

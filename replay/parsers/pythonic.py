@@ -44,17 +44,18 @@ parser; the tests check that they agree under every chunking):
 * Prose is content, verbatim. ``<|tool_call_end|>`` / ``<|python_end|>`` outside a block are
   content. A list cut off by the end of the stream is not a call (its text is content).
 
-The extent of a list is found in both paths by bracket matching that skips strings; the two
-paths find it independently (whole text: the recursive-descent literal parser; streaming: the
-incremental :class:`ListScan`), then both decode the list text with :func:`parse_call_list`.
+The extent of a list is found by bracket matching that skips strings (the recursive-descent
+literal parser, :func:`parse_call_list`; on a stream's prefix :class:`ListScan` first tells a list
+cut off by the prefix from a bad one).
 
-Streaming: prose is emitted as soon as it cannot be the start of a start marker. A bare list or a
-block is buffered until decided (list closed and validated, then the end marker or something
-else seen, or ``finish()``), then its calls are sent one tool-call delta each (name once,
-arguments exactly the whole-text parse's string). A bare list that is still open holds back all
-text after it (e.g. prose starting with ``[`` and an apostrophe, until a newline ends the
-would-be string). ``finish()`` reports a complete unterminated block's calls. Linear time: each
-list is scanned once incrementally and validated once; a failed bare list is read again as prose.
+Streaming: the engine of :class:`~replay.parsers._family.GrammarParser` over the same grammar
+(:meth:`PythonicParser.read`): the bare list is its :data:`~replay.parsers._family.HEAD` block,
+read when its ``]`` arrives (scanned once, incrementally); a wrapped block is read when its end
+marker arrives; prose is emitted as soon as it cannot be the start of a start marker. A decided
+block's calls are sent one tool-call delta each (name once, arguments exactly the whole-text
+parse's string). A bare list that is still open holds back all text after it (e.g. prose starting
+with ``[`` and an apostrophe, until a newline ends the would-be string). ``finish()`` reports a
+complete unterminated block's calls.
 
 Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
 
@@ -81,11 +82,10 @@ import re
 import warnings
 from typing import Any, ClassVar
 
-from replay.parsers._family import StreamParser, parse_blocks
+from replay.parsers._family import HEAD, GrammarParser, MarkerWake, ValueEndWake
 from replay.parsers._jsonscan import MAX_DEPTH
-from replay.parsers._markers import find_marker
-from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers._reasoning import THINK
+from replay.parsers.base import ToolCall
 
 TC_START = "<|tool_call_start|>"
 TC_END = "<|tool_call_end|>"
@@ -357,25 +357,43 @@ class ListScan:
         return self.status
 
 
-def _read_wrapped(text: str, s: int, start: str) -> tuple[int, list[ToolCall] | None]:
-    """Whole text: the wrapped block at ``s`` -> ``(end, calls or None)`` (module rules)."""
+def _list_at(text: str, j: int, final: bool) -> tuple[list[tuple[str, str, str]], int] | None | bool:
+    """The call list at ``text[j] == "["`` -> ``(calls, end)``, or False when it is none; None on
+    a stream's prefix that cut it off (its ``]`` not in the text yet, by :class:`ListScan`)."""
+    if not final and ListScan().feed(text[j:]) == MORE:
+        return None
+    got = parse_call_list(text, j)
+    return False if got is None else got
+
+
+def read_wrapped(text: str, s: int, start: str, final: bool = True) -> tuple[int, list[ToolCall] | None] | None:
+    """The grammar of a wrapped block at ``s`` -> ``(end, calls or None)`` (module rules); None on
+    a stream's prefix that cannot decide it yet."""
     n = len(text)
     end_marker = WRAPS[start]
     b = s + len(start)
     j = skip_py_ws(text, b)
-    got = parse_call_list(text, j) if text.startswith("[", j) else None
-    if got is not None:
+    if j == n and not final:
+        return None
+    got = _list_at(text, j, final) if text.startswith("[", j) else False
+    if got is None:
+        return None
+    if got:
         m = skip_py_ws(text, got[1])
         calls = [ToolCall(c[0], c[1]) for c in got[0]]
         if text.startswith(end_marker, m):
             return m + len(end_marker), calls
         if m == n:  # an unterminated last block whose list is complete
-            return n, calls
+            return (n, calls) if final else None
+        if not final and end_marker.startswith(text[m:]):
+            return None
     e = text.find(end_marker, b)
-    return (n if e < 0 else e + len(end_marker)), None
+    if e < 0:
+        return (n, None) if final else None
+    return e + len(end_marker), None
 
 
-class PythonicParser(StreamParser):
+class PythonicParser(GrammarParser):
     """Tool parser for pythonic tool calls: Llama 3.2 / Llama 4 bare lists and LFM2's wrapped lists.
 
     Mirrors vLLM ``PythonicToolParser`` / ``Llama4PythonicToolParser`` and SGLang
@@ -397,147 +415,26 @@ class PythonicParser(StreamParser):
         "other models prompted for [f(a=1)] lists"
     )
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
-        self._reasoning_open = reasoning_open
-        self._mode = "head"  # head | bare | prose | block
-        self._scan: ListScan | None = None
-        self._fed = 0
-        self._end_marker = ""
-        self._phase = ""  # block: pre | list | post | seek
-        self._pos = 0  # block: scan position (pre/post: whitespace, seek: marker search)
-        self._j = 0  # block: index of the list's "[" in _buf
-        self._calls: list[tuple[str, str, str]] = []
+    STARTS = STARTS
+    WAKE = (TC_END, PY_END)
+    THINK = THINK
+    HEAD_BLOCK = True  # a bare list at the start of the body
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion, chars) -> reasoning, content and calls per
-        the module rules. Never raises on malformed output."""
-        text = self.strip_end_tokens(text)
-        reasoning, body = split_reasoning(text, THINK, open=self._reasoning_open)
-        head = ""
-        bare: list[ToolCall] = []
-        pos = 0
-        j = skip_py_ws(body, 0)
-        if body.startswith("[", j):
-            got = parse_call_list(body, j)
-            if got is not None:
-                head, bare, pos = body[:j], [ToolCall(c[0], c[1]) for c in got[0]], got[1]
-        content, calls = parse_blocks(body, STARTS, _read_wrapped, pos=pos)
-        return ParseResult(content=head + content, calls=(*bare, *calls), reasoning=reasoning)
-
-    # ---------------------------------------------------------------- streaming
-    def _send_all(self, out: StreamDelta, calls: list[tuple[str, str, str]]) -> None:
-        """Send decided calls ``(name, arguments, raw argument text)``."""
-        for name, arguments, raw in calls:
-            self._send(out, name, arguments, raw)
-
-    def _scan_list(self, j: int, final: bool) -> str:
-        """Feed the open list scanner (list at ``_buf[j]``); its status, BAD for an open list at
-        the end of the stream."""
-        if self._scan is None:
-            self._scan = ListScan()
-            self._fed = j
-        status = self._scan.feed(self._buf[self._fed :])
-        self._fed = len(self._buf)
-        if status == MORE and final:
-            return BAD
-        return status
-
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        while True:
-            buf = self._buf
-            if self._mode == "head":
-                j = skip_py_ws(buf, 0)
-                parts.append(buf[:j])
-                self._buf = buf = buf[j:]
-                if not buf:
-                    break
-                self._mode = "bare" if buf[0] == "[" else "prose"
-                self._scan = None
-                continue
-            if self._mode == "bare":
-                status = self._scan_list(0, final)
-                if status == MORE:
-                    break
-                got = None
-                if status == DONE:
-                    got = parse_call_list(buf, 0)
-                if got is None:
-                    self._mode = "prose"
-                    continue
-                self._send_all(out, got[0])
-                self._buf = buf[got[1] :]
-                self._mode = "prose"
-                continue
-            if self._mode == "prose":
-                s, start = find_marker(buf, STARTS, final)
-                parts.append(buf[:s])
-                self._buf = buf[s:]
-                if not start:
-                    break
-                self._mode, self._end_marker = "block", WRAPS[start]
-                self._phase, self._pos, self._scan = "pre", len(start), None
-                continue
-            # block: _buf starts at its start marker
-            end = self._advance_block(final)
-            if end is None:
-                break
-            if self._phase == "call":
-                self._send_all(out, self._calls)
-            else:
-                parts.append(buf[:end])
-            self._buf = buf[end:]
-            self._mode = "prose"
-        out.content = "".join(parts)
-        return out
-
-    def _advance_block(self, final: bool) -> int | None:
-        """Move the open block on; None while undecided, else the index just after the block
-        (``_phase`` is then ``"call"`` when it is a call block, ``"seek"`` when it is content)."""
-        buf, n, end_marker = self._buf, len(self._buf), self._end_marker
-        start_len = len(TC_START) if end_marker == TC_END else len(PY_START)
-        if self._phase == "pre":
-            j = self._pos = skip_py_ws(buf, self._pos)
-            if j == n:
-                if not final:
-                    return None
-                self._to_seek(start_len)
-            elif buf[j] != "[":
-                self._to_seek(start_len)
-            else:
-                self._j, self._phase = j, "list"
-        if self._phase == "list":
-            status = self._scan_list(self._j, final)
-            if status == MORE:
-                return None
-            got = parse_call_list(buf, self._j) if status == DONE else None
-            if got is None:
-                self._to_seek(start_len)
-            else:
-                self._calls, self._pos, self._phase = got[0], got[1], "post"
-        if self._phase == "post":
-            m = self._pos = skip_py_ws(buf, self._pos)
-            if buf.startswith(end_marker, m):
-                self._phase = "call"
-                return m + len(end_marker)
-            if m == n:
-                if not final:
-                    return None
-                self._phase = "call"
-                return n
-            if not final and end_marker.startswith(buf[m:]):
-                return None
-            self._to_seek(start_len)
-        e = buf.find(end_marker, self._pos)
-        if e < 0:
-            if final:
-                return n
-            self._pos = max(self._pos, n - len(end_marker) + 1)
+    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        """The grammar: the bare list at the body's start (:data:`HEAD`: its calls, or nothing
+        there) or the wrapped block at a start marker (:func:`read_wrapped`)."""
+        if mark != HEAD:
+            return read_wrapped(text, s, mark, final)
+        if not text.startswith("[", s):
+            return s, None
+        got = _list_at(text, s, final)
+        if got is None:
             return None
-        return e + len(end_marker)
+        return (s, None) if got is False else (got[1], [ToolCall(c[0], c[1]) for c in got[0]])
 
-    def _to_seek(self, start_len: int) -> None:
-        self._phase, self._pos = "seek", start_len
+    def wake(self, mark: str) -> MarkerWake:
+        """A bare list is read when its ``]`` arrives (or it can be no list): no end marker
+        follows it; a wrapped block when its end marker arrives."""
+        if mark == HEAD:
+            return ValueEndWake((), 0, "[", scanner=ListScan, then_text=False)
+        return MarkerWake(self.WAKE, len(mark))

@@ -81,3 +81,5 @@ class Qwen3CoderParser(XmlCallParser):
     START: ClassVar[str] = START
     END: ClassVar[str] = END
     THINK: ClassVar[tuple[str, str]] = THINK_TAGS
+    STARTS = (START,)
+    WAKE = (END,)

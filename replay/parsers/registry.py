@@ -10,9 +10,10 @@ This module imports the family modules and nothing that resolves specs, so :mod:
 can read the registry without an import cycle.
 
 The protocol a parser follows is in :mod:`replay.parsers.base`. To add a family: write a module
-with a class following that protocol (``name``, ``markers``, ``covers``), add the class and its
-aliases to ``_ALIASES`` and, if its models can be recognised by name, a pattern to
-:data:`MODEL_FAMILIES`.
+with a :class:`~replay.parsers._family.GrammarParser` subclass (``name``, ``markers``, ``covers``,
+its start markers, wake markers and one grammar function ``read``; :mod:`replay.parsers.step3` is
+an example), add the class and its aliases to ``_ALIASES`` and, if its models can be recognised by
+name, a pattern to :data:`MODEL_FAMILIES`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from replay.parsers.mistral import MistralParser
 from replay.parsers.pythonic import PythonicParser
 from replay.parsers.qwen3_coder import Qwen3CoderParser
 from replay.parsers.seed_oss import SeedOssParser
+from replay.parsers.step3 import Step3Parser
 
 __all__ = [
     "PARSERS",
@@ -61,6 +63,7 @@ __all__ = [
     "PythonicParser",
     "Qwen3CoderParser",
     "SeedOssParser",
+    "Step3Parser",
     "ToolParser",
     "ToolCall",
     "ParseResult",
@@ -88,6 +91,7 @@ _ALIASES: dict[type, tuple[str, ...]] = {
     GraniteParser: ("granite3",),
     Granite4Parser: (),
     SeedOssParser: ("seed-oss",),
+    Step3Parser: ("step-3",),
 }
 
 #: Built-in parser names and aliases -> class.
@@ -106,6 +110,7 @@ MODEL_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"qwen[-_]?3\.5", "qwen3_coder"),
         (r"nemotron[-_ ]?3[-_ ]?nano", "qwen3_coder"),
         (r"step[-_]?3\.5", "qwen3_coder"),
+        (r"step[-_]?3(?![.0-9])", "step3"),
         (r"deepseek[-_ ]?v3[-_.]?1(?![0-9])", "deepseek_v31"),
         (r"deepseek[-_ ]?v(3[-_.]2|4)(?![0-9])", "deepseek_v32"),
         (r"deepseek[-_ ]?(r1|v3)", "deepseek_v3"),  # R1 distills (Qwen, Llama) use R1's template

@@ -68,3 +68,5 @@ class SeedOssParser(XmlCallParser):
     START: ClassVar[str] = START
     END: ClassVar[str] = END
     THINK: ClassVar[tuple[str, str]] = THINK_TAGS
+    STARTS = (START,)
+    WAKE = (END,)
