@@ -66,6 +66,19 @@ class AuditResult:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
+def executor_meta(cfg: Any, sides: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """``(sides, executors)`` for ``run.json``: ``sides`` (:func:`replay.sides.close_sides` of this
+    process) with the worker restarts and incidents of the pool processes added
+    (:func:`replay.pool.merge_worker_meta`), and per stage what its executor went through
+    (``{"render": {"engine": "pool", "jobs": 2, "pool_restarts": 1, "batches_retried": 2,
+    "batches_failed": 1}, ...}``; ``engine`` ``local`` for this process, ``ray`` with
+    ``batches_failed`` for Ray)."""
+    from replay.pool import merge_worker_meta
+
+    executors = {stage: (s.as_dict() if hasattr(s, "as_dict") else dict(s)) for stage, s in cfg.executor_stats.items()}
+    return merge_worker_meta(sides, cfg.pool_workers), executors
+
+
 def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
     """Write ``run.json`` (UTF-8, indented)."""
     (Path(run_dir) / "run.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
@@ -347,7 +360,9 @@ def _run(
     seconds["stream"] = time.perf_counter() - t0
     close_pools()  # the report runs here, in this process: the pool processes' memory is given back first
     release_memory()
-    meta["sides"] = close_sides(cfg)  # interpreter and Python version of each side, worker restarts
+    # interpreter and Python version of each side, worker restarts (the pool processes' included),
+    # and what the executors went through (pool restarts, batches retried and failed)
+    meta["sides"], meta["executors"] = executor_meta(cfg, close_sides(cfg))
     meta["chunkings"] = chunking_plan(cfg)  # which sides ran which chunkings
     mark_incomplete(run_dir, meta, "report")
 

@@ -98,23 +98,12 @@ def _chunkings_value(value: Optional[str]) -> Optional[str]:
     empty name is an error (it silently meant the defaults). Returns the value as given."""
     if value is None:
         return None
-    from replay.stream import ChunkingError, check_chunking
+    from replay.stream import ChunkingError, parse_chunkings
 
-    forms = "comma-separated names: recorded, whole, char, char-raw, token, fixed-N, random-SEED, split-K, split-all"
-    names = [c.strip() for c in value.split(",")]
-    if not any(names):
-        raise typer.BadParameter(f"empty; expected {forms} (omit the option for the defaults)")
-    for name in names:
-        if not name:
-            raise typer.BadParameter(f"{value!r} has an empty name; expected {forms}")
-        if name == "token":
-            continue  # needs --tokenizer, checked with it
-        if name == "split-all":
-            continue  # every split-K of a completion (replay.pipeline.SPLIT_ALL)
-        try:
-            check_chunking(name)
-        except ChunkingError:
-            raise typer.BadParameter(f"unknown chunking {name!r}; expected {forms}") from None
+    try:
+        parse_chunkings(value)
+    except ChunkingError as exc:
+        raise typer.BadParameter(str(exc)) from None
     return value
 
 
@@ -472,58 +461,18 @@ def _config(
     (``FILE`` or ``PATTERN=FILE``; ``replay stream`` passes one tokenizer path);
     ``side_render``: the per-side render options (``old_chat_template``, ``new_renderer``,
     ``old_preparer``, ``old_render_in`` ...)."""
-    from replay.render.options import split_route
-    from replay.runspec import RunSpec, build_config
-    from replay.sides import split_pythonpath
+    from replay.runspec import build_config, spec_from_options
 
-    side_render = dict(side_render or {})
-    templates = [str(chat_template)] if isinstance(chat_template, (str, Path)) else list(chat_template or [])
-    tokenizers = [str(tokenizer)] if isinstance(tokenizer, (str, Path)) else list(tokenizer or [])
-    plain_t = [v for v in templates if split_route(v)[0] is None]
-    plain_k = [v for v in tokenizers if split_route(v)[0] is None]
-    if len(plain_t) > 1:
-        _fail(f"--chat-template {plain_t[1]}: a second plain --chat-template (give per-model ones as 'PATTERN=FILE')")
-    if len(plain_k) > 1:
-        _fail(f"--tokenizer {plain_k[1]}: a second plain --tokenizer (give per-model ones as 'PATTERN=FILE')")
-    chunks = tuple(c.strip() for c in chunkings.split(",")) if chunkings is not None else None  # _chunkings_value checked them
-    if chunks is not None and "token" in chunks and not plain_k:
-        _fail("Invalid value for '--chunkings': the token chunking needs --tokenizer (a tokenizer.json or a folder holding one)", 2)
-    spec = RunSpec(
-        old_serializer=old_serializer,
-        new_serializer=new_serializer,
-        reference_serializer=reference_serializer,
-        chat_template=plain_t[0] if plain_t else None,
-        tokenizer=plain_k[0] if plain_k else None,
-        chat_template_routes=tuple(v for v in templates if split_route(v)[0] is not None),
-        tokenizer_routes=tuple(v for v in tokenizers if split_route(v)[0] is not None),
-        old_chat_template=_str(side_render.get("old_chat_template")),
-        new_chat_template=_str(side_render.get("new_chat_template")),
-        reference_chat_template=_str(side_render.get("reference_chat_template")),
-        old_renderer=side_render.get("old_renderer"),
-        new_renderer=side_render.get("new_renderer"),
-        old_preparer=side_render.get("old_preparer"),
-        new_preparer=side_render.get("new_preparer"),
-        reference_preparer=side_render.get("reference_preparer"),
-        renderer=renderer_spec,
-        reference_encoder=reference_encoder,
-        date=date,
-        parser=parser,
-        old_parser=old_parser,
-        new_parser=new_parser,
-        reference_parser=reference_parser,
-        old_python=old_python,
-        new_python=new_python,
-        old_pythonpath=split_pythonpath(old_pythonpath),
-        new_pythonpath=split_pythonpath(new_pythonpath),
-        old_render_in=side_render.get("old_render_in") or "audit",
-        new_render_in=side_render.get("new_render_in") or "audit",
-        chunkings=chunks,
-        replay_timeout=replay_timeout,
-    )
-    for side in ("old", "new"):
-        if getattr(spec, f"{side}_render_in") == "python" and getattr(spec, f"{side}_python") is None:
-            _fail(f"--{side}-render-in python: the {side} side has no interpreter of its own (give --{side}-python)", 2)
     try:
+        spec = spec_from_options(
+            chat_templates=chat_template, tokenizers=tokenizer, chunkings=chunkings,
+            old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+            old_serializer=old_serializer, new_serializer=new_serializer, reference_serializer=reference_serializer,
+            renderer=renderer_spec, reference_encoder=reference_encoder, date=date,
+            parser=parser, old_parser=old_parser, new_parser=new_parser, reference_parser=reference_parser,
+            old_python=old_python, new_python=new_python, replay_timeout=replay_timeout,
+            **(side_render or {}),
+        )
         cfg = build_config(spec)
     except UsageError as exc:  # a name that is no built-in: a bad option value
         _fail(str(exc), 2)
@@ -531,10 +480,6 @@ def _config(
         _fail(str(exc))
     cfg.options.update(old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath)  # as given
     return cfg
-
-
-def _str(value: Any) -> Optional[str]:
-    return None if value is None else str(value)
 
 
 def _progress(quiet: bool) -> Any:
@@ -831,6 +776,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
         if executor is not None:
             executor.close()
     meta.pop("incomplete", None)
+    from replay.audit import executor_meta
+
+    sides, executors = executor_meta(cfg, sides)
+    meta["executors"] = {**meta.get("executors", {}), **executors}
     if sides:
         meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}

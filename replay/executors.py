@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 #: ``--engine`` values.
 ENGINES = ("local", "ray")
@@ -68,20 +69,44 @@ def _from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
+#: Ray's own retries of a map task whose worker process died (then its block is dropped and the
+#: driver writes the batch's rows with the error, :meth:`RayEngine.run_stage`): one, as the
+#: process pool retries a batch once (:mod:`replay.pool`).
+TASK_RETRIES = 1
+
+
 def apply_stage(batch: pa.Table, stage: Any, spec: Any) -> pa.Table:
     """The Ray Data ``map_batches`` function: ``stage.function`` on one batch of exchanges, its
-    tables packed as rows ``(table, rows, exchanges, ipc)`` (table name, its row count, the
-    batch's exchange count, the table as Arrow IPC stream bytes) in ``stage.tables`` order.
+    tables packed as rows ``(table, rows, exchanges, failed, ipc)`` (table name, its row count,
+    the batch's exchange count, whether the function failed on it, the table as Arrow IPC stream
+    bytes) in ``stage.tables`` order.
 
     ``batch``: a ``pa.Table`` of the stage's exchanges columns; ``spec``: the run's
     :class:`replay.runspec.RunSpec` (its objects are built once per worker process,
-    :func:`replay.runspec.config_for`)."""
-    got = stage.function(_to_batch(batch), spec)
+    :func:`replay.runspec.config_for`). A function that raises is run once more; when it raises
+    again the batch's rows are :func:`replay.pipeline.failed_batch`'s, carrying the error (as for
+    a pool process that died twice), and the audit goes on."""
+    records = _to_batch(batch)
+    failed = False
+    try:
+        got = stage.function(records, spec)
+    except Exception:  # noqa: BLE001 - retried once, then the rows carry it
+        try:
+            got = stage.function(records, spec)
+        except Exception as exc:  # noqa: BLE001
+            from replay.pipeline import failed_batch
+            from replay.runspec import config_for
+
+            failed = True
+            message = f"WorkerError: the Ray task failed on this batch of {records.num_rows} exchanges, twice ({type(exc).__name__}: {exc})"
+            got = failed_batch(stage, records, config_for(spec), message)
     return pa.table(
         {
             "table": pa.array(list(stage.tables), pa.string()),
             "rows": pa.array([got[t].num_rows for t in stage.tables], pa.int64()),
             "exchanges": pa.array([batch.num_rows] * len(stage.tables), pa.int64()),
+            "failed": pa.array([failed] * len(stage.tables), pa.bool_()),
+            "ids": pa.array([records.column("exchange_id").to_pylist() if i == 0 else [] for i in range(len(stage.tables))], pa.list_(pa.string())),
             "ipc": pa.array([_ipc(got[t]) for t in stage.tables], pa.binary()),
         }
     )
@@ -123,7 +148,13 @@ class RayEngine:
         order). ``cfg``: an :class:`replay.pipeline.AuditConfig` built from a RunSpec
         (``cfg.spec``), which is what the workers get. ``progress`` is called with each batch's
         exchange count as its result arrives. Returns ``{table: rows}``. Raises
-        :class:`EngineError` (Ray missing or unreachable, no spec)."""
+        :class:`EngineError` (Ray missing or unreachable, no spec).
+
+        A batch the stage function raised on twice comes back with the error on its rows
+        (:func:`apply_stage`); a batch whose worker process died (Ray retries the task
+        :data:`TASK_RETRIES` time) is dropped by Ray Data, and its exchanges' rows are made here
+        with the error (:func:`replay.pipeline.failed_batch`). Both are counted in
+        ``cfg.executor_stats[stage.name]`` (``batches_failed``)."""
         import shutil
 
         from replay.pipeline import merge_parts, part_name, parts_dir, write_atomic
@@ -140,17 +171,45 @@ class RayEngine:
         ctx.enable_progress_bars = False  # replay's own progress (replay.progress) reports the stage
         ctx.print_on_execution_start = False
         logging.getLogger("ray.data").setLevel(logging.ERROR)  # its notes ("progress bars disabled") are not replay's output
-        ds = ray.data.read_parquet(str((run_dir / "exchanges.parquet").resolve()), columns=list(stage.columns))
-        out = ds.map_batches(apply_stage, fn_args=(stage, spec), batch_size=cfg.batch_rows, batch_format="pyarrow")
+        ctx.max_errored_blocks = -1  # a block whose task died past its retry is dropped, not the audit: rows made below
+        exchanges = run_dir / "exchanges.parquet"
+        ds = ray.data.read_parquet(str(exchanges.resolve()), columns=list(stage.columns))
+        out = ds.map_batches(
+            apply_stage, fn_args=(stage, spec), batch_size=cfg.batch_rows, batch_format="pyarrow",
+            max_retries=TASK_RETRIES,
+        )
         keys: dict[str, list[int]] = {t: [] for t in stage.tables}
+        stats = {"engine": "ray", "batches_failed": 0}
+        cfg.executor_stats[stage.name] = stats
+        covered = 0
+        seen: list[list[str]] = []
         for block in out.iter_batches(batch_size=None, batch_format="pyarrow"):
             for row in block.to_pylist():
                 table = row["table"]
                 key = len(keys[table])
                 write_atomic(parts_dir(run_dir, table) / part_name(key), _from_ipc(row["ipc"]))
                 keys[table].append(key)
-                if progress and table == stage.tables[0]:
-                    progress(row["exchanges"])
+                if table == stage.tables[0]:
+                    covered += row["exchanges"]
+                    seen.append(row["ids"])
+                    stats["batches_failed"] += bool(row["failed"])
+                    if progress:
+                        progress(row["exchanges"])
+        lost = self._lost(exchanges, seen, covered)
+        if lost:  # blocks Ray dropped (their worker died twice): their rows, with the error, made here
+            from replay.pipeline import failed_batch
+
+            for start in range(0, len(lost), cfg.batch_rows):
+                ids = lost[start : start + cfg.batch_rows]
+                batch = _to_batch(pq.read_table(exchanges, columns=list(stage.columns), filters=[("exchange_id", "in", ids)]))
+                got = failed_batch(stage, batch, cfg, f"WorkerError: the Ray worker process died on this batch of {batch.num_rows} exchanges, twice")
+                for table in stage.tables:
+                    key = len(keys[table])
+                    write_atomic(parts_dir(run_dir, table) / part_name(key), got[table])
+                    keys[table].append(key)
+                stats["batches_failed"] += 1
+                if progress:
+                    progress(batch.num_rows)
         counts = {table: merge_parts(run_dir, table, keys[table]) for table in stage.tables}
         for table in stage.tables:
             shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
@@ -159,6 +218,16 @@ class RayEngine:
         except OSError:
             pass
         return counts
+
+    @staticmethod
+    def _lost(exchanges: Path, seen: list[list[str]], covered: int) -> list[str]:
+        """Exchange ids of ``exchanges.parquet`` no returned batch covered (``seen``), in file
+        order; ``[]`` at once when ``covered`` is every row (the footer's count: no id is read)."""
+        total = pq.ParquetFile(exchanges).metadata.num_rows
+        if covered >= total:
+            return []
+        have = {i for ids in seen for i in ids}
+        return [i for i in pq.read_table(exchanges, columns=["exchange_id"]).column("exchange_id").to_pylist() if i not in have]
 
     def close(self) -> None:
         """Stop the local Ray this engine started (a cluster, or a Ray the caller started, is left running)."""

@@ -56,58 +56,9 @@ from replay.sides import BATCH, BATCH_CHARS, RemoteParser, SideError, WorkerErro
 from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, json_key, new_parser, replay_stream, split, two_way_splits
 from replay.tools import get_serializer, leaked_nulls
 from replay.judge import judge_side, reference_rows  # noqa: F401  (judge_side: part of this module's API)
+from replay.runspec import AuditConfig  # noqa: F401  (declared with RunSpec, from which it is derived; part of this module's API)
 
 SIDES = ("old", "new", "reference")
-
-
-@dataclass
-class AuditConfig:
-    """Options of the render and re-stream stages; recorded in ``run.json``.
-
-    Serializer and parser specs are built-in names or ``module:attr`` / ``file.py:attr`` plugins.
-    ``parser``: force one family for every exchange (else chosen from the model name).
-    ``old_parser``/``new_parser``/``reference_parser``: default to the family's built-in parser.
-    ``chunkings``: names understood by :func:`replay.stream.split`, or ``split-all``; every side
-    replays exactly these. None (the default): each side gets :func:`side_chunkings` (a built-in
-    parser ``recorded`` and ``whole``; any other parser the synthetic chunkings and ``split-all``,
-    with ``token`` when a tokenizer is given). ``old_python``/``new_python``: run that side's serializer and parser in
-    this interpreter (:mod:`replay.sides`), with ``old_pythonpath``/``new_pythonpath`` first on
-    its import path; ``old_render_in``/``new_render_in`` ``"python"``: render that side's prompts
-    there too (preparer, serializer, renderer, tokenizer; needs ``spec``), ``"audit"`` (default):
-    render them in this process.
-    """
-
-    old_serializer: str = "model-dump"
-    new_serializer: str = "client-fields"
-    reference_serializer: str = "as-sent"
-    renderer: Renderer | None = None
-    reference_renderer: Renderer | None = None  # --reference-encoder / --reference-chat-template: renders the reference side
-    old_renderer: Renderer | None = None  # --old-chat-template / --old-renderer (None: renderer)
-    new_renderer: Renderer | None = None  # --new-chat-template / --new-renderer (None: renderer)
-    old_preparer: str | None = None  # request preparers (replay.prepare; None: the default, vllm)
-    new_preparer: str | None = None
-    reference_preparer: str | None = None
-    tokenizer: Any = None
-    parser: str | None = None
-    old_parser: str | None = None
-    new_parser: str | None = None
-    reference_parser: str | None = None
-    old_python: str | None = None
-    new_python: str | None = None
-    old_pythonpath: tuple[str, ...] = ()
-    new_pythonpath: tuple[str, ...] = ()
-    old_render_in: str = "audit"  # "python": the old side renders in old_python's interpreter (replay.sides.render_spec)
-    new_render_in: str = "audit"
-    chunkings: tuple[str, ...] | None = None  # None: the defaults, per side (side_chunkings)
-    replay_timeout: float = 10.0  # seconds one parse or one replay may take before it is recorded as an error
-    batch_rows: int = 512  # exchanges per record batch: the unit of a part file, of --jobs and of resume
-    jobs: int = 1  # processes the batch functions run on (replay.pool); 1: this process
-    options: dict[str, Any] = field(default_factory=dict)  # as given on the command line, for run.json
-    spec: Any = None  # the replay.runspec.RunSpec this config was built from (None: built by hand, in process only)
-
-    def serializer_specs(self) -> dict[str, str]:
-        """``{side: serializer spec}`` for old, new and reference."""
-        return {"old": self.old_serializer, "new": self.new_serializer, "reference": self.reference_serializer}
 
 
 #: The request's tool declarations in Chat Completions form (moved to :mod:`replay.prepare.base`).
@@ -1014,7 +965,9 @@ def run_stage(
     picklable ``cfg.spec`` (a config built by hand, without a spec, runs here); a batch whose
     process died twice gets :func:`failed_batch`'s rows. In this process the function gets
     ``cfg`` itself (its sides, opened by :func:`validate_specs`, are reused). The rows and their
-    order do not depend on ``jobs``.
+    order do not depend on ``jobs``. What the pool went through (restarts, batches retried and
+    failed, its processes' side-worker restarts) is kept in ``cfg.executor_stats[stage.name]``
+    and ``cfg.pool_workers`` (:func:`replay.audit.executor_meta` puts it in ``run.json``).
 
     Resume: parts left by an interrupted run of the same stage, spec and ``exchanges.parquet``
     (:func:`stage_fingerprint`) are kept and their batches not run again. ``progress`` is called
@@ -1039,10 +992,13 @@ def run_stage(
             yield key, batch
 
     if pooled:
-        from replay.pool import map_batches
+        from replay.pool import PoolStats, map_batches
 
-        results: Any = map_batches(stage.function, todo(), cfg.spec, min(jobs, n_batches), lambda k, b, msg: failed_batch(stage, b, cfg, msg))
+        stats = PoolStats(workers=cfg.pool_workers)
+        cfg.executor_stats[stage.name] = stats  # as_dict() when recorded (replay.audit.executor_meta)
+        results: Any = map_batches(stage.function, todo(), cfg.spec, min(jobs, n_batches), lambda k, b, msg: failed_batch(stage, b, cfg, msg), stats)
     else:
+        cfg.executor_stats[stage.name] = {"engine": "local", "jobs": 1}
         results = ((key, batch, stage.function(batch, cfg)) for key, batch in todo())
     for key, batch, got in results:
         for table in stage.tables:

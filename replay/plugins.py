@@ -1,7 +1,9 @@
-"""Load a user's object named as ``module:attr`` or ``path/to/file.py:attr``.
+"""The forms of a side spec, and loading a user's object named as ``module:attr`` or
+``path/to/file.py:attr``.
 
-Used for every side a user can plug in (``--old-parser``, ``--new-serializer`` ...). A plugin is
-code: it runs only when the user names it.
+Used for every side a user can plug in (``--old-parser``, ``--new-serializer`` ...), through the
+one resolver :mod:`replay.resolve`. A plugin is code: it runs only when the user names it. This
+module imports nothing of ``replay``: every other module may use it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,17 @@ class PluginError(ValueError):
 def is_plugin_spec(spec: str) -> bool:
     """True when ``spec`` names a plugin (contains ``:``) rather than a built-in name."""
     return ":" in spec
+
+
+#: Shorthand prefixes of a serving framework's own tool parser (``sglang/qwen25``) -> the module of
+#: :mod:`replay.adapters` that resolves the name in that framework's registry.
+FRAMEWORK_PREFIXES: dict[str, str] = {"sglang/": "sglang", "vllm/": "vllm", "trtllm/": "trtllm"}
+
+
+def is_framework_spec(spec: str) -> bool:
+    """True when ``spec`` is a framework shorthand (``sglang/qwen25``, ``vllm/hermes``,
+    ``trtllm/qwen3``): one of :data:`FRAMEWORK_PREFIXES` followed by a name."""
+    return any(spec.startswith(p) and len(spec) > len(p) for p in FRAMEWORK_PREFIXES)
 
 
 def load_object(spec: str) -> Any:

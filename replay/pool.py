@@ -19,6 +19,7 @@ from __future__ import annotations
 import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 #: Batches in flight per pool process (bounds the parent's memory: each holds a record batch).
@@ -41,17 +42,80 @@ def _init(spec: Any) -> None:
     gc.freeze()  # the imports' and the config's objects: never garbage, so no collection walks them again (~4% of a batch)
 
 
-def _call(function: Callable[[Any, Any], dict[str, Any]], batch: Any, spec: Any) -> dict[str, Any]:
-    """Run ``function(batch, spec)`` in a pool process (``function`` pickles by reference); then
-    give what the batch freed back to the OS (:func:`replay.pipeline.release_memory`): the pool
+@dataclass
+class PoolStats:
+    """What one stage's pool went through, for ``run.json`` (``executors``) and the report.
+
+    ``restarts``: times the shared pool lost a process and was started again; ``retried``: batches
+    run again, each alone in a pool of one process; ``failed``: batches whose process died alone
+    too (their rows carry the error). ``workers``: per pool process (by pid), the out-of-process
+    sides' worker restarts and incidents as that process last reported them (each pool process
+    has its own worker per side, :mod:`replay.sides`)."""
+
+    jobs: int = 1
+    restarts: int = 0
+    retried: int = 0
+    failed: int = 0
+    workers: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    def worker_totals(self) -> dict[str, dict[str, Any]]:
+        """``{side: {"restarts": n, "incidents": [...]}}`` summed over the pool processes."""
+        out: dict[str, dict[str, Any]] = {}
+        for per_side in self.workers.values():
+            for side, got in per_side.items():
+                tot = out.setdefault(side, {"restarts": 0, "incidents": []})
+                tot["restarts"] += got.get("restarts", 0)
+                tot["incidents"].extend(got.get("incidents", []))
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stats as plain values (``run.json``)."""
+        return {"engine": "pool", "jobs": self.jobs, "pool_restarts": self.restarts, "batches_retried": self.retried, "batches_failed": self.failed}
+
+
+def merge_worker_meta(sides: dict[str, Any] | None, workers: dict[int, dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
+    """``run.json`` ``sides`` (:func:`replay.sides.close_sides` of this process) with the worker
+    restarts and incidents of the pool processes added to each out-of-process side (``workers``:
+    :attr:`PoolStats.workers`, by pid, shared by a run's stages); ``pool_processes`` says how many
+    pool processes ran a worker of that side."""
+    if not sides or not workers:
+        return sides
+    totals = PoolStats(workers=workers).worker_totals()
+    out = {s: dict(v) for s, v in sides.items()}
+    for side, got in totals.items():
+        if side in out and not out[side].get("in_process", True):
+            m = out[side]
+            m["restarts"] = (m.get("restarts") or 0) + got["restarts"]
+            m["incidents"] = list(m.get("incidents") or []) + got["incidents"]
+            m["pool_processes"] = sum(1 for per in workers.values() if side in per)
+    return out
+
+
+def _worker_counts(spec: Any) -> tuple[int, dict[str, dict[str, Any]]]:
+    """``(pid, {side: {"restarts", "incidents"}})`` of this process's out-of-process side workers
+    (those of the config :func:`replay.runspec.config_for` built for ``spec``), cumulative."""
+    import os
+
+    from replay.runspec import config_for
+
+    sides = getattr(config_for(spec), "_sides", None)
+    workers = getattr(sides, "workers", None) or {}
+    return os.getpid(), {side: {"restarts": w.restarts, "incidents": list(w.incidents)} for side, w in workers.items()}
+
+
+def _call(function: Callable[[Any, Any], dict[str, Any]], batch: Any, spec: Any) -> tuple[dict[str, Any], tuple[int, dict[str, Any]]]:
+    """Run ``function(batch, spec)`` in a pool process (``function`` pickles by reference); return
+    its tables with this process's side-worker counts (:func:`_worker_counts`). Afterwards give
+    what the batch freed back to the OS (:func:`replay.pipeline.release_memory`): the pool
     processes count toward the audit's peak RSS."""
     from replay.pipeline import release_memory
 
     try:
-        return function(batch, spec)
+        got = function(batch, spec)
     finally:
         del batch
         release_memory()
+    return got, _worker_counts(spec)
 
 
 def _pool(jobs: int, spec: Any) -> ProcessPoolExecutor:
@@ -85,6 +149,7 @@ def map_batches(
     spec: Any,
     jobs: int,
     on_failed: Callable[[int, Any, str], dict[str, Any]],
+    stats: PoolStats | None = None,
 ) -> Iterator[tuple[int, Any, dict[str, Any]]]:
     """Yield ``(key, batch, function(batch, spec))`` for every ``(key, batch)``, computed on
     ``jobs`` spawned processes, in the order they finish; at most ``jobs *`` :data:`IN_FLIGHT`
@@ -93,8 +158,17 @@ def map_batches(
     ``spec``: a picklable run spec (:class:`replay.runspec.RunSpec`). ``on_failed(key, batch,
     message)``: the result for a batch whose process died twice (in the shared pool, then alone
     in a pool of its own); it runs in this process. An exception the function raises (a bug, not
-    a dead process) propagates.
+    a dead process) propagates. ``stats`` (a :class:`PoolStats`) is updated as batches finish.
     """
+    stats = stats if stats is not None else PoolStats()
+    stats.jobs = jobs
+
+    def take(result: Any) -> dict[str, Any]:
+        got, (pid, counts) = result
+        if counts:
+            stats.workers[pid] = counts
+        return got
+
     pool = _shared(jobs, spec)
     running: dict[Future, tuple[int, Any]] = {}
     it = iter(batches)
@@ -116,7 +190,7 @@ def map_batches(
             for fut in finished:
                 key, batch = running.pop(fut)
                 try:
-                    result = fut.result()
+                    result = take(fut.result())
                 except BrokenProcessPool:
                     orphans.append((key, batch))
                     continue
@@ -128,15 +202,17 @@ def map_batches(
             for fut in list(running):
                 key, batch = running.pop(fut)
                 try:
-                    result = fut.result()
+                    result = take(fut.result())
                 except BrokenProcessPool:
                     orphans.append((key, batch))
                     continue
                 yield key, batch, result
             _KEPT.pop((spec, jobs), None)
             pool.shutdown(wait=True, cancel_futures=True)
+            stats.restarts += 1
             for key, batch in orphans:
-                yield key, batch, _alone(function, key, batch, spec, on_failed)
+                stats.retried += 1
+                yield key, batch, _alone(function, key, batch, spec, on_failed, stats, take)
             pool = _shared(jobs, spec)
     finally:
         if not ok:  # an exception or an abandoned generator: do not keep a pool in an unknown state
@@ -145,14 +221,21 @@ def map_batches(
 
 
 def _alone(
-    function: Callable[[Any, Any], dict[str, Any]], key: int, batch: Any, spec: Any, on_failed: Callable[[int, Any, str], dict[str, Any]]
+    function: Callable[[Any, Any], dict[str, Any]],
+    key: int,
+    batch: Any,
+    spec: Any,
+    on_failed: Callable[[int, Any, str], dict[str, Any]],
+    stats: PoolStats,
+    take: Callable[[Any], dict[str, Any]],
 ) -> dict[str, Any]:
     """``function(batch, spec)`` retried in a pool of one process; ``on_failed`` when that process
-    dies too."""
+    dies too (counted in ``stats.failed``)."""
     pool = _pool(1, spec)
     try:
-        return pool.submit(_call, function, batch, spec).result()
+        return take(pool.submit(_call, function, batch, spec).result())
     except BrokenProcessPool as exc:
+        stats.failed += 1
         return on_failed(key, batch, f"WorkerError: the pool process died on this batch of {batch.num_rows} exchanges, twice ({exc})")
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -1,4 +1,6 @@
-"""The run spec: a run's options as plain, picklable values, and the objects built from them.
+"""The run spec: a run's options as plain, picklable values (:class:`RunSpec`, where every option
+is declared once), and the config built from it (:class:`AuditConfig`, derived from RunSpec's
+fields, with the objects they name).
 
 A stage's batch function (:func:`replay.pipeline.render_batch`, :func:`replay.pipeline.stream_batch`)
 takes a :class:`RunSpec` and builds, once per process, what the spec names: the renderers (a chat
@@ -13,8 +15,7 @@ errors it raises name the option (``--chat-template x.jinja: ...``), so the CLI 
 from __future__ import annotations
 
 import dataclasses
-import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: ``chunkings`` value that means "the defaults", chosen per side (:func:`replay.pipeline.side_chunkings`).
@@ -23,38 +24,37 @@ DEFAULT = None
 
 @dataclass(frozen=True)
 class RunSpec:
-    """The options of the render and re-stream stages as plain values (see :class:`replay.pipeline.AuditConfig`
-    for their meaning, which this mirrors with specs in place of built objects).
+    """The options of the render and re-stream stages as plain values: the one place an option is
+    declared. :class:`AuditConfig` is derived from it (:func:`_stage_options`): every field not in
+    :data:`BUILT_FROM` is an AuditConfig field too, with the same type and default, copied by
+    :func:`build_config` and recorded in ``run.json`` ``options``; the fields of
+    :data:`BUILT_FROM` name objects :func:`build_config` builds (renderers, the tokenizer).
 
-    ``chat_template``/``tokenizer``: file paths (str) or None. ``renderer``/``reference_encoder``:
-    renderer specs (:func:`replay.render.specs.renderer_from_spec`) or None. ``date``:
-    ``YYYY-MM-DD`` or None (the pinned default). ``chunkings``: names, or None for the defaults.
-    ``old_pythonpath``/``new_pythonpath``: directories (tuples of str).
+    Serializer and parser specs are built-in names or ``module:attr`` / ``file.py:attr`` plugins
+    (:mod:`replay.resolve`). ``parser``: force one family for every exchange (else chosen from the
+    model name). ``old_parser``/``new_parser``/``reference_parser``: default to the family's
+    built-in parser. ``chunkings``: names understood by :func:`replay.stream.split`, or
+    ``split-all``; every side replays exactly these. None (the default): each side gets
+    :func:`replay.pipeline.side_chunkings` (a built-in parser ``recorded`` and ``whole``; any other
+    parser the synthetic chunkings and ``split-all``, with ``token`` when a tokenizer is given).
+    ``old_python``/``new_python``: run that side's serializer and parser in this interpreter
+    (:mod:`replay.sides`), with ``old_pythonpath``/``new_pythonpath`` (tuples of directories)
+    first on its import path; ``old_render_in``/``new_render_in`` ``"python"``: render that side's
+    prompts there too (preparer, serializer, renderer, tokenizer; needs ``spec``), ``"audit"``
+    (default): render them in this process. ``chat_template``/``tokenizer``: file paths (str) or None.
+    ``renderer``/``reference_encoder``: renderer specs (:func:`replay.render.specs.renderer_from_spec`)
+    or None. ``date``: ``YYYY-MM-DD`` or None (the pinned default).
     """
 
     old_serializer: str = "model-dump"
     new_serializer: str = "client-fields"
     reference_serializer: str = "as-sent"
+    # render side (replay.render.options), built into renderers and a tokenizer: the plain
+    # template and tokenizer, per-model ones ("PATTERN=FILE"), renderer specs, per-side ones
     chat_template: str | None = None
     tokenizer: str | None = None
     renderer: str | None = None
     reference_encoder: str | None = None
-    date: str | None = None
-    parser: str | None = None
-    old_parser: str | None = None
-    new_parser: str | None = None
-    reference_parser: str | None = None
-    old_python: str | None = None
-    new_python: str | None = None
-    old_pythonpath: tuple[str, ...] = ()
-    new_pythonpath: tuple[str, ...] = ()
-    old_render_in: str = "audit"  # "python": that side renders in its --old-python interpreter (replay.sides.render_spec)
-    new_render_in: str = "audit"
-    chunkings: tuple[str, ...] | None = DEFAULT
-    replay_timeout: float = 10.0
-    batch_rows: int = 512
-    # render side (replay.render.options): per-model templates and tokenizers ("PATTERN=FILE"),
-    # per-side templates / renderer specs, request preparers (replay.prepare; None: vllm)
     chat_template_routes: tuple[str, ...] = ()
     tokenizer_routes: tuple[str, ...] = ()
     old_chat_template: str | None = None
@@ -62,25 +62,104 @@ class RunSpec:
     reference_chat_template: str | None = None
     old_renderer: str | None = None
     new_renderer: str | None = None
-    old_preparer: str | None = None
+    old_preparer: str | None = None  # request preparers (replay.prepare; None: the default, vllm)
     new_preparer: str | None = None
     reference_preparer: str | None = None
+    date: str | None = None
+    parser: str | None = None
+    old_parser: str | None = None
+    new_parser: str | None = None
+    chunkings: tuple[str, ...] | None = DEFAULT  # None: the defaults, per side (side_chunkings)
+    replay_timeout: float = 10.0  # seconds one parse or one replay may take before it is recorded as an error
+    reference_parser: str | None = None
+    old_python: str | None = None
+    new_python: str | None = None
+    old_pythonpath: tuple[str, ...] = ()
+    new_pythonpath: tuple[str, ...] = ()
+    old_render_in: str = "audit"  # "python": the old side renders in old_python's interpreter (replay.sides.render_spec)
+    new_render_in: str = "audit"
+    batch_rows: int = 512  # exchanges per record batch: the unit of a part file, of --jobs and of resume
 
     def replace(self, **changes: Any) -> "RunSpec":
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
 
 
-def build_config(spec: RunSpec) -> Any:
-    """The :class:`replay.pipeline.AuditConfig` a spec names, with its renderers and tokenizer built
-    and ``options`` (for ``run.json``) filled in; ``cfg.spec`` is ``spec``.
+#: The RunSpec fields :func:`build_config` builds objects from (the render setup,
+#: :func:`replay.render.options.render_setup`) rather than copying them to :class:`AuditConfig`;
+#: ``run.json`` records them as the render setup words them.
+BUILT_FROM: frozenset[str] = frozenset(
+    {
+        "chat_template", "tokenizer", "renderer", "reference_encoder", "chat_template_routes", "tokenizer_routes",
+        "old_chat_template", "new_chat_template", "reference_chat_template", "old_renderer", "new_renderer", "date",
+    }
+)
+#: The RunSpec fields the stages read as they are: the fields :class:`AuditConfig` shares with it.
+STAGE_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunSpec) if f.name not in BUILT_FROM)
+#: Stage options ``run.json`` records with the executor's (``--jobs``), not with the spec's.
+_EXECUTOR_OPTIONS = frozenset({"batch_rows"})
+
+
+def _stage_options(cls: type) -> type:
+    """Class decorator, applied before ``@dataclass``: give ``cls`` each field of
+    :data:`STAGE_OPTIONS` with RunSpec's type and default, ahead of its own fields."""
+    own = dict(cls.__dict__.get("__annotations__", {}))
+    shared = {f.name: f for f in dataclasses.fields(RunSpec) if f.name in STAGE_OPTIONS}
+    clash = set(shared) & set(own)
+    if clash:
+        raise TypeError(f"{cls.__name__} redeclares RunSpec fields {sorted(clash)}")
+    cls.__annotations__ = {**{n: f.type for n, f in shared.items()}, **own}
+    for name, f in shared.items():
+        setattr(cls, name, f.default)
+    return cls
+
+
+@dataclass
+@_stage_options
+class AuditConfig:
+    """The render and re-stream stages' options with their objects built: every field of
+    :data:`STAGE_OPTIONS` (declared once, on :class:`RunSpec`, with its meaning there) and the
+    renderers and tokenizer built from the spec's render options. Recorded in ``run.json``.
+
+    Made by :func:`build_config` from a RunSpec (``spec``), which is what a pool process or a Ray
+    task gets; a library caller may also build one by hand with its own renderer objects
+    (``spec`` None), which then runs in this process only.
+    """
+
+    renderer: Any = None  # old and new sides' renderer (replay.render.base.Renderer)
+    reference_renderer: Any = None  # --reference-encoder / --reference-chat-template: renders the reference side
+    old_renderer: Any = None  # --old-chat-template / --old-renderer (None: renderer)
+    new_renderer: Any = None  # --new-chat-template / --new-renderer (None: renderer)
+    tokenizer: Any = None
+    jobs: int = 1  # processes the batch functions run on (replay.pool); 1: this process
+    # what the executors went through, per stage ({"render": {...}, "stream": {...}}, replay.pool.PoolStats.as_dict
+    # or replay.executors.RayEngine's), and the pool processes' side-worker counts by pid: for run.json and the report
+    executor_stats: dict[str, Any] = field(default_factory=dict)
+    pool_workers: dict[int, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # as given on the command line, for run.json
+    spec: Any = None  # the RunSpec this config was built from (None: built by hand, in process only)
+
+    def serializer_specs(self) -> dict[str, str]:
+        """``{side: serializer spec}`` for old, new and reference."""
+        return {"old": self.old_serializer, "new": self.new_serializer, "reference": self.reference_serializer}
+
+
+def _recorded(value: Any) -> Any:
+    """An option's value as ``run.json`` holds it: tuples as lists."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def build_config(spec: RunSpec) -> AuditConfig:
+    """The :class:`AuditConfig` a spec names, with its renderers and tokenizer built and
+    ``options`` (for ``run.json``: each RunSpec field in order, the render setup's words for the
+    :data:`BUILT_FROM` ones) filled in; ``cfg.spec`` is ``spec``.
 
     Raises ValueError naming the option for a tokenizer, chat template, renderer or encoder that
     cannot be loaded, and for a bad ``--date`` (ImportError and OSError are given as ValueError
-    with the option first too). Spec strings of serializers and parsers are not resolved here
+    with the option first too); :class:`replay.errors.UnknownNameError` for a renderer name that is
+    no built-in. Spec strings of serializers and parsers are not resolved here
     (:func:`replay.pipeline.validate_specs` does, once per run).
     """
-    from replay.pipeline import AuditConfig
     from replay.render.options import render_setup
     from replay.render.specs import DEFAULT_DATE, parse_date
 
@@ -96,58 +175,86 @@ def build_config(spec: RunSpec) -> Any:
         )
     except (ImportError, OSError) as exc:  # the message names the option
         raise ValueError(str(exc)) from None
-    tok = setup.tokenizer
-    renderer, reference_renderer = setup.renderer, setup.reference_renderer
-    chunks = tuple(spec.chunkings) if spec.chunkings is not None else None
-    options = {
-        "old_serializer": spec.old_serializer,
-        "new_serializer": spec.new_serializer,
-        "reference_serializer": spec.reference_serializer,
-        **setup.options,
-        "old_preparer": spec.old_preparer,
-        "new_preparer": spec.new_preparer,
-        "reference_preparer": spec.reference_preparer,
-        "date": day.isoformat(),
-        "parser": spec.parser,
-        "old_parser": spec.old_parser,
-        "new_parser": spec.new_parser,
-        "chunkings": list(chunks) if chunks is not None else None,  # None: the defaults, per side (run.json "chunkings")
-        "replay_timeout": spec.replay_timeout,
-        "reference_parser": spec.reference_parser,
-        "old_python": spec.old_python,
-        "new_python": spec.new_python,
-        "old_pythonpath": os.pathsep.join(spec.old_pythonpath) or None,
-        "new_pythonpath": os.pathsep.join(spec.new_pythonpath) or None,
-        "old_render_in": spec.old_render_in,
-        "new_render_in": spec.new_render_in,
-    }
+    options: dict[str, Any] = {}
+    for f in dataclasses.fields(RunSpec):
+        if f.name == "date":
+            options["date"] = day.isoformat()
+        elif f.name in BUILT_FROM:
+            options.update(setup.options)  # once, at the first render option
+        elif f.name not in _EXECUTOR_OPTIONS:
+            options[f.name] = _recorded(getattr(spec, f.name))
     return AuditConfig(
-        old_serializer=spec.old_serializer,
-        new_serializer=spec.new_serializer,
-        reference_serializer=spec.reference_serializer,
-        renderer=renderer,
-        reference_renderer=reference_renderer,
+        **{name: getattr(spec, name) for name in STAGE_OPTIONS},
+        renderer=setup.renderer,
+        reference_renderer=setup.reference_renderer,
         old_renderer=setup.old_renderer,
         new_renderer=setup.new_renderer,
-        old_preparer=spec.old_preparer,
-        new_preparer=spec.new_preparer,
-        reference_preparer=spec.reference_preparer,
-        tokenizer=tok,
-        parser=spec.parser,
-        old_parser=spec.old_parser,
-        new_parser=spec.new_parser,
-        chunkings=chunks,
-        replay_timeout=spec.replay_timeout,
-        reference_parser=spec.reference_parser,
-        old_python=spec.old_python,
-        new_python=spec.new_python,
-        old_pythonpath=spec.old_pythonpath,
-        new_pythonpath=spec.new_pythonpath,
-        old_render_in=spec.old_render_in,
-        new_render_in=spec.new_render_in,
-        batch_rows=spec.batch_rows,
+        tokenizer=setup.tokenizer,
         options=options,
         spec=spec,
+    )
+
+
+def spec_from_options(
+    *,
+    chat_templates: Any = (),
+    tokenizers: Any = (),
+    chunkings: str | tuple[str, ...] | list[str] | None = None,
+    old_pythonpath: str | None = None,
+    new_pythonpath: str | None = None,
+    **options: Any,
+) -> RunSpec:
+    """A :class:`RunSpec` from option values as a command line gives them.
+
+    ``chat_templates``/``tokenizers``: one path (str or PathLike) or a list of the repeatable
+    options' values, each ``FILE`` or ``PATTERN=FILE`` (:func:`replay.render.options.split_route`):
+    at most one plain one each. ``chunkings``: names separated by commas (or a sequence), None
+    for the defaults. ``old_pythonpath``/``new_pythonpath``: directories joined by
+    ``os.pathsep`` (:func:`replay.sides.split_pythonpath`). ``options``: any other RunSpec field,
+    by name (a path-like value is given as str; None: not given, the field's default).
+
+    Raises ValueError naming the option for a second plain ``--chat-template`` or
+    ``--tokenizer``; :class:`replay.errors.UsageError` (a usage error) for the ``token``
+    chunking without a plain tokenizer and for ``--old-render-in python`` without
+    ``--old-python`` (and the new side's); TypeError for an unknown option name.
+    """
+    import os
+
+    from replay.errors import UsageError
+    from replay.render.options import split_route
+    from replay.sides import split_pythonpath
+
+    def values(v: Any) -> list[str]:
+        if v is None:
+            return []
+        return [os.fspath(v)] if isinstance(v, (str, os.PathLike)) else [os.fspath(x) for x in v]
+
+    templates, toks = values(chat_templates), values(tokenizers)
+    plain_t = [v for v in templates if split_route(v)[0] is None]
+    plain_k = [v for v in toks if split_route(v)[0] is None]
+    if len(plain_t) > 1:
+        raise ValueError(f"--chat-template {plain_t[1]}: a second plain --chat-template (give per-model ones as 'PATTERN=FILE')")
+    if len(plain_k) > 1:
+        raise ValueError(f"--tokenizer {plain_k[1]}: a second plain --tokenizer (give per-model ones as 'PATTERN=FILE')")
+    if isinstance(chunkings, str):
+        chunks: tuple[str, ...] | None = tuple(c.strip() for c in chunkings.split(","))
+    else:
+        chunks = tuple(chunkings) if chunkings is not None else None
+    if chunks is not None and "token" in chunks and not plain_k:
+        raise UsageError("Invalid value for '--chunkings': the token chunking needs --tokenizer (a tokenizer.json or a folder holding one)")
+    plain = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in options.items() if v is not None}
+    for side in ("old", "new"):
+        if plain.get(f"{side}_render_in") == "python" and plain.get(f"{side}_python") is None:
+            raise UsageError(f"--{side}-render-in python: the {side} side has no interpreter of its own (give --{side}-python)")
+    return RunSpec(
+        chat_template=plain_t[0] if plain_t else None,
+        tokenizer=plain_k[0] if plain_k else None,
+        chat_template_routes=tuple(v for v in templates if split_route(v)[0] is not None),
+        tokenizer_routes=tuple(v for v in toks if split_route(v)[0] is not None),
+        chunkings=chunks,
+        old_pythonpath=split_pythonpath(old_pythonpath),
+        new_pythonpath=split_pythonpath(new_pythonpath),
+        **plain,
     )
 
 
@@ -155,7 +262,7 @@ _BUILT: dict[RunSpec, Any] = {}
 
 
 def config_for(spec: Any) -> Any:
-    """The built :class:`replay.pipeline.AuditConfig` of ``spec``, once per process (a cache keyed
+    """The built :class:`AuditConfig` of ``spec``, once per process (a cache keyed
     by the spec). An AuditConfig given as ``spec`` is returned as it is (a library caller that
     built its own renderer objects; such a config runs in this process only)."""
     if not isinstance(spec, RunSpec):

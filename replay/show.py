@@ -338,7 +338,7 @@ def _smallest(con: Any, shown: Shown, ex: dict[str, Any], spec: Any, meta: dict[
     from replay.pipeline import ParserResolver, prompt_opens_reasoning
     from replay.prepare import openai_tools
     from replay.runspec import config_for
-    from replay.stream import ChunkingError, split
+    from replay.report.exemplars import cut_at
 
     xid = ex["exchange_id"]
     pick = _rows(con, "SELECT \"check\", chunking, new_deltas, old_wrong, new_wrong FROM verdict_pairs WHERE exchange_id = ? AND chunking NOT IN ('parse', 'render') "
@@ -360,21 +360,25 @@ def _smallest(con: Any, shown: Shown, ex: dict[str, Any], spec: Any, meta: dict[
         cls = getattr(sides, side)
         tools = openai_tools(ex.get("route"), orjson.loads(ex["request_json"]).get("tools"))
         text = ex["server_output_text"]
-        deltas = split(text, chunking, markers=sides.cut_markers(side), steps=ex.get("server_steps"), tokenizer=cfg.tokenizer)
+        stored = _rows(con, "SELECT delta_lengths FROM streams WHERE exchange_id = ? AND side = ? AND chunking = ?", [xid, side, chunking])
+        lengths = stored[0]["delta_lengths"] if stored else None
+        if lengths is None:
+            shown.add(title, ["no delta lengths stored for this chunking (a run written before replay stored them: re-run `replay stream`)"])
+            return
+        try:
+            deltas = cut_at(text, list(lengths))  # the cut the replay made (streams.delta_lengths), not cut again
+        except ValueError as exc:  # lengths that do not cover the completion
+            shown.add(title, [f"deltas not shown: {exc}"])
+            return
         opens = prompt_opens_reasoning(ex.get("server_prompt"))
         from replay.stream import new_parser
 
         expected = new_parser(sides.reference, tools, reasoning_open=opens).parse(text)
         k, why = where_it_went_wrong(cls, tools, deltas, expected, reasoning_open=opens)
-    except ChunkingError as exc:
-        shown.add(title, [f"cannot cut the completion again: {exc}"])
-        return
     except Exception as exc:  # noqa: BLE001 - a plugin that no longer loads here
         shown.add(title, [f"cannot replay here: {type(exc).__name__}: {exc}"])
         return
     lines = [f"expected (reference whole-text parse): {_calls_text([{'index': c.index if hasattr(c, 'index') else i, 'name': c.name, 'arguments': red(c.arguments)} for i, c in enumerate(expected.calls)])}"]
-    if len(deltas) != p["new_deltas"] and side == "new":
-        lines.append(f"(cut again here into {len(deltas)} deltas; the replay fed {p['new_deltas']})")
     shown_deltas = deltas if len(deltas) <= 80 else None
     for i, d in enumerate(deltas):
         if shown_deltas is None and not (k is not None and abs(i - k) <= 5) and i >= 5:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from replay.remote import RemoteRender, WorkerError  # noqa: F401  (part of this module's API)
 from replay.worker import PROTOCOL, dumps, loads
 
 #: Seconds a worker may take to start and resolve its specs (importing a framework such as vLLM
@@ -60,11 +61,6 @@ MAX_INCIDENTS = 20
 class SideError(ValueError):
     """A side that cannot be used: its interpreter does not run, its worker does not start, or its
     serializer/parser spec does not resolve in that interpreter. The message names the option."""
-
-
-class WorkerError(Exception):
-    """One exchange a worker could not answer (it crashed or hung on it, or answered with an
-    error for the whole item); the message is what goes on that exchange's rows as is."""
 
 
 @dataclass(frozen=True)
@@ -162,32 +158,6 @@ def side_specs(cfg: Any) -> dict[str, SideSpec]:
         "new": SideSpec("new", cfg.new_serializer, cfg.new_parser, cfg.new_python, tuple(cfg.new_pythonpath), render("new")),
         "reference": SideSpec("reference", cfg.reference_serializer, cfg.reference_parser),
     }
-
-
-@dataclass
-class RemoteRender:
-    """One side's ``renders`` row as its worker rendered it (operation ``render``), and the prompt
-    text when the worker was asked for it (``prompt``: the run compares token ids).
-
-    :meth:`finish` is what :func:`replay.render.exchange.render_rows` does with it."""
-
-    row: dict[str, Any]
-    prompt: str | None = None
-
-    def finish(self, xid: str, side: str, id_tok: Any, ids_sha: Any, *, is_reference: bool) -> tuple[dict[str, Any], list[int] | None]:
-        """``(row, token ids or None)``: the worker's row with this exchange's id and side, and,
-        when the run compares token ids (``id_tok``: the reference encoder's tokenizer), the
-        prompt's ids in that vocabulary with their SHA-256 (``ids_sha``) and, as in process, the
-        ids' count as ``prompt_tokens`` when the side has no tokenizer of its own or renders with
-        the reference's renderer (``is_reference``)."""
-        row = {**self.row, "exchange_id": xid, "side": side}
-        if id_tok is None or self.prompt is None or row.get("error"):
-            return row, None
-        ids = id_tok.ids(self.prompt)
-        row["prompt_ids_sha256"] = ids_sha(ids)
-        if is_reference or row.get("prompt_tokens") is None:
-            row["prompt_tokens"] = len(ids)
-        return row, ids
 
 
 def _python_version(python: str | os.PathLike) -> tuple[int, int] | None:

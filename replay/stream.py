@@ -165,6 +165,31 @@ def check_chunking(chunking: str, *, tokenizer: Any = None) -> None:
     split("ab", chunking, steps=["a", "b"], tokenizer=tokenizer)
 
 
+#: The chunking names an option accepts, for messages.
+CHUNKING_FORMS = "comma-separated names: recorded, whole, char, char-raw, token, fixed-N, random-SEED, split-K, split-all"
+
+
+def parse_chunkings(value: str) -> tuple[str, ...]:
+    """``--chunkings`` text -> the chunking names, in order. Raises :class:`ChunkingError` for an
+    empty list, an empty name (both silently meant the defaults once) or an unknown name.
+    ``token`` (which needs a tokenizer, checked with it: :func:`replay.runspec.spec_from_options`)
+    and ``split-all`` (every ``split-K``: :data:`replay.pipeline.SPLIT_ALL`) are accepted as
+    names."""
+    names = tuple(c.strip() for c in value.split(","))
+    if not any(names):
+        raise ChunkingError(f"empty; expected {CHUNKING_FORMS} (omit the option for the defaults)")
+    for name in names:
+        if not name:
+            raise ChunkingError(f"{value!r} has an empty name; expected {CHUNKING_FORMS}")
+        if name in ("token", "split-all"):
+            continue
+        try:
+            check_chunking(name)
+        except ChunkingError:
+            raise ChunkingError(f"unknown chunking {name!r}; expected {CHUNKING_FORMS}") from None
+    return names
+
+
 def two_way_splits(text: str, markers: Sequence[str] = ()) -> Iterator[tuple[int, list[str]]]:
     """Every two-way split of ``text``: ``(k, [text[:k], text[k:]])`` for each cut ``k`` (chars,
     ``0 < k < len(text)``) that is not strictly inside a marker occurrence."""

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - exercised in the worker's bare venv
     orjson = None  # type: ignore[assignment]
 import json
 
-from replay.plugins import is_plugin_spec, load_object
+from replay.resolve import resolve_spec
 
 __all__ = [
     "SERIALIZERS",
@@ -351,17 +351,22 @@ def get_serializer(spec: str) -> Serializer:
     :class:`UnknownSerializerError` when the loaded object is not callable. A plugin's result is
     checked on each call: not a dict raises ``TypeError``.
     """
-    if spec in SERIALIZERS:
-        return SERIALIZERS[spec]
-    if is_plugin_spec(spec):
-        obj = load_object(spec)
-        if not callable(obj):
-            raise UnknownSerializerError(f"{spec!r}: {type(obj).__name__} object is not callable")
-        return obj if obj in SERIALIZERS.values() else _checked(spec, obj)
-    raise _UnknownSerializerName(
-        f"unknown serializer {spec!r}: built-ins are {', '.join(SERIALIZERS)}; "
-        "or give a plugin as 'module:attr' or 'path/to/file.py:attr'"
+    return resolve_spec(
+        spec,
+        builtin=SERIALIZERS.get,
+        plugin=_plugin_serializer,
+        unknown=lambda s: _UnknownSerializerName(
+            f"unknown serializer {s!r}: built-ins are {', '.join(SERIALIZERS)}; "
+            "or give a plugin as 'module:attr' or 'path/to/file.py:attr'"
+        ),
     )
+
+
+def _plugin_serializer(spec: str, obj: Any) -> Serializer:
+    """A loaded plugin object as a serializer (its results checked on each call)."""
+    if not callable(obj):
+        raise UnknownSerializerError(f"{spec!r}: {type(obj).__name__} object is not callable")
+    return obj if obj in SERIALIZERS.values() else _checked(spec, obj)
 
 
 # --------------------------------------------------------------------------- TOOLS row

@@ -88,6 +88,35 @@ def test_a_pool_process_that_dies_costs_its_batch_not_the_audit(tmp_path: Path) 
     assert by[("x5", "old", "whole")]["calls_streamed"] == 2
 
 
+def test_pool_restarts_and_failed_batches_reach_run_json_and_the_report(tmp_path: Path) -> None:
+    """The same killer through `replay audit --jobs 2`: run.json says the re-stream stage's pool
+    lost a process, ran the batches then in flight again alone, and one (x0, x1) failed again;
+    report.md says so in one sentence; the render stage (no parse there) lost nothing."""
+    plugin = tmp_path / "killer.py"
+    plugin.write_text(
+        "import os\n"
+        "from replay.parsers.hermes import HermesParser\n"
+        "class Killer(HermesParser):\n"
+        "    def parse(self, text):\n"
+        "        if 'boom' in text: os._exit(3)\n"
+        "        return super().parse(text)\n"
+    )
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    out = tmp_path / "run"
+    res = invoke("audit", capture, "--out", out, "-q", "--chunkings", "whole", "--old-parser", f"{plugin}:Killer", "--jobs", "2", "--batch-rows", "2")
+    assert res.exit_code == 0, res.output
+    meta = json.loads((out / "run.json").read_text())
+    stream = meta["executors"]["stream"]
+    assert (stream["engine"], stream["jobs"], stream["batches_failed"]) == ("pool", 2, 1)
+    assert stream["pool_restarts"] >= 1 and 1 <= stream["batches_retried"] <= 3  # the batches in flight when it broke
+    assert meta["executors"]["render"] == {"engine": "pool", "jobs": 2, "pool_restarts": 0, "batches_retried": 0, "batches_failed": 0}
+    report = (out / "report.md").read_text()
+    assert (
+        f"The re-stream stage's pool of 2 processes lost a process {stream['pool_restarts']} time{'s' if stream['pool_restarts'] != 1 else ''}: "
+        f"{stream['batches_retried']} batch{'es' if stream['batches_retried'] != 1 else ''} run again alone; 1 batch failed again and its rows carry the error"
+    ) in report
+
+
 def test_an_interrupted_stage_resumes_from_its_parts(tmp_path: Path) -> None:
     """The re-stream stage stopped after its first batch: a rerun with the same spec runs only
     the batches without parts and writes the table a run without interruption writes; another

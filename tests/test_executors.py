@@ -97,3 +97,62 @@ def test_the_default_path_does_not_import_ray() -> None:
     code = "import sys, replay.cli, replay.audit, replay.pipeline, replay.executors; assert 'ray' not in sys.modules, 'ray imported'"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-1000:]
+
+
+def _planted(fault: str):
+    """The re-stream stage's function with a planted fault on the batch holding ``agent-02``:
+    ``raise`` raises (every time), ``exit`` kills the Ray worker process. Defined here, so Ray
+    pickles it by value to its workers."""
+    from replay.pipeline import STREAM, Stage
+
+    def function(batch, spec):
+        if "agent-02" in batch.column("exchange_id").to_pylist():
+            if fault == "raise":
+                raise RuntimeError("planted fault")
+            import os
+
+            os._exit(3)
+        return STREAM.function(batch, spec)
+
+    return Stage(STREAM.name, function, STREAM.columns, STREAM.tables)
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("raise", "WorkerError: the Ray task failed on this batch of 4 exchanges, twice (RuntimeError: planted fault)"),
+    ("exit", "WorkerError: the Ray worker process died on this batch of "),
+])
+def test_a_ray_task_that_fails_costs_its_batch_not_the_audit(ray, tmp_path: Path, fault: str, message: str) -> None:
+    """A batch whose function fails twice (a raise, or a dead worker process after Ray's retry)
+    gets rows carrying the error, as a pool process that died twice does; every other batch's
+    rows are those of the local driver, and the failure is counted for run.json."""
+    from replay.executors import RayEngine
+
+    local = _ingested(tmp_path, "local")
+    cfg = build_config(RunSpec(batch_rows=4))
+    validate_specs(cfg)
+    run_stage(local, STREAM, cfg)
+    on_ray = _ingested(tmp_path, "ray")
+    ids = pq.read_table(on_ray / "exchanges.parquet", columns=["exchange_id"]).column("exchange_id").to_pylist()
+    k = ids.index("agent-02") // 4
+    bad = set(ids[4 * k : 4 * k + 4])  # the batch of 4 holding agent-02
+    engine = RayEngine(num_cpus=2)
+    got = engine.run_stage(on_ray, _planted(fault), cfg)
+    engine.close()
+    rows = _rows(on_ray, "streams")
+    want = _rows(local, "streams")
+    assert {r["exchange_id"] for r in rows} == {r["exchange_id"] for r in want}
+    lost = {r["exchange_id"] for r in rows if (r["error"] or "").startswith("WorkerError")}
+    if fault == "raise":  # the batch alone
+        assert lost == bad & {r["exchange_id"] for r in want if r["side"] == "old"}
+        assert cfg.executor_stats["stream"] == {"engine": "ray", "batches_failed": 1}
+    else:  # Ray drops the dead task's whole output: its block may hold more batches than the planted one
+        assert bad & {r["exchange_id"] for r in want if r["side"] == "old"} <= lost
+        in_lost = [i for i in ids if i in lost or i in bad]
+        assert cfg.executor_stats["stream"]["batches_failed"] >= 1
+        bad = set(in_lost)
+    assert [r for r in rows if r["exchange_id"] not in bad] == [r for r in want if r["exchange_id"] not in bad]
+    failed = [r for r in rows if r["exchange_id"] in bad]
+    replays = [r for r in failed if r["side"] in ("old", "new")]
+    assert replays and all(r["error"].startswith(message) for r in replays), {r["error"] for r in replays}
+    assert all(r["error"] is None for r in failed if r["side"] == "reference")  # the built-in reference parse, made where the rows are
+    assert got["streams"] == len(rows)

@@ -279,3 +279,23 @@ def test_an_answer_that_is_not_json_is_that_exchanges_error(tmp_path: Path) -> N
         assert w.restarts == 0
     finally:
         w.close()
+
+
+def test_worker_restarts_in_pool_processes_reach_run_json_and_the_report(tmp_path: Path) -> None:
+    """With --jobs 2 over batches of 2 exchanges, the side's workers run in the pool processes
+    (one per process): the crash on x1, recorded by the process that had x1's batch, is in
+    run.json and report.md as for --jobs 1. That process restarts its worker when it next needs
+    it: for a later batch if it gets one (the pool decides), so 0 or 1 restart."""
+    body = "if 'boom' in text: os._exit(3)"
+    out = _audit(tmp_path, "--old-python", PY, "--old-parser", _plugin(tmp_path, body), "--jobs", "2", "--batch-rows", "2")
+    by = _old_rows(out)
+    assert all(r["error"].startswith("WorkerError: the worker exited (exit code 3)") for r in by["x1"]), by["x1"]
+    assert all(r["error"] is None for xid in ("x0", "x2", "x3") for r in by[xid])
+    meta = json.loads((out / "run.json").read_text())
+    old = meta["sides"]["old"]
+    assert [i["exchange_id"] for i in old["incidents"]] == ["x1"] and old["restarts"] in (0, 1)
+    assert 1 <= old["pool_processes"] <= 2
+    assert meta["executors"]["stream"] == {"engine": "pool", "jobs": 2, "pool_restarts": 0, "batches_retried": 0, "batches_failed": 0}
+    report = (out / "report.md").read_text()
+    said = "restarted 1 time" if old["restarts"] == 1 else "1 incident"
+    assert f"as a worker process; {said} (first: exchange `x1`: the worker exited" in report

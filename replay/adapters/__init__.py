@@ -18,7 +18,7 @@ class (:func:`adapt`); its ``parse``/``feed``/``finish`` make the calls the fram
 server makes for a non-streaming response, for each streamed step, and at the end of the stream
 (each framework module's docstring cites the server code it mirrors). Its ``name`` is the
 built-in family the framework parser implements (``sglang/qwen25`` -> ``hermes``), found through
-the aliases in :data:`replay.parsers.PARSERS`, so that such a side replaces only that family's
+the aliases in :data:`replay.parsers.registry.PARSERS`, so that such a side replaces only that family's
 parser; a framework parser of no known family gets the name ``<framework>.<name>`` and replaces
 every family's. Its ``markers`` are that family's (both sides then cut a completion alike), or the
 framework parser's own start and end tokens when it has no family.
@@ -35,9 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replay.parsers.base import ToolCall
+from replay.plugins import FRAMEWORK_PREFIXES, is_framework_spec  # noqa: F401  (is_framework_spec: part of this package's API)
 
-#: Shorthand prefixes -> framework module names in this package.
-PREFIXES = {"sglang/": "sglang", "vllm/": "vllm", "trtllm/": "trtllm"}
+#: Shorthand prefixes -> framework module names in this package (the spec syntax lives with the
+#: other side-spec forms, in :mod:`replay.plugins`).
+PREFIXES = FRAMEWORK_PREFIXES
 
 
 class AdapterError(ValueError):
@@ -111,11 +113,6 @@ class PlainRequest:
     model: str = "replay"
 
 
-def is_framework_spec(spec: str) -> bool:
-    """True when ``spec`` is a framework shorthand (``sglang/qwen25``, ``vllm/hermes``)."""
-    return any(spec.startswith(p) and len(spec) > len(p) for p in PREFIXES)
-
-
 def resolve(spec: str) -> type:
     """The adapter class for a shorthand spec ``<framework>/<name>``.
 
@@ -184,8 +181,8 @@ def adapt(obj: Any, spec: str = "") -> type | None:
 
 def family_class(*names: str) -> type | None:
     """The built-in parser class for the first of ``names`` that is a built-in name or alias
-    (:data:`replay.parsers.PARSERS` holds vLLM's and SGLang's names for each family), or None."""
-    from replay.parsers import PARSERS
+    (:data:`replay.parsers.registry.PARSERS` holds vLLM's and SGLang's names for each family), or None."""
+    from replay.parsers.registry import PARSERS
 
     for name in names:
         cls = PARSERS.get(str(name).strip().lower())

@@ -312,7 +312,7 @@ class VLLMAdapter:
             return load_tokenizer(path)
         if cls.markers:
             return marker_tokenizer(tuple(cls.markers))
-        from replay.parsers import families
+        from replay.parsers.registry import families
 
         return marker_tokenizer(tuple(dict.fromkeys(m for f in families() for m in f.markers)))
 

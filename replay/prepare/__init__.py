@@ -27,7 +27,7 @@ from replay.errors import UnknownNameError
 import inspect
 from typing import Any, Callable
 
-from replay.plugins import is_plugin_spec, load_object
+from replay.resolve import resolve_spec
 from replay.prepare.as_sent import AsSentPreparer
 from replay.prepare.base import Prepared, PrepareError, Preparer, openai_tools
 from replay.prepare.sglang import SglangPreparer
@@ -81,22 +81,29 @@ def get_preparer(spec: str | None) -> Any:
     Raises :class:`UnknownPreparerError` for an unknown name or a plugin object that is neither
     a class with ``prepare`` nor a function, :class:`replay.plugins.PluginError` when a plugin
     cannot be loaded."""
-    spec = spec or DEFAULT_PREPARER
-    if spec in PREPARERS:
-        return PREPARERS[spec]()
-    if is_plugin_spec(spec):
-        obj = load_object(spec)
-        if inspect.isclass(obj) and hasattr(obj, "prepare"):
-            inst = obj()
-            if not hasattr(inst, "content_format"):
-                inst.content_format = lambda template: "string"  # type: ignore[attr-defined]
-            if not hasattr(inst, "name"):
-                inst.name = f"plugin:{spec}"  # type: ignore[attr-defined]
-            return inst
-        if callable(obj):
-            return FunctionPreparer(spec, obj)
-        raise UnknownPreparerError(f"{spec!r}: {type(obj).__name__} object is neither a preparer class nor a function")
-    raise _UnknownPreparerName(f"unknown preparer {spec!r}: built-ins are {', '.join(PREPARERS)}; or give a plugin as 'module:attr' or 'path/to/file.py:attr'")
+    return resolve_spec(
+        spec or DEFAULT_PREPARER,
+        builtin=lambda s: PREPARERS[s]() if s in PREPARERS else None,
+        plugin=_plugin_preparer,
+        unknown=lambda s: _UnknownPreparerName(
+            f"unknown preparer {s!r}: built-ins are {', '.join(PREPARERS)}; or give a plugin as 'module:attr' or 'path/to/file.py:attr'"
+        ),
+    )
+
+
+def _plugin_preparer(spec: str, obj: Any) -> Any:
+    """A loaded plugin object as a preparer: a class with ``prepare`` (instantiated), or a function
+    ``fn(route, request)`` (:class:`FunctionPreparer`)."""
+    if inspect.isclass(obj) and hasattr(obj, "prepare"):
+        inst = obj()
+        if not hasattr(inst, "content_format"):
+            inst.content_format = lambda template: "string"  # type: ignore[attr-defined]
+        if not hasattr(inst, "name"):
+            inst.name = f"plugin:{spec}"  # type: ignore[attr-defined]
+        return inst
+    if callable(obj):
+        return FunctionPreparer(spec, obj)
+    raise UnknownPreparerError(f"{spec!r}: {type(obj).__name__} object is neither a preparer class nor a function")
 
 
 class _UnknownPreparerName(UnknownPreparerError, UnknownNameError):

@@ -266,10 +266,10 @@ def render_rows(
     given, each side's prompt text is put there by side (``replay show`` re-renders one exchange;
     the stage keeps only hashes). ``sides``: the sides to render (an out-of-process side's worker
     renders its own alone: no ``served`` row then). ``pre[side]`` may also be a
-    :class:`replay.sides.RemoteRender`: that side's row as its worker rendered it, taken as is
+    :class:`replay.remote.RemoteRender`: that side's row as its worker rendered it, taken as is
     (plus this run's token-id comparison). Never raises: a side's failure is its row's ``error``.
     """
-    from replay.sides import RemoteRender, WorkerError
+    from replay.remote import RemoteRender, WorkerError
 
     plan = render_plan(cfg)
     xid = ex["exchange_id"]

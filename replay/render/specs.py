@@ -14,6 +14,7 @@ A spec names one renderer:
 from __future__ import annotations
 
 from replay.errors import UnknownNameError
+from replay.resolve import resolve_spec
 
 import datetime as _dt
 import re
@@ -44,25 +45,33 @@ def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> An
     :class:`replay.plugins.PluginError` for a plugin) for an unknown spec or one that cannot be
     loaded, ImportError when the encoder's package is not installed.
     """
-    spec = spec.strip()
-    if spec == "json-tools":
-        from replay.render.json_tools import JsonToolsRenderer
+    def builtin(spec: str) -> Any:
+        if spec == "json-tools":
+            from replay.render.json_tools import JsonToolsRenderer
 
-        return JsonToolsRenderer()
-    if spec == "harmony":
-        from replay.render.harmony import HarmonyRenderer
+            return JsonToolsRenderer()
+        if spec == "harmony":
+            from replay.render.harmony import HarmonyRenderer
 
-        return HarmonyRenderer(date=date)
-    if spec == "mistral-common" or spec.startswith("mistral-common:"):
-        from replay.render.mistral import DEFAULT_VERSION, MistralCommonRenderer
+            return HarmonyRenderer(date=date)
+        if spec == "mistral-common" or spec.startswith("mistral-common:"):
+            from replay.render.mistral import DEFAULT_VERSION, MistralCommonRenderer
 
-        version = spec.partition(":")[2] or DEFAULT_VERSION
-        return MistralCommonRenderer(version)
-    if ":" in spec:
+            version = spec.partition(":")[2] or DEFAULT_VERSION
+            return MistralCommonRenderer(version)
+        return None
+
+    def encoder(spec: str, fn: Any) -> Any:
         from replay.render.encoder import EncoderRenderer
 
-        return EncoderRenderer(spec)
-    raise UnknownNameError(
-        f"unknown renderer {spec!r}: use json-tools, harmony, mistral-common[:VERSION], "
-        "or a checkpoint's encoder as path/to/encoding.py:function or module:function"
+        return EncoderRenderer(spec, fn=fn)  # raises ValueError when fn is not callable
+
+    return resolve_spec(
+        spec.strip(),
+        builtin=builtin,
+        plugin=encoder,
+        unknown=lambda s: UnknownNameError(
+            f"unknown renderer {s!r}: use json-tools, harmony, mistral-common[:VERSION], "
+            "or a checkpoint's encoder as path/to/encoding.py:function or module:function"
+        ),
     )

@@ -328,6 +328,38 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
                 f"Most common error: `{_short(first)}` (all in `streams.error`)."
             )
     out.extend(_side_lines(meta.get("sides") or {}))
+    out.extend(executor_lines(meta.get("executors") or {}))
+    return out
+
+
+_STAGE_TABLE = {"render": ("render", "renders"), "stream": ("re-stream", "streams")}
+
+
+def executor_lines(executors: dict[str, Any]) -> list[str]:
+    """A sentence per stage whose executor lost a process or a batch (``run.json`` ``executors``:
+    :func:`replay.audit.executor_meta`): the pool's restarts, the batches run again alone and
+    those that failed again, whose rows carry the error; on Ray, the batches whose task failed
+    after its retry. Nothing for a stage that went through cleanly."""
+    out = []
+    for stage, s in executors.items():
+        if not isinstance(s, dict):
+            continue
+        label, table = _STAGE_TABLE.get(stage, (stage, stage))
+        failed = s.get("batches_failed") or 0
+        where = f"(`replay query --sql \"SELECT * FROM {table} WHERE error LIKE 'WorkerError%'\"`)"
+        rows = "its rows carry" if failed == 1 else "their rows carry"
+
+        def batches(n: int | None) -> str:
+            return f"{n or 0:,} batch" + ("" if n == 1 else "es")
+
+        if s.get("engine") == "pool" and s.get("pool_restarts"):
+            tail = f"; {batches(failed)} failed again and {rows} the error {where}" if failed else ", and each went through"
+            out.append(
+                f"The {label} stage's pool of {s.get('jobs')} processes lost a process {_n(s['pool_restarts'], 'time')}: "
+                f"{batches(s.get('batches_retried'))} run again alone{tail}."
+            )
+        elif s.get("engine") == "ray" and failed:
+            out.append(f"On Ray, the {label} stage failed on {batches(failed)} after a retry: {rows} the error {where}.")
     return out
 
 
@@ -342,7 +374,7 @@ def _side_lines(sides: dict[str, Any]) -> list[str]:
         restarts = m.get("restarts") or 0
         incidents = m.get("incidents") or []
         if restarts or incidents:
-            line += f"; restarted {_n(restarts, 'time')}"
+            line += f"; restarted {_n(restarts, 'time')}" if restarts else f"; {_n(len(incidents), 'incident')}"
             if incidents:
                 first = incidents[0]
                 line += f" (first: exchange `{first.get('exchange_id')}`: {_short(first.get('error'))})"
