@@ -27,7 +27,8 @@ from replay.capture import discover, ingest
 from replay.capture.files import file_size
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
-from replay.pipeline import RENDER, STREAM, AuditConfig, chunking_plan, count_exchanges, release_memory, run_render, run_stream, validate_specs
+from replay.memory import release_memory
+from replay.pipeline import RENDER, STREAM, AuditConfig, chunking_plan, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
 from replay.pool import close_pools

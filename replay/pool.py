@@ -106,9 +106,9 @@ def _worker_counts(spec: Any) -> tuple[int, dict[str, dict[str, Any]]]:
 def _call(function: Callable[[Any, Any], dict[str, Any]], batch: Any, spec: Any) -> tuple[dict[str, Any], tuple[int, dict[str, Any]]]:
     """Run ``function(batch, spec)`` in a pool process (``function`` pickles by reference); return
     its tables with this process's side-worker counts (:func:`_worker_counts`). Afterwards give
-    what the batch freed back to the OS (:func:`replay.pipeline.release_memory`): the pool
+    what the batch freed back to the OS (:func:`replay.memory.release_memory`): the pool
     processes count toward the audit's peak RSS."""
-    from replay.pipeline import release_memory
+    from replay.memory import release_memory
 
     try:
         got = function(batch, spec)
