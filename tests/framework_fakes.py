@@ -243,3 +243,15 @@ class MiniVLLM:
         if not new_content and not deltas:
             return None
         return SimpleNamespace(content=new_content or None, tool_calls=deltas)
+
+
+class QuietVLLM(MiniVLLM):
+    """A planted fault: keeps each call in ``prev_tool_call_arr`` (as vLLM parsers do) but streams
+    no tool-call delta for it, only content; vLLM's server then ends the stream with
+    ``finish_reason: tool_calls`` and the client holds no call."""
+
+    def extract_tool_calls_streaming(self, *args: Any, **kwargs: Any) -> Any:
+        got = super().extract_tool_calls_streaming(*args, **kwargs)
+        if got is None or not got.tool_calls:
+            return got
+        return SimpleNamespace(content=got.content, tool_calls=[]) if got.content else None

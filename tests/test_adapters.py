@@ -377,6 +377,43 @@ def test_vllm_call_sequence_and_token_ids(vllm_cls):
     assert [(c.index, c.name) for c in events[2].calls] == [(0, "get_weather")]
 
 
+def test_vllm_finish_reason_is_the_servers_own(vllm_cls):
+    """vLLM 0.11's finishing chunk says ``tool_calls`` when the parser's ``prev_tool_call_arr``
+    holds a call, else ``stop``, whatever was streamed: a parser that keeps a call there and
+    streams none (QuietVLLM) leaves the client with no call and ``finish_reason: tool_calls``."""
+    p = vllm_cls(TOOLS)
+    for d in ("Hi ", CALL, " ok"):
+        p.feed(d)
+    assert p.finish().finish_reason == "tool_calls"
+    p = vllm_cls(TOOLS)
+    for d in ("Hi ", "there"):
+        p.feed(d)
+    assert p.finish().finish_reason == "stop"
+    quiet = get_parser(f"{FAKES}:QuietVLLM")
+    got = replay_stream(quiet, TOOLS, ["Hi ", CALL, " ok"])
+    assert (got.content, got.calls, got.finish_reason) == ("Hi  ok", [], "tool_calls")
+    assert replay_stream(quiet, TOOLS, ["Hi ", CALL], finish_reason="length").finish_reason == "length"  # the capture's own wins
+
+
+@pytest.mark.parametrize("where", ["in process", "worker"])
+def test_vllm_own_finish_reason_reaches_the_verdicts(vllm_cls, tmp_path, where):
+    """QuietVLLM as the new side, here and in a worker (``--new-python``): each reliable exchange
+    with calls of the coding agent (3: turns 1, 2, 3; 4-6 are unreliable, 7 has none) is broken on
+    finish-reason (tool_calls with no call) and on dropped-call; the old built-in side is right."""
+    from replay.sql import connect, run_query
+
+    worker = ["--new-python", sys.executable] if where == "worker" else []
+    out, result = _audit(tmp_path, "--new-parser", f"{FAKES}:QuietVLLM", "--chunkings", "whole,char", *worker)
+    assert result.exit_code == 0, result.output
+    rows = {r["check"]: r for r in run_query(connect(out), "verdicts").to_pylist()}
+    for check in ("finish-reason", "dropped-call"):
+        assert (rows[check]["broken"], rows[check]["same-ok"], rows[check]["unreliable"]) == (3, 1, 3), check
+    reasons = connect(out).execute(
+        "SELECT DISTINCT finish_reason FROM streams WHERE side = 'new' AND chunking <> 'parse' AND calls_whole > 0"
+    ).fetchall()
+    assert reasons == [("tool_calls",)]
+
+
 def test_vllm_last_step_tool_delta_is_replaced_by_the_remaining_arguments(vllm_cls):
     # the call completes in the last step: vLLM replaces that step's delta (name and arguments)
     # by json.dumps(prev_tool_call_arr[-1]["arguments"]) minus what was streamed before it

@@ -46,6 +46,12 @@ the text is content):
   prev_tool_call_arr[index].get("arguments", {}), ensure_ascii=False)`` with the first occurrence
   of ``streamed_args_for_tool[index]`` (less the length of the step's own first arguments
   fragment) removed. Content in the replaced delta is lost, as on the server;
+- the finishing chunk's ``finish_reason``: ``tool_calls`` when ``len(prev_tool_call_arr) > 0``
+  (``auto_tools_called``), else the engine's (``stop`` at a natural end), whatever was streamed;
+  ``finish()`` reports it as the side's own (a ``finish_reason`` attribute on what it returns,
+  which :func:`replay.stream.replay_stream` and the worker hand to the client assembly; the
+  capture's own ``length`` wins for a truncated capture), so that a parser that keeps a call in
+  ``prev_tool_call_arr`` and streams none of it is a ``finish-reason`` fault, as its clients see it;
 - non-stream: ``extract_tool_calls(text, request)``; with ``tools_called`` the response has its
   ``content`` and ``tool_calls``; without, the text as content, or the parser's ``content`` when
   that is non-empty.
@@ -432,13 +438,22 @@ class VLLMAdapter:
             pending, self._pending = self._pending, None
             return self._step_033(pending or "", "stop")
         message, self._held = self._held, None
+        parser = self._parser
+        out = self._finish_011(message, parser)
+        # chat_completion_stream_generator: finish_reason=output.finish_reason if not
+        # auto_tools_called else "tool_calls", auto_tools_called = len(prev_tool_call_arr) > 0
+        out.finish_reason = "tool_calls" if len(getattr(parser, "prev_tool_call_arr", None) or ()) > 0 else "stop"  # type: ignore[attr-defined]
+        return out
+
+    def _finish_011(self, message: Any, parser: Any) -> StreamDelta:
+        """0.11's finishing delta: ``message`` (the held last step) as it is, or replaced by the
+        remaining-arguments delta when its first tool call carries arguments."""
         calls = getattr(message, "tool_calls", None) if message is not None else None
         first = calls[0] if calls else None
         fn = getattr(first, "function", None) if first is not None else None
         args = (fn.get("arguments") if isinstance(fn, dict) else getattr(fn, "arguments", None)) if fn is not None else None
         if args is None:
             return self._to_delta(message)
-        parser = self._parser
         called = len(parser.prev_tool_call_arr) > 0
         index = len(parser.prev_tool_call_arr) - 1 if called else 0
         expected = json.dumps(parser.prev_tool_call_arr[index].get("arguments", {}), ensure_ascii=False)
