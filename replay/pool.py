@@ -143,6 +143,19 @@ def close_pools() -> None:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _collect(futures: Iterable[Any], running: dict[Any, tuple[int, Any]], take: Callable[[Any], Any], orphans: list[tuple[int, Any]]) -> Iterator[tuple[int, Any, Any]]:
+    """Yield ``(key, batch, result)`` for each of ``futures`` (removed from ``running``) whose
+    process answered; append ``(key, batch)`` to ``orphans`` for each lost to a broken pool."""
+    for fut in futures:
+        key, batch = running.pop(fut)
+        try:
+            result = take(fut.result())
+        except BrokenProcessPool:
+            orphans.append((key, batch))
+            continue
+        yield key, batch, result
+
+
 def map_batches(
     function: Callable[[Any, Any], dict[str, Any]],
     batches: Iterable[tuple[int, Any]],
@@ -187,26 +200,12 @@ def map_batches(
                 return
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             orphans: list[tuple[int, Any]] = []
-            for fut in finished:
-                key, batch = running.pop(fut)
-                try:
-                    result = take(fut.result())
-                except BrokenProcessPool:
-                    orphans.append((key, batch))
-                    continue
-                yield key, batch, result
+            yield from _collect(finished, running, take, orphans)
             if not orphans:
                 continue
             # a process died and broke the pool: the batches still in flight end at once, each
             # with its result or BrokenProcessPool; those without one are run again, one by one
-            for fut in list(running):
-                key, batch = running.pop(fut)
-                try:
-                    result = take(fut.result())
-                except BrokenProcessPool:
-                    orphans.append((key, batch))
-                    continue
-                yield key, batch, result
+            yield from _collect(list(running), running, take, orphans)
             _KEPT.pop((spec, jobs), None)
             pool.shutdown(wait=True, cancel_futures=True)
             stats.restarts += 1

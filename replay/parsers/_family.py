@@ -52,13 +52,6 @@ CHAIN = "\x00chain"
 _WS = " \t\n\r"
 
 
-def _first_non_ws(text: str, pos: int) -> int:
-    n = len(text)
-    while pos < n and text[pos] in _WS:
-        pos += 1
-    return pos
-
-
 def follows(got: tuple, chain: bool) -> str:
     """The pseudo-block that must follow a decided block ``got`` (a grammar's answer): its third
     item when it names one (a grammar with nested structure, such as the items of a DSML block),
@@ -91,7 +84,7 @@ def parse_blocks(
     calls: list[ToolCall] = []
     virtual = ""
     if head:
-        j = _first_non_ws(text, pos)
+        j = skip_ws(text, pos)
         content.append(text[pos:j])
         pos, virtual = j, HEAD
     while True:
@@ -595,7 +588,7 @@ class GrammarParser(StreamParser):
         buf = self._buf
         while True:
             if not self._mark and self._virtual == HEAD:
-                j = _first_non_ws(buf, 0)
+                j = skip_ws(buf, 0)
                 parts.append(buf[:j])
                 buf = buf[j:]
                 if not buf and not final:
