@@ -27,7 +27,7 @@ from replay.capture import discover, ingest
 from replay.capture.files import file_size
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
-from replay.memory import release_memory
+from replay.memory import arrow_without_pandas, release_memory
 from replay.pipeline import RENDER, STREAM, AuditConfig, chunking_plan, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
@@ -214,6 +214,7 @@ def audit(
     run_dir = Path(out)
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"--out {run_dir}: exists and is not a folder")
+    arrow_without_pandas()  # ingest's pa.array calls would import pandas (44 MiB) into this process
     try:
         validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
         files = discover(paths)
@@ -335,8 +336,10 @@ def _run(
     else:
         _write_state(run_dir, state)  # from here an interrupted audit can be resumed
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
+            # row groups of at most batch_rows exchanges: each stage batch is then one row group,
+            # which a pool process reads alone (replay.pipeline.batch_refs)
             stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.tokenizer,
-                           redact=hash_text, max_line_bytes=max_line_bytes, filters=filters)
+                           redact=hash_text, max_line_bytes=max_line_bytes, filters=filters, batch_rows=cfg.batch_rows)
         meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
         if filters is not None and filters.active:
             meta["filters"] = filters_meta(filters, stats)

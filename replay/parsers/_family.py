@@ -52,6 +52,19 @@ HEAD = "\x00head"
 CHAIN = "\x00chain"
 _WS = " \t\n\r"
 
+#: The kinds of a :data:`Region`'s text.
+CONTENT = "content"
+REASONING = "reasoning"
+DROP = "drop"
+
+#: A region: text streamed as it arrives, outside blocks: ``(kind, stops)``, ``kind`` one of
+#: :data:`CONTENT`, :data:`REASONING`, :data:`DROP` (framing, never shown), ``stops`` the markers
+#: that open the next block. The default region of a family is ``(CONTENT, STARTS)``; a grammar
+#: enters another by naming, as the pseudo-mark that follows a block (:func:`follows`), a key of
+#: the family's ``REGIONS`` (a Harmony message body, a Gemma 4 reasoning section). The region
+#: lasts up to its first stop marker; the block there decides what follows it.
+Region = tuple[str, tuple[str, ...]]
+
 
 def follows(got: tuple, chain: bool) -> str:
     """The pseudo-block that must follow a decided block ``got`` (a grammar's answer): its third
@@ -72,6 +85,9 @@ def parse_blocks(
     head: bool = False,
     chain: bool = False,
     grammar: Grammar | None = None,
+    first: str = "",
+    regions: dict[str, Region] | None = None,
+    reasoning: list[str] | None = None,
 ) -> tuple[str, list[ToolCall]]:
     """Whole-text parse of ``text[pos:]`` into ``(content, calls)``: text outside blocks is
     content, verbatim; a block starts at the first of ``starts`` and ``read`` decides it. The text
@@ -80,23 +96,31 @@ def parse_blocks(
     first non-whitespace character (the whitespace before it is content); ``chain``: a
     :data:`CHAIN` block is tried right after every block that gave calls; a reader's answer
     ``(end, calls, pseudo-mark)`` names the block that follows it (:func:`follows`). ``grammar``:
-    a :data:`Grammar` to call with ``final=True`` instead of ``read``."""
+    a :data:`Grammar` to call with ``final=True`` instead of ``read``. ``first``: the pseudo-mark
+    the text starts with (``head`` is ``first=HEAD``); ``regions``: the family's
+    :data:`Region` pseudo-marks, whose reasoning text is appended to ``reasoning``."""
     content: list[str] = []
     calls: list[ToolCall] = []
-    virtual = ""
-    if head:
+    sink = {CONTENT: content, REASONING: content if reasoning is None else reasoning, DROP: []}
+    default: Region = (CONTENT, starts)
+    region = default
+    virtual = HEAD if head else first
+    if virtual == HEAD:
         j = skip_ws(text, pos)
         content.append(text[pos:j])
-        pos, virtual = j, HEAD
+        pos = j
     while True:
+        if virtual and regions and virtual in regions:
+            region, virtual = regions[virtual], ""
         if virtual:
             s, mark = pos, virtual
         else:
-            s, mark = first_marker(text, starts, pos)
+            s, mark = first_marker(text, region[1], pos)
             if s < 0:
-                content.append(text[pos:])
+                sink[region[0]].append(text[pos:])
                 return "".join(content), calls
-            content.append(text[pos:s])
+            sink[region[0]].append(text[pos:s])
+            region = default
         got = read(text, s, mark) if grammar is None else grammar(text, s, mark, True)  # type: ignore[misc]
         pos, found = got[0], got[1]
         if found is None:
@@ -243,6 +267,17 @@ class MarkerWake:
         return i >= 0
 
 
+class EveryDelta(MarkerWake):
+    """The wake rule of a short block decided by its length (Gemma 4's ``<|channel>thought``
+    head): the grammar reads it again on every delta (each read costs at most the block's bound)."""
+
+    def __init__(self) -> None:
+        super().__init__((), 0)
+
+    def wake(self, buf: str, final: bool) -> bool:
+        return True
+
+
 class ValueScanner(Protocol):
     """An incremental extent scanner: :class:`~replay.parsers._jsonscan.JsonPrefix` (JSON) or
     :class:`~replay.parsers.pythonic.ListScan` (a Python list): ``feed(text) -> "more" | "done" |
@@ -341,7 +376,10 @@ class GrammarParser(StreamParser):
     * ``WAKE``: the markers whose arrival inside an open block may let :meth:`read` decide it
       (its end markers, or the markers that end its header); :meth:`wake` may give another rule;
     * :meth:`block_content`: the content of a block that is no call (verbatim by default);
-    * ``THINK`` / ``IMPLICIT_ENDS``: its reasoning tags (None: the family splits none off).
+    * ``THINK`` / ``IMPLICIT_ENDS``: its reasoning tags (None: the family splits none off);
+    * ``REGIONS``: the pseudo-marks of its :data:`Region` s (text streamed as content, reasoning or
+      dropped up to a stop marker: Harmony's message bodies, Gemma 4's reasoning sections), and
+      :meth:`first`, the pseudo-mark the body starts with.
 
     The whole-text parse is :func:`parse_blocks` with ``read(..., final=True)``. The stream keeps
     a settled position (the buffer holds only the undecided text): outside a block, content is
@@ -373,13 +411,22 @@ class GrammarParser(StreamParser):
     HEAD_BLOCK: ClassVar[bool] = False
     #: a :data:`CHAIN` block is tried right after every block that gave calls
     CHAIN_BLOCKS: ClassVar[bool] = False
+    #: the family's :data:`Region` pseudo-marks (none: all text outside blocks is content)
+    REGIONS: ClassVar[dict[str, Region]] = {}
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         self._reasoning_open = reasoning_open
         super().__init__(tools, self.splitter())
         self._mark = ""  # the open block's start marker or pseudo-mark ("" outside a block)
         self._wake: MarkerWake | None = None
-        self._virtual = HEAD if self.HEAD_BLOCK else ""  # the pseudo-block to try next
+        self._virtual = self.first()  # the pseudo-block (or region) to try next
+        self._default: Region = (CONTENT, self.STARTS)
+        self._region = self._default  # the region read outside blocks
+
+    def first(self) -> str:
+        """The pseudo-mark the body starts with: :data:`HEAD` with ``HEAD_BLOCK``, else none
+        (``""``); a family whose output starts inside a block or a region names it."""
+        return HEAD if self.HEAD_BLOCK else ""
 
     def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:  # pragma: no cover
         """The family's :data:`Grammar`: the block at ``text[s]`` (its start marker ``mark``)."""
@@ -391,9 +438,9 @@ class GrammarParser(StreamParser):
 
     def wake(self, mark: str) -> MarkerWake:
         """The rule for when an open block opened by ``mark`` (a start marker, or :data:`HEAD` /
-        :data:`CHAIN`) is read again (:class:`MarkerWake` on ``WAKE``, searched from just after
-        the start marker)."""
-        return MarkerWake(self.WAKE, 0 if mark in (HEAD, CHAIN) else len(mark))
+        :data:`CHAIN`, any pseudo-mark) is read again (:class:`MarkerWake` on ``WAKE``, searched
+        from just after the start marker)."""
+        return MarkerWake(self.WAKE, 0 if mark[:1] == "\x00" else len(mark))
 
     def splitter(self) -> Splitter:
         """The streaming reasoning splitter (``THINK``, ``IMPLICIT_ENDS``, ``reasoning_open``);
@@ -412,39 +459,53 @@ class GrammarParser(StreamParser):
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls: end tokens
         removed, reasoning split off, then the family's grammar over the body."""
         reasoning, body = self.split_whole(self.strip_end_tokens(text))
+        more: list[str] = [reasoning]
         content, calls = parse_blocks(
             body,
             self.STARTS,
             grammar=self.read,
             block_content=self.block_content,
-            head=self.HEAD_BLOCK,
             chain=self.CHAIN_BLOCKS,
+            first=self.first(),
+            regions=self.REGIONS,
+            reasoning=more,
         )
-        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
+        return ParseResult(content=content, calls=tuple(calls), reasoning="".join(more))
 
     def _drain(self, final: bool) -> StreamDelta:
         out = StreamDelta()
-        parts: list[str] = []
+        parts: list[str] = []  # content
+        thoughts: list[str] = []  # reasoning (regions of kind REASONING)
         buf = self._buf
         while True:
-            if not self._mark and self._virtual == HEAD:
-                j = skip_ws(buf, 0)
-                parts.append(buf[:j])
-                buf = buf[j:]
-                if not buf and not final:
-                    break
-                self._mark, self._virtual = HEAD, ""
-                self._wake = self.wake(HEAD)
-            elif not self._mark and self._virtual:
-                self._mark, self._virtual = self._virtual, ""
-                self._wake = self.wake(self._mark)
+            if not self._mark and self._virtual:
+                v = self._virtual
+                if v == HEAD:
+                    j = skip_ws(buf, 0)
+                    parts.append(buf[:j])
+                    buf = buf[j:]
+                    if not buf and not final:
+                        break
+                    self._mark, self._virtual = HEAD, ""
+                    self._wake = self.wake(HEAD)
+                elif v in self.REGIONS:
+                    self._region, self._virtual = self.REGIONS[v], ""
+                else:
+                    self._mark, self._virtual = v, ""
+                    self._wake = self.wake(v)
             if not self._mark:
-                i, mark = find_marker(buf, self.STARTS, final)
-                parts.append(buf[:i])
-                buf = buf[i:]
+                kind, stops = self._region
+                i, mark = find_marker(buf, stops, final)
+                if i:
+                    if kind == CONTENT:
+                        parts.append(buf[:i])
+                    elif kind == REASONING:
+                        thoughts.append(buf[:i])
+                    buf = buf[i:]
                 if not mark:
                     break
                 self._mark, self._wake = mark, self.wake(mark)
+                self._region = self._default
             assert self._wake is not None
             if not self._wake.wake(buf, final):
                 break
@@ -467,4 +528,6 @@ class GrammarParser(StreamParser):
             self._mark, self._wake = "", None
         self._buf = buf
         out.content = "".join(parts)
+        if thoughts:
+            out.reasoning = "".join(thoughts)
         return out

@@ -43,11 +43,13 @@ parser; the tests check that they agree under every chunking):
   else outside calls and reasoning, including a stray ``<tool_call|>`` or ``<|"|>``, is content,
   verbatim (vLLM strips the content before the first call and drops text after calls).
 
-Streaming: outside a block, text is emitted as soon as it cannot be the start of one of the
-markers acted upon (a held-back suffix); a reasoning section is streamed as it arrives (its first
-8 chars wait until the ``thought`` prefix is decided). A block is buffered and scanned once,
-incrementally, by :class:`ArgsScanner`; when decided, its call is sent in one tool-call delta (name
-once, arguments exactly the whole-text string), or its text as content.
+The grammar (:func:`read_block`, one function for both paths, on the engine of
+:class:`~replay.parsers._family.GrammarParser`): text outside blocks is content, streamed as soon
+as it cannot be the start of a marker acted upon; ``<|channel>`` and the ``thought`` head are a
+block that opens a reasoning region (streamed as it arrives up to ``<channel|>``); a call block
+is read again each time a ``<tool_call|>`` arrives (every decision before the end of the text needs
+one), and its call is sent in one tool-call delta (name once, arguments exactly the whole-text
+string), or its text is content.
 
 End tokens ``<turn|>`` and ``<eos>`` (``end_tokens``) are removed from the raw text in both paths.
 """
@@ -58,10 +60,9 @@ import json
 import math
 from typing import Any, ClassVar
 
-from replay.parsers._family import NoReasoning, StreamParser
+from replay.parsers._family import REASONING, EveryDelta, GrammarParser, MarkerWake, Region
 from replay.parsers._jsonscan import MAX_DEPTH, skip_ws
-from replay.parsers._markers import partial_marker_suffix
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers.base import ToolCall
 
 START = "<|tool_call>"
 END = "<tool_call|>"
@@ -74,7 +75,6 @@ TURN_END = "<turn|>"
 MARKERS = (START, END, STR, CH_START, CH_END, TOOL_RESPONSE, TURN_END)
 OUTSIDE = (START, CH_START, CH_END, TOOL_RESPONSE, TURN_END)  # markers acted upon outside calls
 DROPPED = (CH_END, TOOL_RESPONSE, TURN_END)
-_OUT_MAX = max(len(m) for m in OUTSIDE)
 CALL_WORD = "call:"
 THOUGHT = "thought"
 _HEAD = len(THOUGHT) + 1
@@ -82,6 +82,8 @@ _KEY_STOP = frozenset(":,{}[]<")
 _BARE_STOP = frozenset(",}]")
 _BARE_BAD = frozenset("{[<")
 _SEP = frozenset(" \t\n\r,")
+#: the pseudo-mark of a reasoning section's region (after ``<|channel>`` and its head)
+SECTION = "\x00section"
 
 
 def is_name_char(c: str) -> bool:
@@ -115,23 +117,36 @@ def thought_prefix_len(section: str) -> int:
 
 
 class _Bad(Exception):
-    """Whole-text ARGS parse: the text is not a complete ``call:NAME{ARGS}``."""
+    """:func:`parse_call_head`: the text is not a complete ``call:NAME{ARGS}``."""
+
+
+class _Cut(_Bad):
+    """:func:`parse_call_head`: the text ends before ``call:NAME{ARGS}`` does (or inside a token
+    such as ``<|"|>``): on a stream's prefix, more text could complete it."""
+
+
+def _cut_at(text: str, i: int, token: str) -> bool:
+    """True when ``text[i:]`` is a proper prefix of ``token`` (the text may go on into it)."""
+    return len(text) - i < len(token) and token.startswith(text[i:])
 
 
 def parse_call_head(text: str, pos: int) -> tuple[str, dict[str, Any], int]:
-    """Whole-text parse of ``call:NAME{ARGS}`` at ``pos`` (just after ``<|tool_call>``).
+    """Parse ``call:NAME{ARGS}`` at ``pos`` (just after ``<|tool_call>``), by the module's grammar.
 
     Returns ``(name, arguments, k)`` with ``k`` the index just after the closing ``}`` (chars);
-    raises :class:`_Bad` when the text there is not one (malformed or cut off).
+    raises :class:`_Cut` when the text ends before the head does (a prefix that more text could
+    complete), :class:`_Bad` when it is malformed whatever follows.
     """
     n = len(text)
     if not text.startswith(CALL_WORD, pos):
-        raise _Bad
+        raise _Cut if _cut_at(text, pos, CALL_WORD) else _Bad
     i = pos + len(CALL_WORD)
     j = i
     while j < n and is_name_char(text[j]):
         j += 1
-    if j == i or j >= n or text[j] != "{":
+    if j >= n:
+        raise _Cut
+    if j == i or text[j] != "{":
         raise _Bad
     name = text[i:j]
     root: dict[str, Any] = {}
@@ -144,7 +159,7 @@ def parse_call_head(text: str, pos: int) -> tuple[str, dict[str, Any], int]:
         while i < n and text[i] in _SEP:
             i += 1
         if i >= n:
-            raise _Bad
+            raise _Cut
         c = text[i]
         closed = None
         if isinstance(cont, dict) and top[1] is None:
@@ -154,25 +169,31 @@ def parse_call_head(text: str, pos: int) -> tuple[str, dict[str, Any], int]:
                 if text.startswith(STR, i):
                     e = text.find(STR, i + len(STR))
                     if e < 0:
-                        raise _Bad
+                        raise _Cut
                     key = text[i + len(STR) : e]
                     i = e + len(STR)
+                elif c == "<" and _cut_at(text, i, STR):
+                    raise _Cut
                 else:
                     e = i
                     while e < n and text[e] not in _KEY_STOP:
                         e += 1
+                    if e >= n:
+                        raise _Cut
                     key = text[i:e].strip()
                     if not key:
                         raise _Bad
                     i = e
-                if i >= n or text[i] != ":":
+                if i >= n:
+                    raise _Cut
+                if text[i] != ":":
                     raise _Bad
                 top[1] = key
                 i += 1
                 while i < n and text[i] in " \t\n\r":
                     i += 1
                 if i >= n:
-                    raise _Bad
+                    raise _Cut
                 c = text[i]
         elif isinstance(cont, list) and c == "]":
             closed = cont
@@ -186,9 +207,11 @@ def parse_call_head(text: str, pos: int) -> tuple[str, dict[str, Any], int]:
         elif text.startswith(STR, i):  # a value at i
             e = text.find(STR, i + len(STR))
             if e < 0:
-                raise _Bad
+                raise _Cut
             _attach(top, text[i + len(STR) : e])
             i = e + len(STR)
+        elif c == "<" and _cut_at(text, i, STR):
+            raise _Cut
         elif c in "{[":
             if len(stack) >= MAX_DEPTH:
                 raise _Bad
@@ -201,7 +224,9 @@ def parse_call_head(text: str, pos: int) -> tuple[str, dict[str, Any], int]:
                 if text[e] in _BARE_BAD:
                     raise _Bad
                 e += 1
-            if e >= n or not text[i:e].strip():
+            if e >= n:
+                raise _Cut
+            if not text[i:e].strip():
                 raise _Bad
             _attach(top, bare_value(text[i:e]))
             i = e
@@ -209,7 +234,7 @@ def parse_call_head(text: str, pos: int) -> tuple[str, dict[str, Any], int]:
         while i < n and text[i] in " \t\n\r":
             i += 1
         if i >= n:
-            raise _Bad
+            raise _Cut
         closer = "}" if isinstance(top[0], dict) else "]"
         if text[i] != "," and text[i] != closer:
             raise _Bad
@@ -225,201 +250,60 @@ def _attach(frame: list[Any], value: Any) -> None:
         cont.append(value)
 
 
-MORE = "more"
-DONE = "done"
-INVALID = "invalid"
+def read_block(text: str, s: int, mark: str, final: bool = True) -> tuple[int, list[ToolCall] | None] | tuple[int, list[ToolCall] | None, str] | None:
+    """The grammar (:data:`~replay.parsers._family.Grammar`) of the block at ``text[s]``, opened
+    by ``mark`` (one of :data:`OUTSIDE`): ``(end, calls or None[, what follows])``; None on a
+    stream's prefix that cannot decide it yet.
 
-
-class ArgsScanner:
-    """Incremental scan of ``call:NAME{ARGS}`` for the streaming parser.
-
-    ``advance(buf, final)`` takes the parser's growing buffer (block body from index ``start``,
-    only appended to until decided) and returns ``"more"``, ``"done"`` (then :attr:`end` is the
-    index just after the closing ``}``, :attr:`name` and :attr:`value` are set) or ``"invalid"``.
-    Each character is examined once (strings are skipped with ``str.find`` of ``<|"|>`` over new
-    text only), so a block costs linear time however it is chunked. Same grammar as
-    :func:`parse_call_head`, implemented separately.
+    * ``<channel|>``, ``<|tool_response>``, ``<turn|>``: framing, dropped;
+    * ``<|channel>``: framing with the section's ``thought`` head (:func:`thought_prefix_len`,
+      decided by its first 8 chars or the section's end), followed by the reasoning region;
+    * ``<|tool_call>``: a call when ``call:NAME{ARGS}`` (:func:`parse_call_head`) is followed by
+      whitespace and ``<tool_call|>`` or the end of the text; else content verbatim up to the first
+      ``<tool_call|>`` after the head's ``}`` (after the marker when the head is malformed or cut
+      off), or to the end of the text.
     """
-
-    def __init__(self, start: int) -> None:
-        self.i = start
-        self.state = "word"
-        self.mark = start  # start of the current token (name, key, bare value, string body)
-        self.name = ""
-        self.value: dict[str, Any] | None = None
-        self.end: int | None = None
-        self.status = MORE
-        self._stack: list[list[Any]] = []
-        self._key: str | None = None
-
-    def advance(self, buf: str, final: bool) -> str:
-        """Scan ``buf`` from where the last call stopped; return the status (see class doc)."""
-        if self.status == MORE:
-            self.status = self._run(buf)
-            if self.status == MORE and final:
-                self.status = INVALID
-        return self.status
-
-    def _run(self, buf: str) -> str:  # noqa: C901 - one state machine
-        n = len(buf)
-        i = self.i
-        while i < n:
-            st = self.state
-            c = buf[i]
-            if st == "word":
-                k = i - self.mark
-                if c != CALL_WORD[k]:
-                    return INVALID
-                i += 1
-                if k + 1 == len(CALL_WORD):
-                    self.state, self.mark = "name", i
-            elif st == "name":
-                if is_name_char(c):
-                    i += 1
-                elif c == "{" and i > self.mark:
-                    self.name = buf[self.mark : i]
-                    self.value = {}
-                    self._stack = [[self.value, None]]
-                    self.state = "key"
-                    i += 1
-                else:
-                    return INVALID
-            elif st in ("key", "item"):  # separators, then a key / an item, or the close
-                if c in _SEP:
-                    i += 1
-                elif st == "key" and c == "}" or st == "item" and c == "]":
-                    i += 1
-                    if self._close():
-                        self.i = i
-                        self.end = i
-                        return DONE
-                elif c == "<":
-                    if buf.startswith(STR, i):
-                        i += len(STR)
-                        self.mark = i
-                        self.state = "qkey" if st == "key" else "str"
-                    elif STR.startswith(buf[i : i + len(STR)]):
-                        break  # a partial delimiter at the end of the buffer
-                    else:
-                        return INVALID
-                elif st == "key":
-                    if c in _KEY_STOP:
-                        return INVALID
-                    self.state, self.mark = "bkey", i
-                else:
-                    i = self._value_start(buf, i, c)
-                    if i < 0:
-                        return INVALID
-            elif st == "bkey":
-                if c == ":":
-                    key = buf[self.mark : i].strip()
-                    if not key:
-                        return INVALID
-                    self._stack[-1][1] = key
-                    self.state = "value"
-                    i += 1
-                elif c in _KEY_STOP:
-                    return INVALID
-                else:
-                    i += 1
-            elif st in ("qkey", "str"):
-                e = buf.find(STR, i)
-                if e < 0:
-                    i = max(i, n - len(STR) + 1)
-                    break
-                text = buf[self.mark : e]
-                i = e + len(STR)
-                if st == "qkey":
-                    self._stack[-1][1] = text
-                    self.state = "colon"
-                else:
-                    _attach(self._stack[-1], text)
-                    self.state = "after"
-            elif st == "colon":
-                if c != ":":
-                    return INVALID
-                self.state = "value"
-                i += 1
-            elif st == "value":
-                if c in " \t\n\r":
-                    i += 1
-                elif c == "<":
-                    if buf.startswith(STR, i):
-                        i += len(STR)
-                        self.mark = i
-                        self.state = "str"
-                    elif STR.startswith(buf[i : i + len(STR)]):
-                        break
-                    else:
-                        return INVALID
-                else:
-                    i = self._value_start(buf, i, c)
-                    if i < 0:
-                        return INVALID
-            elif st == "bare":
-                if c in _BARE_STOP:
-                    raw = buf[self.mark : i]
-                    if not raw.strip():
-                        return INVALID
-                    _attach(self._stack[-1], bare_value(raw))
-                    self.state = "after"  # c is read again there
-                elif c in _BARE_BAD:
-                    return INVALID
-                else:
-                    i += 1
-            else:  # "after": whitespace, then "," or the container's close
-                cont = self._stack[-1][0]
-                closer = "}" if isinstance(cont, dict) else "]"
-                if c in " \t\n\r":
-                    i += 1
-                elif c == ",":
-                    self.state = "key" if closer == "}" else "item"
-                    i += 1
-                elif c == closer:
-                    i += 1
-                    if self._close():
-                        self.i = i
-                        self.end = i
-                        return DONE
-                else:
-                    return INVALID
-        self.i = i
-        return MORE
-
-    def _value_start(self, buf: str, i: int, c: str) -> int:
-        """Start a non-string value at ``i``; the next index, or -1 when invalid."""
-        if c in "{[" and len(self._stack) >= MAX_DEPTH:
-            return -1
-        if c == "{":
-            self._stack.append([{}, None])
-            self.state = "key"
-        elif c == "[":
-            self._stack.append([[], None])
-            self.state = "item"
-        elif c in _BARE_STOP or c in _BARE_BAD:
-            return -1
-        else:
-            self.state, self.mark = "bare", i
-        return i + 1
-
-    def _close(self) -> bool:
-        """Close the innermost container; True when it was the ARGS object itself."""
-        frame = self._stack.pop()
-        if not self._stack:
-            return True
-        _attach(self._stack[-1], frame[0])
-        self.state = "after"
-        return False
+    n = len(text)
+    p = s + len(mark)
+    if mark != START:
+        if mark != CH_START:
+            return p, []
+        e = text.find(CH_END, p, p + _HEAD + len(CH_END))
+        if e < 0 and n - p < _HEAD and not final:
+            return None
+        return p + thought_prefix_len(text[p : min(p + _HEAD, n if e < 0 else e)]), [], SECTION
+    seek = p
+    try:
+        name, args, k = parse_call_head(text, p)
+    except _Cut:
+        if not final:
+            return None
+    except _Bad:
+        pass
+    else:
+        m = skip_ws(text, k)
+        if text.startswith(END, m):
+            return m + len(END), [ToolCall(name, json.dumps(args, ensure_ascii=False))]
+        if m == n:
+            return (n, [ToolCall(name, json.dumps(args, ensure_ascii=False))]) if final else None
+        if not final and _cut_at(text, m, END):
+            return None
+        seek = k
+    e = text.find(END, seek)
+    if e < 0:
+        return (n, None) if final else None
+    return e + len(END), None
 
 
-class Gemma4Parser(StreamParser):
+class Gemma4Parser(GrammarParser):
     """Tool parser for Google Gemma 4 (``<|tool_call>call:NAME{...}<tool_call|>``, ``<|"|>`` strings).
 
     Mirrors vLLM ``Gemma4ToolParser`` (``--tool-call-parser gemma4``) in syntax and value
     conversion; the grammar is strict and string-aware where vLLM's regex is not, and the rules
-    for malformed output are this module's (module docstring). Splits off ``<|channel>...
-    <channel|>`` reasoning itself (the family's own channel syntax, not ``<think>``). ``tools`` is
-    accepted and ignored (values are typed by the notation).
+    for malformed output are this module's (module docstring). Reads its own ``<|channel>...
+    <channel|>`` reasoning sections (not ``<think>``), anywhere outside calls. ``tools`` is
+    accepted and ignored (values are typed by the notation). ``reasoning_open``: the output starts
+    inside a section, whose text is kept whole.
     """
 
     name: ClassVar[str] = "gemma4"
@@ -427,173 +311,17 @@ class Gemma4Parser(StreamParser):
     markers: ClassVar[tuple[str, ...]] = MARKERS
     call_starts: ClassVar[tuple[str, ...]] = (START,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = (TURN_END, "<eos>")
+    STARTS = OUTSIDE
+    WAKE = (END,)
+    REGIONS: ClassVar[dict[str, Region]] = {SECTION: (REASONING, (CH_END,))}
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, NoReasoning())  # the channel sections are read by _drain
-        self._reasoning_open = reasoning_open
-        self._state = "reason" if reasoning_open else "out"  # out | head | reason | block
-        self._scan: ArgsScanner | None = None
-        self._seek = 0
+    def first(self) -> str:
+        return SECTION if self._reasoning_open else ""
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
-        module rules. Never raises on model output."""
-        text = self.strip_end_tokens(text)
-        content: list[str] = []
-        reasoning: list[str] = []
-        calls: list[ToolCall] = []
-        n = len(text)
-        pos = 0
-        if self._reasoning_open:
-            e = text.find(CH_END)
-            reasoning.append(text if e < 0 else text[:e])
-            pos = n if e < 0 else e + len(CH_END)
-        while pos < n:
-            i = text.find("<", pos)
-            mark = None
-            while i >= 0:
-                mark = next((m for m in OUTSIDE if text.startswith(m, i)), None)
-                if mark is not None:
-                    break
-                i = text.find("<", i + 1)
-            if i < 0:
-                content.append(text[pos:])
-                break
-            content.append(text[pos:i])
-            p = i + len(mark)
-            if mark in DROPPED:
-                pos = p
-            elif mark == CH_START:
-                e = text.find(CH_END, p)
-                section = text[p:] if e < 0 else text[p:e]
-                reasoning.append(section[thought_prefix_len(section) :])
-                pos = n if e < 0 else e + len(CH_END)
-            else:  # a tool-call block
-                try:
-                    name, args, k = parse_call_head(text, p)
-                except _Bad:
-                    e = text.find(END, p)
-                    end = n if e < 0 else e + len(END)
-                    content.append(text[i:end])
-                    pos = end
-                    continue
-                m = skip_ws(text, k)
-                if text.startswith(END, m) or m == n:
-                    calls.append(ToolCall(name, json.dumps(args, ensure_ascii=False)))
-                    pos = n if m == n else m + len(END)
-                else:
-                    e = text.find(END, k)
-                    end = n if e < 0 else e + len(END)
-                    content.append(text[i:end])
-                    pos = end
-        return ParseResult(content="".join(content), calls=tuple(calls), reasoning="".join(reasoning))
+    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        return read_block(text, s, mark, final)  # type: ignore[return-value]
 
-    # ---------------------------------------------------------------- streaming
-    def _drain(self, final: bool) -> StreamDelta:  # noqa: C901 - one state machine
-        out = StreamDelta()
-        content: list[str] = []
-        reasoning: list[str] = []
-        buf = self._buf
-        pos = 0
-        while True:
-            state = self._state
-            if state == "out":
-                i = buf.find("<", pos)
-                mark = None
-                partial = False
-                while i >= 0:
-                    mark = next((m for m in OUTSIDE if buf.startswith(m, i)), None)
-                    if mark is not None:
-                        break
-                    if len(buf) - i < _OUT_MAX and any(m.startswith(buf[i:]) for m in OUTSIDE):
-                        partial = True
-                        break
-                    i = buf.find("<", i + 1)
-                if mark is None:
-                    cut = i if (partial and not final) else len(buf)
-                    content.append(buf[pos:cut])
-                    pos = cut
-                    break
-                content.append(buf[pos:i])
-                pos = i + len(mark)
-                if mark == CH_START:
-                    self._state = "head"
-                elif mark == START:
-                    # the block's text is kept in the buffer from its start marker
-                    buf = buf[i:]
-                    pos = 0
-                    self._scan = ArgsScanner(len(START))
-                    self._state = "block"
-            elif state in ("head", "reason"):
-                e = buf.find(CH_END, pos)
-                if state == "head":
-                    if e >= 0:
-                        safe_len = e - pos
-                    else:
-                        safe_len = max(0, len(buf) - pos - (0 if final else partial_marker_suffix(buf, (CH_END,))))
-                    if e < 0 and safe_len < _HEAD and not final:
-                        break
-                    pos += thought_prefix_len(buf[pos : pos + min(_HEAD, safe_len)])
-                    self._state = "reason"
-                    continue
-                if e >= 0:
-                    reasoning.append(buf[pos:e])
-                    pos = e + len(CH_END)
-                    self._state = "out"
-                    continue
-                keep = 0 if final else partial_marker_suffix(buf, (CH_END,))
-                cut = max(pos, len(buf) - keep)
-                reasoning.append(buf[pos:cut])
-                pos = cut
-                break
-            else:  # block: buf[pos:] starts with the block's start marker
-                scan = self._scan
-                assert scan is not None
-                status = scan.advance(buf, final)
-                end: int | None = None
-                is_call = False
-                if status == MORE:
-                    break
-                if status == DONE:
-                    assert scan.end is not None
-                    m = skip_ws(buf, scan.end)
-                    if buf.startswith(END, m):
-                        end, is_call = m + len(END), True
-                    elif m == len(buf):
-                        if not final:
-                            break
-                        end, is_call = m, True
-                    elif not final and END.startswith(buf[m:]):
-                        break
-                    else:
-                        self._seek = max(self._seek, scan.end)
-                if end is None:  # not a call: up to the first end marker after the seek point
-                    if self._seek == 0:
-                        self._seek = scan.end if status == DONE and scan.end is not None else len(START)
-                    e = buf.find(END, self._seek)
-                    if e < 0:
-                        if not final:
-                            self._seek = max(self._seek, len(buf) - len(END) + 1)
-                            break
-                        end = len(buf)
-                    else:
-                        end = e + len(END)
-                if is_call:
-                    assert scan.value is not None
-                    args = json.dumps(scan.value, ensure_ascii=False)
-                    self._send(out, scan.name, args, buf[:end])  # raw: the block's text
-                else:
-                    content.append(buf[:end])
-                buf = buf[end:]
-                pos = 0
-                self._scan = None
-                self._seek = 0
-                self._state = "out"
-        self._buf = buf[pos:]
-        if self._state == "block":
-            # keep the block's text at the indices the scanner expects
-            assert pos == 0
-        out.content = "".join(content)
-        out.reasoning = "".join(reasoning)
-        return out
+    def wake(self, mark: str) -> MarkerWake:
+        """A section's head is decided by its length (read on every delta); a call block and the
+        framing markers as :meth:`GrammarParser.wake` (a call waits for ``<tool_call|>``)."""
+        return EveryDelta() if mark == CH_START else super().wake(mark)

@@ -86,11 +86,15 @@ special token inside a string; ``openai_harmony`` ends the message there too).
 Not handled: captures decoded with ``skip_special_tokens=True`` (``assistantfinal...``, the
 markers are gone): such text has no marker and is all content.
 
-Streaming: a state machine over the same tokens. Text that may be the start of a marker (a
-suffix of the buffer that is a proper prefix of one) is held back; reasoning and content bodies
-are streamed as they arrive; headers and call bodies are buffered (a call body is also scanned
-incrementally with :class:`~replay.parsers._jsonscan.JsonPrefix`) and a call is sent in one
-tool-call delta when its message ends: the name once, the arguments exactly the whole-text string.
+The grammar (:func:`read_message`, one function for both paths, on the engine of
+:class:`~replay.parsers._family.GrammarParser`): every marker opens a block. A terminator or
+``<|start|>`` is framing and names the header that follows (:data:`HEADER`, :data:`HEADER_STARTED`);
+a header, read up to ``<|message|>`` (or dropped at a ``<|start|>``/terminator), names what its
+body is: a region streamed as reasoning, content or dropped up to the next marker
+(``REGIONS``), or a call body (:data:`CALL_BODY` + NAME), a block decided at the next marker. So
+reasoning and content bodies stream as they arrive, headers and call bodies wait for the marker
+that decides them, and a call is sent in one tool-call delta when its message ends: the name
+once, the arguments exactly the whole-text string.
 
 End token ``<|endoftext|>`` (``end_tokens``) is removed from the raw text in both paths; ``<|return|>``
 and ``<|call|>`` (gpt-oss's stop tokens) are read by the message grammar above and never reach content.
@@ -99,11 +103,12 @@ and ``<|call|>`` (gpt-oss's stop tokens) are read by the message grammar above a
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from replay.parsers._family import NoReasoning, StreamParser
-from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, decode_at, loads_or_too_deep, skip_ws
-from replay.parsers.base import ParseResult, StreamDelta, ToolCall
+from replay.parsers._family import CONTENT, DROP, REASONING, GrammarParser, Region
+from replay.parsers._jsonscan import decode_at, skip_ws
+from replay.parsers._markers import first_marker
+from replay.parsers.base import ToolCall
 
 START = "<|start|>"
 END = "<|end|>"
@@ -115,15 +120,19 @@ CALL = "<|call|>"
 
 MARKERS = (START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL)
 TERMINATORS = (END, CALL, RETURN)
-_MAXLEN = max(len(m) for m in MARKERS)
 
 _FUNCTIONS = "functions."
 
-# body kinds
-REASONING = "reasoning"
-CONTENT = "content"
-DROP = "drop"
+#: body kinds (:func:`classify`); a reasoning, content or dropped body is a region of that kind
 CALL_KIND = "call"
+
+#: Pseudo-marks (:func:`read_message`): the header after a terminator (text outside every message
+#: until it turns out to be a header), the header after ``<|start|>`` (it has a role part), the
+#: body regions, and the call body (followed by the function's name).
+HEADER = "\x00header"
+HEADER_STARTED = "\x00header+start"
+BODIES = {REASONING: "\x00reasoning", CONTENT: "\x00content", DROP: "\x00drop"}
+CALL_BODY = "\x00call "
 
 
 def _word(text: str, pos: int) -> str:
@@ -163,15 +172,68 @@ def classify(header: str, started: bool) -> tuple[str, str]:
     return (REASONING if channel == "analysis" else CONTENT), ""
 
 
-def _marker_at(text: str, i: int) -> str | None:
-    """The marker starting at index ``i`` of ``text``, or None."""
-    for m in MARKERS:
-        if text.startswith(m, i):
-            return m
-    return None
+def call_args(body: str, terminator: str | None) -> str | None:
+    """The arguments JSON text of a call body ended by ``terminator`` (a marker, None at the end
+    of the text), or None when the body is no call (module rules)."""
+    j = skip_ws(body, 0)
+    if j == len(body):
+        return "{}" if terminator == CALL else None
+    try:
+        obj, k = decode_at(body, j)
+    except json.JSONDecodeError:
+        return None
+    if skip_ws(body, k) != len(body) or not isinstance(obj, dict):
+        return None
+    return json.dumps(obj, ensure_ascii=False)
 
 
-class HarmonyParser(StreamParser):
+def read_message(text: str, s: int, mark: str, final: bool = True) -> tuple[int, list[ToolCall] | None, str] | tuple[int, list[ToolCall] | None] | None:
+    """The grammar (:data:`~replay.parsers._family.Grammar`) of the block at ``text[s]`` opened by
+    ``mark``: a marker, or one of the pseudo-marks :data:`HEADER`, :data:`HEADER_STARTED`,
+    ``CALL_BODY + name``. Returns ``(end, calls or None[, what follows])``; None on a stream's
+    prefix that cannot decide it (a header or call body whose ending marker has not arrived).
+
+    * a terminator / ``<|start|>``: framing (``[]``), followed by a header;
+    * a header (pseudo-mark, or at ``<|channel|>``/``<|constrain|>``/``<|message|>``): up to and
+      with ``<|message|>``, framing, followed by its body (:func:`classify`); ended at a
+      ``<|start|>`` or terminator instead (not consumed): dropped, or content verbatim when it is
+      text outside every message (no ``<|start|>`` opened it, no ``<|channel|>``/``<|constrain|>``
+      in it); likewise at the end of the text;
+    * a call body: up to the next marker (not consumed) or the end of the text: the call when
+      :func:`call_args` accepts it, else the body is content verbatim.
+    """
+    if mark in TERMINATORS:
+        return s + len(mark), [], HEADER
+    if mark == START:
+        return s + len(mark), [], HEADER_STARTED
+    if mark.startswith(CALL_BODY):
+        q, m = first_marker(text, MARKERS, s)
+        if q < 0:
+            if not final:
+                return None
+            q = len(text)
+        args = call_args(text[s:q], m or None)
+        return q, (None if args is None else [ToolCall(mark[len(CALL_BODY) :], args)])
+    started = mark == HEADER_STARTED
+    framed = False
+    p = s
+    while True:
+        q, m = first_marker(text, MARKERS, p)
+        if q < 0:
+            if not final:
+                return None
+            return len(text), (None if not started and not framed else [])
+        if m == MESSAGE:
+            kind, name = classify(text[s:q], started)
+            return q + len(m), [], (CALL_BODY + name if kind == CALL_KIND else BODIES[kind])
+        if m == CHANNEL or m == CONSTRAIN:
+            framed = True
+            p = q + len(m)
+            continue
+        return q, (None if not started and not framed else [])
+
+
+class HarmonyParser(GrammarParser):
     """Tool parser for OpenAI gpt-oss (Harmony format, ``o200k_harmony`` special tokens as text).
 
     Mirrors, in syntax, ``openai_harmony``'s message grammar as used by vLLM (``OpenAIToolParser``
@@ -187,206 +249,14 @@ class HarmonyParser(StreamParser):
     markers: ClassVar[tuple[str, ...]] = MARKERS
     call_starts: ClassVar[tuple[str, ...]] = ("to=" + _FUNCTIONS,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|endoftext|>",)
+    STARTS = MARKERS
+    WAKE = MARKERS
+    REGIONS: ClassVar[dict[str, Region]] = {v: (k, MARKERS) for k, v in BODIES.items()}
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, NoReasoning())  # the channels are read by _drain
-        self._reasoning_open = reasoning_open
-        self._in_body = reasoning_open
-        self._kind = REASONING if reasoning_open else ""
-        self._name = ""
-        self._header: list[str] = []
-        self._started = False
-        self._framed = False  # the open header holds <|channel|> or <|constrain|>
-        self._body: list[str] = []  # a call body's text
-        self._scan: JsonPrefix | None = None
-        self._out = StreamDelta()  # what the current feed/finish yields, filled as text is read
+    def first(self) -> str:
+        """The completion starts in the first message's header, or (``reasoning_open``) in an
+        analysis body."""
+        return BODIES[REASONING] if self._reasoning_open else HEADER
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion, special tokens as text) -> reasoning,
-        content and calls, per the module rules. Never raises on model output."""
-        text = self.strip_end_tokens(text)
-        content: list[str] = []
-        reasoning: list[str] = []
-        calls: list[ToolCall] = []
-        in_body = self._reasoning_open
-        kind = REASONING if in_body else ""
-        name = ""
-        header = ""
-        started = False
-        framed = False  # the open header holds <|channel|> or <|constrain|>
-        body_start = 0
-
-        def close(end: int, terminator: str | None) -> None:
-            body = text[body_start:end]
-            if kind == REASONING:
-                reasoning.append(body)
-            elif kind == CONTENT:
-                content.append(body)
-            elif kind == CALL_KIND:
-                args = _whole_call_args(body, terminator)
-                if args is None:
-                    content.append(body)
-                else:
-                    calls.append(ToolCall(name, args))
-
-        pos = 0
-        n = len(text)
-        while True:
-            # next complete marker at or after pos
-            i = text.find("<|", pos)
-            m = None
-            while i >= 0:
-                m = _marker_at(text, i)
-                if m is not None:
-                    break
-                i = text.find("<|", i + 1)
-            if i < 0:
-                if in_body:
-                    close(n, None)
-                elif not started and not framed:
-                    content.append(header + text[pos:])  # text outside every message
-                break
-            if in_body:
-                close(i, m)
-                in_body = False
-                header, started, framed = "", False, False
-                if m in TERMINATORS or m == START:
-                    started = m == START
-                    pos = i + len(m)
-                    continue
-                # <|channel|>, <|constrain|>, <|message|>: processed as header tokens below
-            else:
-                header += text[pos:i]
-            if m == MESSAGE:
-                kind, name = classify(header, started)
-                in_body = True
-                body_start = i + len(m)
-            elif m in (CHANNEL, CONSTRAIN):
-                header += m
-                framed = True
-            else:  # START or a terminator: a new header
-                if not started and not framed:
-                    content.append(header)  # text outside every message
-                header, started, framed = "", m == START, False
-            pos = i + len(m)
-        return ParseResult(content="".join(content), calls=tuple(calls), reasoning="".join(reasoning))
-
-    # ---------------------------------------------------------------- streaming
-    def _drain(self, final: bool) -> StreamDelta:
-        """Read ``_buf``; at the end of the stream (``final``) also decide the open message (a
-        call body whose JSON is complete is sent here). Returns what was read and decided."""
-        buf = self._buf
-        pos = 0
-        while True:
-            i = buf.find("<|", pos)
-            m = None
-            partial = False
-            while i >= 0:
-                m = _marker_at(buf, i)
-                if m is not None:
-                    break
-                if len(buf) - i < _MAXLEN and any(mk.startswith(buf[i:]) for mk in MARKERS):
-                    partial = True
-                    break
-                i = buf.find("<|", i + 1)
-            if m is None:
-                if not partial and buf.endswith("<") and len(buf) - 1 >= pos:
-                    i, partial = len(buf) - 1, True  # every marker starts with "<|"
-                cut = i if (partial and not final) else len(buf)
-                self._text(buf[pos:cut])
-                pos = cut
-                break
-            self._text(buf[pos:i])
-            pos = i + len(m)
-            self._marker(m)
-        self._buf = buf[pos:]
-        if final:
-            if self._in_body:
-                self._close_body(None)
-            else:
-                self._flush_header()
-        out, self._out = self._out, StreamDelta()
-        return out
-
-    def _text(self, t: str) -> None:
-        if not t:
-            return
-        if not self._in_body:
-            self._header.append(t)
-        elif self._kind == REASONING:
-            self._out.reasoning += t
-        elif self._kind == CONTENT:
-            self._out.content += t
-        elif self._kind == CALL_KIND:
-            self._body.append(t)
-            assert self._scan is not None
-            self._scan.feed(t)
-
-    def _flush_header(self) -> None:
-        """The open header ends without ``<|message|>``: its text is content when it is text
-        outside every message (not opened by ``<|start|>``, no ``<|channel|>``/``<|constrain|>``),
-        else framing (dropped)."""
-        if not self._started and not self._framed:
-            self._out.content += "".join(self._header)
-        self._header, self._framed = [], False
-
-    def _marker(self, m: str) -> None:
-        if self._in_body:
-            self._close_body(m)
-            self._in_body = False
-            self._header, self._started, self._framed = [], False, False
-            if m in TERMINATORS or m == START:
-                self._started = m == START
-                return
-        if m == MESSAGE:
-            self._kind, self._name = classify("".join(self._header), self._started)
-            self._in_body = True
-            if self._kind == CALL_KIND:
-                self._body = []
-                self._scan = JsonPrefix()
-        elif m in (CHANNEL, CONSTRAIN):
-            self._header.append(m)
-            self._framed = True
-        else:
-            self._flush_header()
-            self._started = m == START
-
-    def _close_body(self, terminator: str | None) -> None:
-        if self._kind != CALL_KIND:
-            return
-        body = "".join(self._body)
-        scan = self._scan
-        assert scan is not None
-        status = scan.status
-        if status == MORE:
-            status = scan.close()
-        args = None
-        if status == DONE and scan.end is not None:
-            k = scan.end
-            if skip_ws(body, k) == len(body):
-                value = loads_or_too_deep(body[:k])
-                if isinstance(value, dict):
-                    args = json.dumps(value, ensure_ascii=False)
-        elif body.strip(" \t\n\r") == "" and terminator == CALL:
-            args = "{}"
-        if args is None:
-            self._out.content += body
-        else:
-            self._send(self._out, self._name, args, body)  # raw: the message body
-        self._body = []
-        self._scan = None
-
-
-def _whole_call_args(body: str, terminator: str | None) -> str | None:
-    """Arguments JSON text of a call body (whole-text path), or None when the body is not a call."""
-    j = skip_ws(body, 0)
-    if j == len(body):
-        return "{}" if terminator == CALL else None
-    try:
-        obj, k = decode_at(body, j)
-    except json.JSONDecodeError:
-        return None
-    if skip_ws(body, k) != len(body) or not isinstance(obj, dict):
-        return None
-    return json.dumps(obj, ensure_ascii=False)
+    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        return read_message(text, s, mark, final)  # type: ignore[return-value]

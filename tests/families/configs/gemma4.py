@@ -89,6 +89,7 @@ K = len(CALL_A)
 SPLIT = ("Hi <|tool", "_call>call:f{a:<|", '"|>x<|"|>}<tool', "_call|> bye <|tool_")
 VALUES = f"{START}call:f{{a:[1,{STR}x}}<tool_call|>{STR},{{b:true}}],c:1.5,d:None,e:108.,f:1e5,<|\"|>k k<|\"|>:-7}}{END}"
 TYPED_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}}}]
+CUT_STR = f"{START}call:f{{a:{STR}x{END}y{STR},b:{STR}z{STR}}}{END}"
 THOUGHTS = f"{CH_START}thought\nplan{CH_END}Answer{CALL_A}{CH_START}thought\nmore{CH_END}{TOOL_RESPONSE}"
 CORPUS_SKIPS = {
     3: "llama.cpp reasoning_format NONE: reasoning left in content with its markers (a client option)",
@@ -122,6 +123,12 @@ FAMILY = Family(
         Example("zero-arg-call", f"{START}call:now{{}}{END}", ParseResult("", (call("now", "{}"),))),
         Example("values", VALUES, ParseResult("", (call("f", '{"a": [1, "x}<tool_call|>", {"b": true}], "c": 1.5, "d": null, "e": 108.0, "f": "1e5", "k k": -7}'),))),
         Example("no-schema-typing-notation-carries-types", f"{START}call:f{{a:1,b:{STR}1{STR}}}{END}", ParseResult("", (call("f", '{"a": 1, "b": "1"}'),)), tools=TYPED_TOOLS),
+        Example(
+            # a delta ends inside a string delimiter after an end marker inside an earlier string:
+            # the grammar must wait (the delimiter may complete), not call the block malformed
+            "delimiter-cut-after-end-marker-in-a-string", CUT_STR, ParseResult("", (call("f", '{"a": "x<tool_call|>y", "b": "z"}'),)),
+            deltas=(CUT_STR[: CUT_STR.index(",b:") + 5], CUT_STR[CUT_STR.index(",b:") + 5 :]),
+        ),
         Example("reasoning-split", THOUGHTS, ParseResult("Answer", (A,), "planmore")),
         Example("reasoning-open", f"thought\nx{CH_END}y", ParseResult("y", (), "thought\nx"), reasoning_open=True),
     ),
