@@ -33,7 +33,9 @@ BlockReader = Callable[[str, int, str], tuple[int, "list[ToolCall] | None"]]
 #: with ``final`` False it is a stream's prefix, and the grammar returns None whenever more text
 #: could change its answer (it never guesses), so that any answer it gives on a prefix is the one
 #: it gives on every longer text. An answer may name, third, the pseudo-mark of the block that
-#: must follow it (:func:`follows`).
+#: must follow it (a block read at the same position, or a :data:`Region`); without one, a block
+#: that gave calls is followed by a :data:`CHAIN` block in a family that chains them, else by
+#: nothing.
 Grammar = Callable[[str, int, str, bool], "tuple[int, list[ToolCall] | None] | tuple[int, list[ToolCall] | None, str] | None"]
 
 
@@ -59,19 +61,10 @@ DROP = "drop"
 #: A region: text streamed as it arrives, outside blocks: ``(kind, stops)``, ``kind`` one of
 #: :data:`CONTENT`, :data:`REASONING`, :data:`DROP` (framing, never shown), ``stops`` the markers
 #: that open the next block. The default region of a family is ``(CONTENT, STARTS)``; a grammar
-#: enters another by naming, as the pseudo-mark that follows a block (:func:`follows`), a key of
+#: enters another by naming, as the pseudo-mark that follows a block (:data:`Grammar`), a key of
 #: the family's ``REGIONS`` (a Harmony message body, a Gemma 4 reasoning section). The region
 #: lasts up to its first stop marker; the block there decides what follows it.
 Region = tuple[str, tuple[str, ...]]
-
-
-def follows(got: tuple, chain: bool) -> str:
-    """The pseudo-block that must follow a decided block ``got`` (a grammar's answer): its third
-    item when it names one (a grammar with nested structure, such as the items of a DSML block),
-    else :data:`CHAIN` after calls when ``chain``, else none (``""``)."""
-    if len(got) > 2:
-        return got[2]
-    return CHAIN if chain and got[1] is not None else ""
 
 
 def parse_blocks(
@@ -94,7 +87,7 @@ def parse_blocks(
     markers). Parsing goes on after every block. ``head``: a :data:`HEAD` block is tried at the
     first non-whitespace character (the whitespace before it is content); ``chain``: a
     :data:`CHAIN` block is tried right after every block that gave calls; a reader's answer
-    ``(end, calls, pseudo-mark)`` names the block that follows it (:func:`follows`). ``grammar``:
+    ``(end, calls, pseudo-mark)`` names the block that follows it (:data:`Grammar`). ``grammar``:
     a :data:`Grammar` to call with ``final=True`` instead of ``read``. ``first``: the pseudo-mark
     the text starts with (``head`` is ``first=HEAD``); ``regions``: the family's
     :data:`Region` pseudo-marks, whose reasoning text is appended to ``reasoning``."""
@@ -169,6 +162,7 @@ class StreamParser:
         self.tools = tools
         self._eot = TokenStripper(self.end_tokens)
         self._think = think
+        self._split = not isinstance(think, NoReasoning)  # NoReasoning: every delta is body
         self._buf = ""  # body text received and not yet decided
         self._index = 0  # OpenAI tool_calls[].index of the next call
         self._finished = False
@@ -178,10 +172,15 @@ class StreamParser:
         reasoning fragments it completes. Raises RuntimeError after :meth:`finish`."""
         if self._finished:
             raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(self._eot.feed(delta))
-        self._append(body)
+        body = self._eot.feed(delta)
+        reasoning = ""
+        if self._split:
+            reasoning, body = self._think.feed(body)
+        if body:
+            self._append(body)
         out = self._drain(final=False)
-        out.reasoning = reasoning + out.reasoning
+        if reasoning:
+            out.reasoning = reasoning + out.reasoning
         return out
 
     def _append(self, body: str) -> None:
@@ -637,54 +636,69 @@ class GrammarParser(StreamParser):
         parts: list[str] = []  # content
         thoughts: list[str] = []  # reasoning (regions of kind REASONING)
         buf = self._buf
+        mark = self._mark
         while True:
-            if not self._mark and self._virtual:
+            if not mark:
                 v = self._virtual
-                if v == HEAD:
-                    j = skip_ws(buf, 0)
-                    parts.append(buf[:j])
-                    buf = buf[j:]
-                    if not buf and not final:
-                        break
-                    self._mark, self._virtual = HEAD, ""
-                    self._wake = self.wake(HEAD)
-                elif v in self.REGIONS:
-                    self._region, self._virtual = self.REGIONS[v], ""
-                else:
-                    self._mark, self._virtual = v, ""
-                    self._wake = self.wake(v)
-            if not self._mark:
-                kind, stops = self._region
-                i, mark = find_marker(buf, stops, final)
-                if i:
-                    if kind == CONTENT:
-                        parts.append(buf[:i])
-                    elif kind == REASONING:
-                        thoughts.append(buf[:i])
-                    buf = buf[i:]
+                if v:
+                    if v in self.REGIONS:
+                        self._region, self._virtual = self.REGIONS[v], ""
+                    elif not buf and not final:
+                        break  # a pseudo-block opens when its first text arrives
+                    elif v == HEAD:
+                        j = skip_ws(buf, 0)
+                        if j:
+                            parts.append(buf[:j])
+                            buf = buf[j:]
+                            if not buf and not final:
+                                break
+                        mark, self._virtual = HEAD, ""
+                        self._wake = None if final else self.wake(HEAD)
+                    else:
+                        mark, self._virtual = v, ""
+                        self._wake = None if final else self.wake(v)
                 if not mark:
-                    break
-                self._mark, self._wake = mark, self.wake(mark)
-                self._region = self._default
-            assert self._wake is not None
-            if not self._wake.wake(buf, final):
+                    if not buf:
+                        break
+                    kind, stops = self._region
+                    i, mark = find_marker(buf, stops, final)
+                    if i:
+                        if kind == CONTENT:
+                            parts.append(buf[:i])
+                        elif kind == REASONING:
+                            thoughts.append(buf[:i])
+                        buf = buf[i:]
+                    if not mark:
+                        break
+                    self._wake = None if final else self.wake(mark)
+                    self._region = self._default
+            # at the end of the stream every open block is read (no wake rule is asked)
+            if not final and not self._wake.wake(buf, False):  # type: ignore[union-attr]
                 break
-            got = self.read(buf, 0, self._mark, final)
+            got = self.read(buf, 0, mark, final)
             if got is None:
                 if final:  # pragma: no cover - a grammar answers on the whole text
                     raise RuntimeError(f"{type(self).__name__}.read gave no answer on the whole text")
                 break
             end, calls = got[0], got[1]
             if calls is None:
-                parts.append(self.block_content(buf[:end]))
-            else:
+                if end:
+                    parts.append(self.block_content(buf[:end]))
+            elif calls:
+                raw = buf[:end]
                 for call in calls:
-                    self._send(out, call.name, call.arguments, buf[:end])
-            self._virtual = follows(got, self.CHAIN_BLOCKS)
-            buf = buf[end:]
-            self._mark, self._wake = "", None
+                    self._send(out, call.name, call.arguments, raw)
+            if len(got) > 2:
+                self._virtual = got[2]
+            elif self.CHAIN_BLOCKS and calls is not None:
+                self._virtual = CHAIN
+            if end:
+                buf = buf[end:]
+            mark, self._wake = "", None
+        self._mark = mark
         self._buf = buf
-        out.content = "".join(parts)
+        if parts:
+            out.content = "".join(parts)
         if thoughts:
             out.reasoning = "".join(thoughts)
         return out

@@ -132,7 +132,7 @@ def parse_invoke(item: str, types: dict[str, dict[str, str]]) -> tuple[str, str]
 
 
 #: pseudo-marks of the items of an open block, by its close tag (the block that follows an open
-#: tag and every item, :func:`replay.parsers._family.follows`)
+#: tag and every item, :data:`replay.parsers._family.Grammar`)
 ITEMS_OF = {FC_CLOSE: "\x00items" + FC_CLOSE, TC_CLOSE: "\x00items" + TC_CLOSE}
 _CLOSE_OF_ITEMS = {v: k for k, v in ITEMS_OF.items()}
 
