@@ -93,9 +93,11 @@ def parse_blocks(
     :data:`Region` pseudo-marks, whose reasoning text is appended to ``reasoning``."""
     content: list[str] = []
     calls: list[ToolCall] = []
-    sink = {CONTENT: content, REASONING: content if reasoning is None else reasoning, DROP: []}
-    default: Region = (CONTENT, starts)
-    region = default
+    if grammar is None:
+        assert read is not None
+        grammar = lambda text, s, mark, final: read(text, s, mark)  # noqa: E731
+    stops = starts
+    out = content  # where the text outside blocks goes (a region's kind; None: dropped)
     virtual = HEAD if head else first
     if virtual == HEAD:
         j = skip_ws(text, pos)
@@ -103,21 +105,26 @@ def parse_blocks(
         pos = j
     while True:
         if virtual and regions and virtual in regions:
-            region, virtual = regions[virtual], ""
+            kind, stops = regions[virtual]
+            out = None if kind == DROP else reasoning if kind == REASONING and reasoning is not None else content
+            virtual = ""
         if virtual:
             s, mark = pos, virtual
         else:
-            s, mark = first_marker(text, region[1], pos)
+            s, mark = first_marker(text, stops, pos)
             if s < 0:
-                sink[region[0]].append(text[pos:])
+                if out is not None:
+                    out.append(text[pos:])
                 return "".join(content), calls
-            sink[region[0]].append(text[pos:s])
-            region = default
-        got = read(text, s, mark) if grammar is None else grammar(text, s, mark, True)  # type: ignore[misc]
+            if out is not None and s > pos:
+                out.append(text[pos:s])
+            stops, out = starts, content
+        got = grammar(text, s, mark, True)
         pos, found = got[0], got[1]
         if found is None:
-            content.append(block_content(text[s:pos]))
-        else:
+            if pos > s:
+                content.append(block_content(text[s:pos]))
+        elif found:
             calls.extend(found)
         virtual = got[2] if len(got) > 2 else (CHAIN if chain and found is not None else "")
 
@@ -618,7 +625,7 @@ class GrammarParser(StreamParser):
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls: end tokens
         removed, reasoning split off, then the family's grammar over the body."""
         reasoning, body = self.split_whole(self.strip_end_tokens(text))
-        more: list[str] = [reasoning]
+        more: list[str] | None = [reasoning] if self.REGIONS else None
         content, calls = parse_blocks(
             body,
             self.STARTS,
@@ -629,7 +636,7 @@ class GrammarParser(StreamParser):
             regions=self.REGIONS,
             reasoning=more,
         )
-        return ParseResult(content=content, calls=tuple(calls), reasoning="".join(more))
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning if more is None else "".join(more))
 
     def _drain(self, final: bool) -> StreamDelta:
         out = StreamDelta()
