@@ -58,6 +58,8 @@ class ReasoningSplitter:
         self.buf = ""
 
     def feed(self, delta: str) -> tuple[str, str]:
+        if self.state == "body":
+            return "", delta  # past the reasoning section (the common delta): all body
         self.buf += delta
         reasoning: list[str] = []
         body: list[str] = []

@@ -105,7 +105,7 @@ from __future__ import annotations
 import json
 from typing import ClassVar
 
-from replay.parsers._family import CONTENT, DROP, REASONING, GrammarParser, Region
+from replay.parsers._family import CONTENT, DROP, REASONING, GrammarParser, MarkerWake, Region
 from replay.parsers._jsonscan import decode_at, skip_ws
 from replay.parsers._markers import first_marker
 from replay.parsers.base import ToolCall
@@ -250,7 +250,7 @@ class HarmonyParser(GrammarParser):
     call_starts: ClassVar[tuple[str, ...]] = ("to=" + _FUNCTIONS,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|endoftext|>",)
     STARTS = MARKERS
-    WAKE = MARKERS
+    WAKE = (START, END, MESSAGE, RETURN, CALL)  # what ends a header (<|channel|>, <|constrain|> never do)
     REGIONS: ClassVar[dict[str, Region]] = {v: (k, MARKERS) for k, v in BODIES.items()}
 
     def first(self) -> str:
@@ -260,3 +260,10 @@ class HarmonyParser(GrammarParser):
 
     def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
         return read_message(text, s, mark, final)  # type: ignore[return-value]
+
+    def wake(self, mark: str) -> MarkerWake:
+        """A call body is read again when any marker arrives (the first one ends it), a header
+        when one that can end it arrives (``WAKE``)."""
+        if mark.startswith(CALL_BODY):
+            return MarkerWake(MARKERS, 0)
+        return super().wake(mark)
