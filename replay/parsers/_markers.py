@@ -58,6 +58,12 @@ def _proper_prefixes(markers: tuple[str, ...]) -> tuple[frozenset[str], int, str
 
 
 @lru_cache(maxsize=256)
+def _firsts(tokens: tuple[str, ...]) -> str:
+    """The distinct first characters of ``tokens`` (computed once per tuple)."""
+    return _proper_prefixes(tokens)[2] if tokens else ""
+
+
+@lru_cache(maxsize=256)
 def longest(markers: tuple[str, ...]) -> int:
     """The length of the longest of ``markers`` (1 when there are none; computed once per tuple)."""
     return max((len(m) for m in markers), default=1)
@@ -118,8 +124,11 @@ def strip_tokens(text: str, tokens: tuple[str, ...]) -> str:
     be prefix-free (:func:`check_prefix_free`)."""
     if not tokens:
         return text
-    parts: list[str] = []
-    pos = 0
+    i, tok = first_marker(text, tokens, 0)
+    if i < 0:
+        return text  # the common text: no end token in it
+    parts: list[str] = [text[:i]]
+    pos = i + len(tok)
     while True:
         i, tok = first_marker(text, tokens, pos)
         if i < 0:
@@ -137,7 +146,7 @@ class TokenStripper:
 
     def __init__(self, tokens: tuple[str, ...]) -> None:
         self.tokens = check_prefix_free(tokens)
-        self._firsts = _proper_prefixes(tokens)[2] if tokens else ""
+        self._firsts = _firsts(tokens)
         self._held = ""
 
     def feed(self, delta: str) -> str:

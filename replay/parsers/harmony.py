@@ -120,6 +120,7 @@ CALL = "<|call|>"
 
 MARKERS = (START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL)
 TERMINATORS = (END, CALL, RETURN)
+HEADER_ENDS = (START, END, MESSAGE, RETURN, CALL)  # the markers that end a header
 
 _FUNCTIONS = "functions."
 
@@ -214,23 +215,16 @@ def read_message(text: str, s: int, mark: str, final: bool = True) -> tuple[int,
             q = len(text)
         args = call_args(text[s:q], m or None)
         return q, (None if args is None else [ToolCall(mark[len(CALL_BODY) :], args)])
-    started = mark == HEADER_STARTED
-    framed = False
-    p = s
-    while True:
-        q, m = first_marker(text, MARKERS, p)
-        if q < 0:
-            if not final:
-                return None
-            return len(text), (None if not started and not framed else [])
-        if m == MESSAGE:
-            kind, name = classify(text[s:q], started)
-            return q + len(m), [], (CALL_BODY + name if kind == CALL_KIND else BODIES[kind])
-        if m == CHANNEL or m == CONSTRAIN:
-            framed = True
-            p = q + len(m)
-            continue
-        return q, (None if not started and not framed else [])
+    q, m = first_marker(text, HEADER_ENDS, s)  # <|channel|>/<|constrain|> before it are header
+    if m == MESSAGE:
+        kind, name = classify(text[s:q], mark == HEADER_STARTED)
+        return q + len(m), [], (CALL_BODY + name if kind == CALL_KIND else BODIES[kind])
+    if q < 0:
+        if not final:
+            return None
+        q = len(text)
+    outside = mark != HEADER_STARTED and text.find(CHANNEL, s, q) < 0 and text.find(CONSTRAIN, s, q) < 0
+    return q, (None if outside else [])
 
 
 class HarmonyParser(GrammarParser):
@@ -250,7 +244,7 @@ class HarmonyParser(GrammarParser):
     call_starts: ClassVar[tuple[str, ...]] = ("to=" + _FUNCTIONS,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|endoftext|>",)
     STARTS = MARKERS
-    WAKE = (START, END, MESSAGE, RETURN, CALL)  # what ends a header (<|channel|>, <|constrain|> never do)
+    WAKE = HEADER_ENDS  # a header is read again when a marker that can end it arrives
     REGIONS: ClassVar[dict[str, Region]] = {v: (k, MARKERS) for k, v in BODIES.items()}
 
     def first(self) -> str:
