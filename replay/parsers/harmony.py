@@ -103,6 +103,7 @@ and ``<|call|>`` (gpt-oss's stop tokens) are read by the message grammar above a
 from __future__ import annotations
 
 import json
+import re
 from typing import ClassVar
 
 from replay.parsers._family import CONTENT, DROP, REASONING, GrammarParser, MarkerWake, Region
@@ -136,13 +137,12 @@ BODIES = {REASONING: "\x00reasoning", CONTENT: "\x00content", DROP: "\x00drop"}
 CALL_BODY = "\x00call "
 
 
+_WORD = re.compile(r"(?:(?!<\|)\S)*")  # \S: not str.isspace (the regex engine's Unicode test)
+
+
 def _word(text: str, pos: int) -> str:
     """The run of characters at ``pos`` up to whitespace, ``<|`` or the end (chars)."""
-    end = pos
-    n = len(text)
-    while end < n and not text[end].isspace() and not text.startswith("<|", end):
-        end += 1
-    return text[pos:end]
+    return _WORD.match(text, pos).group()  # type: ignore[union-attr]
 
 
 def classify(header: str, started: bool) -> tuple[str, str]:
@@ -252,8 +252,7 @@ class HarmonyParser(GrammarParser):
         analysis body."""
         return BODIES[REASONING] if self._reasoning_open else HEADER
 
-    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
-        return read_message(text, s, mark, final)  # type: ignore[return-value]
+    read = staticmethod(read_message)  # the grammar (:data:`~replay.parsers._family.Grammar`)
 
     def wake(self, mark: str) -> MarkerWake:
         """A call body is read again when any marker arrives (the first one ends it), a header
