@@ -154,8 +154,10 @@ class StreamParser:
     splitter and the family's ``_drain``.
 
     ``__init__(tools, think)``: ``tools`` the request's tool declarations (kept as ``self.tools``),
-    ``think`` the family's :class:`Splitter`. The reasoning the splitter separates comes before
-    any reasoning ``_drain`` reports itself (families that read their own reasoning syntax).
+    ``think`` the family's :class:`Splitter`, or None: :meth:`splitter` makes it at the first
+    ``feed``/``finish`` (a parser used only for the whole-text parse never builds its streaming
+    state). The reasoning the splitter separates comes before any reasoning ``_drain`` reports
+    itself (families that read their own reasoning syntax).
     """
 
     tools: list[dict[str, Any]] | None
@@ -165,24 +167,36 @@ class StreamParser:
     #: :class:`TokenStripper`; prefix-free). ``replay formats`` lists them.
     end_tokens: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter) -> None:
+    def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter | None = None) -> None:
         self.tools = tools
-        self._eot = TokenStripper(self.end_tokens)
+        self._eot: TokenStripper | None = None  # built with the splitter, at the first feed/finish
         self._think = think
-        self._split = not isinstance(think, NoReasoning)  # NoReasoning: every delta is body
+        self._split = False
         self._buf = ""  # body text received and not yet decided
         self._index = 0  # OpenAI tool_calls[].index of the next call
         self._finished = False
+
+    def splitter(self) -> Splitter:
+        """The streaming reasoning splitter when ``__init__`` was given none: no reasoning."""
+        return NoReasoning()
+
+    def _start(self) -> TokenStripper:
+        """Build the streaming state (end-token stripper, splitter) at the first feed/finish."""
+        self._eot = eot = TokenStripper(self.end_tokens)
+        if self._think is None:
+            self._think = self.splitter()
+        self._split = not isinstance(self._think, NoReasoning)  # NoReasoning: every delta is body
+        return eot
 
     def feed(self, delta: str) -> StreamDelta:
         """Streaming parse: take the next delta (text); return the content, tool-call and
         reasoning fragments it completes. Raises RuntimeError after :meth:`finish`."""
         if self._finished:
             raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        body = self._eot.feed(delta)
+        body = (self._eot or self._start()).feed(delta)
         reasoning = ""
         if self._split:
-            reasoning, body = self._think.feed(body)
+            reasoning, body = self._think.feed(body)  # type: ignore[union-attr]
         if body:
             self._append(body)
         out = self._drain(final=False)
@@ -211,9 +225,11 @@ class StreamParser:
         delta."""
         if self._finished:
             return StreamDelta()
-        tail = self._eot.finish()
-        head_reasoning, head = self._think.feed(tail) if tail else ("", "")
-        reasoning, body = self._think.finish()
+        tail = (self._eot or self._start()).finish()
+        think = self._think
+        assert think is not None
+        head_reasoning, head = think.feed(tail) if tail else ("", "")
+        reasoning, body = think.finish()
         reasoning = head_reasoning + reasoning
         self._append(head + body)
         out = self._drain(final=True)
@@ -582,7 +598,7 @@ class GrammarParser(StreamParser):
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         self._reasoning_open = reasoning_open
-        super().__init__(tools, self.splitter())
+        super().__init__(tools)  # the splitter is made at the first feed (StreamParser._start)
         self._mark = ""  # the open block's start marker or pseudo-mark ("" outside a block)
         self._wake: MarkerWake | None = None
         self._virtual = self.first()  # the pseudo-block (or region) to try next
