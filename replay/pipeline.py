@@ -3,8 +3,8 @@
 Each stage is a batch function, ``(pa.RecordBatch of exchanges, run spec) -> {table: pa.Table}``
 (:func:`render_batch`, :func:`stream_batch`); the spec is a :class:`replay.runspec.RunSpec` of plain
 values, from which the function builds (once per process) its renderers, tokenizer, serializers and
-parsers. :func:`run_stage` moves the batches: it reads ``exchanges.parquet`` in record batches,
-writes each result as a part file (atomically: a temporary name, then ``os.replace``) and joins
+parsers. :func:`run_stage` moves the batches: it cuts ``exchanges.parquet`` into record batches
+within its row groups (a pool process reads its own), writes each result as a part file (atomically: a temporary name, then ``os.replace``) and joins
 the parts into the table's one file (``renders.parquet`` ...), so a capture of many GB goes through
 in bounded memory and a query never reads a half-written table. Per exchange:
 
@@ -616,8 +616,8 @@ def render_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
 
 
 def exchange_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
-    """The rows of a record batch of ``exchanges`` as dicts, with ``request_json`` as the bytes of
-    Arrow's UTF-8 buffer under ``_body`` instead of a Python str (``request_json`` is None then,
+    """The rows of a record batch of ``exchanges`` as dicts, with ``request_json`` as a view of
+    Arrow's UTF-8 buffer (:func:`_bodies`) under ``_body`` instead of a Python str (``request_json`` is None then,
     but ``"{}"`` for a capture without its request, which the stages skip): no str of the 10-60
     KB body is built, and orjson reads bytes without the str's UTF-8 encoding (~40% less CPU per
     request). :func:`decode_request` decodes one row's body when the stage reaches it (decoding
@@ -627,13 +627,25 @@ def exchange_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     if "request_json" not in names:
         return batch.to_pylist()
     rows = batch.select([n for n in names if n != "request_json"]).to_pylist()
-    raw = batch.column(names.index("request_json")).cast(pa.binary()).to_pylist()
-    for ex, body in zip(rows, raw):
+    for ex, body in zip(rows, _bodies(batch.column(names.index("request_json")))):
         if body == b"{}":
             ex["request_json"] = "{}"
         else:
             ex["request_json"], ex["_body"] = None, body
     return rows
+
+
+def _bodies(column: pa.Array) -> list[Any]:
+    """The values of a string column as read-only ``memoryview``s of Arrow's UTF-8 data buffer
+    (no copy of the 10-60 KB bodies; each view keeps the buffer alive), or as ``bytes`` (None for
+    a null) when the column has nulls or is not a plain string array."""
+    if column.null_count or column.type != pa.string():
+        return column.cast(pa.binary()).to_pylist()
+    _, offsets, data = column.buffers()
+    n, first = len(column), column.offset
+    ends = memoryview(offsets).cast("i")[first : first + n + 1].tolist() if n else []
+    view = memoryview(data) if data is not None else memoryview(b"")
+    return [view[a:b] for a, b in zip(ends, ends[1:])]
 
 
 def decode_request(ex: dict[str, Any]) -> dict[str, Any]:
@@ -645,7 +657,7 @@ def decode_request(ex: dict[str, Any]) -> dict[str, Any]:
         try:
             ex["_request"] = orjson.loads(body)
         except orjson.JSONDecodeError:
-            ex["request_json"] = body.decode("utf-8")
+            ex["request_json"] = bytes(body).decode("utf-8")
     return ex
 
 
@@ -848,10 +860,84 @@ def merge_parts(run_dir: Path, table: str, keys: list[int]) -> int:
 
 
 def exchange_batches(run_dir: Path, columns: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """The run's ``exchanges.parquet`` as record batches of at most ``batch_rows`` rows of
-    ``columns``, in file order (batch ``i`` is part ``i`` of every table a stage writes)."""
-    pf = pq.ParquetFile(Path(run_dir) / "exchanges.parquet")
-    yield from pf.iter_batches(batch_size=batch_rows, columns=list(columns))
+    """The run's ``exchanges.parquet`` as record batches of ``columns``, in file order: the
+    batches of :func:`batch_refs` (batch ``i`` is part ``i`` of every table a stage writes)."""
+    path = Path(run_dir) / "exchanges.parquet"
+    for ref in batch_refs(path, batch_rows):
+        yield read_batch(path, ref, columns)
+
+
+@dataclass(frozen=True)
+class BatchRef:
+    """Where one batch of a stage lies in ``exchanges.parquet``: rows ``start`` to ``start +
+    rows`` of row group ``row_group``. What the ``--jobs`` pool sends a process instead of the rows
+    (a few bytes; the process reads them itself, :func:`read_batch`)."""
+
+    key: int
+    row_group: int
+    start: int
+    rows: int
+
+    @property
+    def num_rows(self) -> int:
+        """The batch's exchanges (as ``pa.RecordBatch.num_rows``)."""
+        return self.rows
+
+
+def batch_refs(path: Path, batch_rows: int) -> list[BatchRef]:
+    """The batches of a stage over ``exchanges.parquet`` at ``path``, from its footer alone (no
+    data read): each row group cut into slices of ``batch_rows`` rows (the last one of a row
+    group shorter), keyed 0, 1, ... in file order. A batch never spans two row groups, so a
+    process reads one row group for it; ``replay audit`` ingests row groups of at most
+    ``batch_rows`` rows (:func:`replay.capture.ingest`), one batch each. Empty row groups have none."""
+    meta = pq.ParquetFile(path).metadata
+    refs: list[BatchRef] = []
+    for rg in range(meta.num_row_groups):
+        n = meta.row_group(rg).num_rows
+        for start in range(0, n, batch_rows):
+            refs.append(BatchRef(len(refs), rg, start, min(batch_rows, n - start)))
+    return refs
+
+
+_OPEN: dict[str, Any] = {}  # {"key": (path, size, mtime_ns), "file": pq.ParquetFile}: the last file read_batch opened
+
+
+def read_batch(path: Path, ref: BatchRef, columns: Any) -> pa.RecordBatch:
+    """The rows of ``ref`` (:func:`batch_refs`) of ``exchanges.parquet`` at ``path``, ``columns``
+    only, as one record batch: its row group read and sliced. The open file is kept for the next
+    call on the same file (same path, size and mtime), as a pool process reads batch after batch."""
+    st = os.stat(path)
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if _OPEN.get("key") != key:
+        _OPEN.clear()
+        _OPEN.update(key=key, file=pq.ParquetFile(path))
+    table = _OPEN["file"].read_row_group(ref.row_group, columns=list(columns))
+    if ref.start or ref.rows != table.num_rows:
+        table = table.slice(ref.start, ref.rows)
+    batches = table.combine_chunks().to_batches()
+    if len(batches) == 1:
+        return batches[0]
+    return pa.RecordBatch.from_pylist([], schema=table.schema) if not batches else pa.RecordBatch.from_struct_array(
+        pa.concat_arrays([b.to_struct_array() for b in batches])
+    )
+
+
+def write_parts(run_dir: Path, stage: "Stage", key: int, got: dict[str, pa.Table]) -> dict[str, int]:
+    """Write one batch's tables (``got``: ``{table: pa.Table}``, each of ``stage.tables``) as part
+    ``key`` of each (:func:`write_atomic`); returns ``{table: rows}``."""
+    for table in stage.tables:
+        write_atomic(parts_dir(run_dir, table) / part_name(key), got[table])
+    return {table: got[table].num_rows for table in stage.tables}
+
+
+def stage_part(item: tuple["Stage", str, BatchRef], spec: Any) -> dict[str, int]:
+    """The pool's unit of a stage (:func:`replay.pool.map_batches`): ``item`` = ``(stage, run
+    folder, ref)``; read the batch ``ref`` of the run's ``exchanges.parquet`` (:func:`read_batch`),
+    run ``stage.function`` on it with ``spec`` and write its part files here, in the pool process
+    (atomically). Returns ``{table: rows}``: only counts cross back to the parent."""
+    stage, run_dir, ref = item
+    path = Path(run_dir) / "exchanges.parquet"
+    return write_parts(Path(run_dir), stage, ref.key, stage.function(read_batch(path, ref, stage.columns), spec))
 
 
 def stage_fingerprint(run_dir: Path, stage: Stage, cfg: AuditConfig) -> str:
@@ -932,19 +1018,23 @@ def failed_batch(stage: Stage, batch: pa.RecordBatch, cfg: AuditConfig, message:
 def run_stage(
     run_dir: Path, stage: Stage, cfg: AuditConfig, progress: Callable[[int], None] | None = None, jobs: int | None = None
 ) -> dict[str, int]:
-    """Run ``stage`` over every exchange of the run: read ``exchanges.parquet`` in record batches
-    of ``cfg.batch_rows``, call ``stage.function(batch, spec)`` on each, write each result table
-    as a part file (``RUN/.parts/<table>/part-NNNNNN.parquet``, atomically), then join each
-    table's parts in key order into ``RUN/<table>.parquet`` (atomically) and remove the parts.
+    """Run ``stage`` over every exchange of the run: cut ``exchanges.parquet`` into batches of at
+    most ``cfg.batch_rows`` rows within its row groups (:func:`batch_refs`, from the footer), call
+    ``stage.function(batch, spec)`` on each, write each result table as a part file
+    (``RUN/.parts/<table>/part-NNNNNN.parquet``, atomically), then join each table's parts in key
+    order into ``RUN/<table>.parquet`` (atomically) and remove the parts.
 
     ``jobs`` (default ``cfg.jobs``): with more than one, and more than one batch, the batches run
     on a pool of that many spawned processes (:func:`replay.pool.map_batches`), which get the
-    picklable ``cfg.spec`` (a config built by hand, without a spec, runs here); a batch whose
-    process died twice gets :func:`failed_batch`'s rows. In this process the function gets
-    ``cfg`` itself (its sides, opened by :func:`validate_specs`, are reused). The rows and their
-    order do not depend on ``jobs``. What the pool went through (restarts, batches retried and
-    failed, its processes' side-worker restarts) is kept in ``cfg.executor_stats[stage.name]``
-    and ``cfg.pool_workers`` (:func:`replay.audit.executor_meta` puts it in ``run.json``).
+    picklable ``cfg.spec`` and a :class:`BatchRef` per batch: each process reads its batch's row
+    group itself and writes its parts (:func:`stage_part`), so only references and row counts
+    cross between processes and this one holds no batch (a config built by hand, without a spec,
+    runs here); a batch whose process died twice gets :func:`failed_batch`'s rows, made here. In
+    this process the function gets ``cfg`` itself (its sides, opened by :func:`validate_specs`,
+    are reused). The rows and their order do not depend on ``jobs``. What the pool went through
+    (restarts, batches retried and failed, its processes' side-worker restarts) is kept in
+    ``cfg.executor_stats[stage.name]`` and ``cfg.pool_workers`` (:func:`replay.audit.executor_meta`
+    puts it in ``run.json``).
 
     Resume: parts left by an interrupted run of the same stage, spec and ``exchanges.parquet``
     (:func:`stage_fingerprint`) are kept and their batches not run again. ``progress`` is called
@@ -954,34 +1044,40 @@ def run_stage(
     """
     run_dir = Path(run_dir)
     jobs = cfg.jobs if jobs is None else jobs
-    n_batches = -(-count_exchanges(run_dir) // cfg.batch_rows)
-    pooled = cfg.spec is not None and min(jobs, n_batches) > 1
+    path = run_dir / "exchanges.parquet"
+    count_exchanges(run_dir)  # FileNotFoundError for a folder that is not a run
+    refs = batch_refs(path, cfg.batch_rows)
+    pooled = cfg.spec is not None and min(jobs, len(refs)) > 1
     done = _resumable(run_dir, stage, stage_fingerprint(run_dir, stage, cfg))
-    keys: list[int] = []
-
-    def todo() -> Iterator[tuple[int, pa.RecordBatch]]:
-        for key, batch in enumerate(exchange_batches(run_dir, stage.columns, cfg.batch_rows)):
-            keys.append(key)
-            if key in done:
-                if progress:
-                    progress(batch.num_rows)
-                continue
-            yield key, batch
+    keys = [ref.key for ref in refs]
+    for ref in refs:
+        if ref.key in done and progress:
+            progress(ref.rows)
+    todo = [ref for ref in refs if ref.key not in done]
 
     if pooled:
         from replay.pool import PoolStats, map_batches
 
+        def on_failed(key: int, item: Any, message: str) -> dict[str, int]:
+            batch = read_batch(path, item[2], stage.columns)  # made here, the rows carrying the error
+            return write_parts(run_dir, stage, key, failed_batch(stage, batch, cfg, message))
+
         stats = PoolStats(workers=cfg.pool_workers)
         cfg.executor_stats[stage.name] = stats  # as_dict() when recorded (replay.audit.executor_meta)
-        results: Any = map_batches(stage.function, todo(), cfg.spec, min(jobs, n_batches), lambda k, b, msg: failed_batch(stage, b, cfg, msg), stats)
+        # the processes read their own batches and write their own parts: only (stage, run, ref)
+        # goes out and {table: rows} comes back, so this process holds no batch
+        items = ((ref.key, (stage, str(run_dir), ref)) for ref in todo)
+        for key, item, _counts in map_batches(stage_part, items, cfg.spec, min(jobs, len(refs)), on_failed, stats):
+            if progress:
+                progress(item[2].rows)
     else:
         cfg.executor_stats[stage.name] = {"engine": "local", "jobs": 1}
-        results = ((key, batch, stage.function(batch, cfg)) for key, batch in todo())
-    for key, batch, got in results:
-        for table in stage.tables:
-            write_atomic(parts_dir(run_dir, table) / part_name(key), got[table])
-        if progress:
-            progress(batch.num_rows)
+        for ref in todo:
+            batch = read_batch(path, ref, stage.columns)
+            write_parts(run_dir, stage, ref.key, stage.function(batch, cfg))
+            del batch
+            if progress:
+                progress(ref.rows)
     counts = {table: merge_parts(run_dir, table, sorted(keys)) for table in stage.tables}
     for table in stage.tables:
         shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)

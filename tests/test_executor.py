@@ -199,3 +199,66 @@ def test_out_holding_a_run_is_refused_resumed_or_replaced(tmp_path: Path) -> Non
     meta = json.loads((part / "run.json").read_text())
     assert meta["ingest"]["exchanges"] == len(NAMES) and not (part / ".parts").exists()
     shutil.rmtree(out)
+
+
+def test_batches_are_cut_within_row_groups_and_read_by_reference(tmp_path: Path) -> None:
+    """``exchanges.parquet`` in row groups of 5 rows (ingest's batch size) and a stage batch size
+    of 3: each row group is cut into batches of 3 and 2, keyed in file order, never spanning two
+    row groups; read_batch gives exactly the rows of each slice; a pool of 2 processes reading
+    their own batches writes the rows of one process."""
+    from replay.pipeline import batch_refs, read_batch
+
+    files = [write_capture(tmp_path / "cap" / "c.jsonl", NAMES * 2)]  # 12 exchanges: row groups 5, 5, 2
+    one, two = tmp_path / "one", tmp_path / "two"
+    ingest(files, one, batch_rows=5)
+    ingest(files, two, batch_rows=5)
+    path = one / "exchanges.parquet"
+    assert [pq.ParquetFile(path).metadata.row_group(i).num_rows for i in range(3)] == [5, 5, 2]
+    refs = batch_refs(path, 3)
+    assert [(r.key, r.row_group, r.start, r.rows) for r in refs] == [(0, 0, 0, 3), (1, 0, 3, 2), (2, 1, 0, 3), (3, 1, 3, 2), (4, 2, 0, 2)]
+    ids = pq.read_table(path, columns=["exchange_id"]).column(0).to_pylist()
+    got = [read_batch(path, r, ["exchange_id", "model"]) for r in refs]
+    assert [x for b in got for x in b.column("exchange_id").to_pylist()] == ids
+    assert all(b.schema.names == ["exchange_id", "model"] for b in got)
+    spec = RunSpec(batch_rows=3, chunkings=("whole", "char"))
+    _stages(one, spec, 1)
+    _stages(two, spec, 2)
+    for table in KEYS:
+        a, b = _rows(one, table), _rows(two, table)
+        assert a and a == b, table
+
+
+def test_an_audit_ingests_row_groups_of_its_batch_size(tmp_path: Path) -> None:
+    """`replay audit --batch-rows 2` writes exchanges.parquet in row groups of at most 2 rows, so
+    that each stage batch is one row group a pool process reads alone."""
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    out = tmp_path / "run"
+    res = invoke("audit", capture, "--out", out, "-q", "--jobs", "1", "--batch-rows", "2")
+    assert res.exit_code == 0, res.output
+    meta = pq.ParquetFile(out / "exchanges.parquet").metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [2, 2, 2]
+
+
+def test_arrow_without_pandas_keeps_pandas_out_and_importable() -> None:
+    """In a fresh interpreter: after arrow_without_pandas(), pa.array and from_pylist do not
+    import pandas (they would: pyarrow's shim imports it to recognise a Series); pandas can still
+    be imported and Table.to_pandas() still works. The pool processes call it first thing."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from replay.memory import arrow_without_pandas\n"
+        "import pyarrow as pa\n"
+        "assert arrow_without_pandas() is True\n"
+        "pa.array(['a']); pa.RecordBatch.from_pylist([{'a': 1}]); pa.Table.from_pylist([{'a': 1}])\n"
+        "assert 'pandas' not in sys.modules, 'pa.array imported pandas'\n"
+        "assert arrow_without_pandas() is True\n"
+        "df = pa.table({'a': [1, 2]}).to_pandas()\n"
+        "assert list(df['a']) == [1, 2] and 'pandas' in sys.modules\n"
+        "assert arrow_without_pandas() is False\n"
+        "import pandas\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -442,12 +442,13 @@ class ToolList:
     ``tool_index`` (:func:`replay.tools.describe_tool` and ``tool_json``). Read-only: never
     modified once made (a scrub that changes a declaration makes a list of its own rows)."""
 
-    __slots__ = ("json", "cols", "gate")
+    __slots__ = ("json", "cols", "gate", "scrubbed")
 
     def __init__(self, json: bytes, cols: tuple[dict, ...]) -> None:
         self.json = json
         self.cols = cols
         self.gate: tuple[int, ...] | None = None  # the secret-scrub rules its text may need, once known (replay.capture.redact)
+        self.scrubbed: tuple[Any, Any] | None = None  # (tools to write, what the scrub counted), once computed (replay.capture.redact)
 
     def __len__(self) -> int:
         return len(self.cols)

@@ -2,8 +2,8 @@
 
 * :func:`parse_blocks`: the whole-text parse of the families whose output is text with call
   blocks in it (each block found at a start marker and decided by the family);
-* :func:`parse_sectioned` and :class:`SectionedParser`: the whole-text parse and the ``_drain``
-  of the families whose calls are token blocks inside sections (DeepSeek V3 and V3.1, Kimi K2);
+* :class:`GrammarParser`: the streaming engine over a family's whole-text grammar (the block
+  grammars of the families build on it: :mod:`replay.parsers._sections` for calls sections);
 * :class:`StreamParser`: ``feed``/``finish`` around the family's ``_drain``. A family parser
   derives from it, calls its ``__init__`` with the request's tools and its reasoning splitter, and
   implements ``parse`` (whole text) and ``_drain(final)``: move on over ``self._buf`` (the body
@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
-from replay.parsers._block import Decided, object_arguments
 from replay.parsers._jsonscan import JsonPrefix, skip_ws
 from replay.parsers._markers import TokenStripper, find_marker, first_marker, longest, strip_tokens
 from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
@@ -35,7 +34,8 @@ BlockReader = Callable[[str, int, str], tuple[int, "list[ToolCall] | None"]]
 #: it gives on every longer text. An answer may name, third, the pseudo-mark of the block that
 #: must follow it (a block read at the same position, or a :data:`Region`); without one, a block
 #: that gave calls is followed by a :data:`CHAIN` block in a family that chains them, else by
-#: nothing.
+#: nothing. Its list of calls may hold strings: content, in order with the calls (a block whose
+#: answer carries both, such as a calls section's head, :mod:`replay.parsers._sections`).
 Grammar = Callable[[str, int, str, bool], "tuple[int, list[ToolCall] | None] | tuple[int, list[ToolCall] | None, str] | None"]
 
 
@@ -124,8 +124,9 @@ def parse_blocks(
         if found is None:
             if pos > s:
                 content.append(block_content(text[s:pos]))
-        elif found:
-            calls.extend(found)
+        else:
+            for call in found:
+                (content if type(call) is str else calls).append(call)  # type: ignore[arg-type]
         virtual = got[2] if len(got) > 2 else (CHAIN if chain and found is not None else "")
 
 
@@ -258,168 +259,6 @@ class StreamParser:
         raise NotImplementedError
 
 
-def parse_sectioned(
-    text: str,
-    call_begin: str,
-    begins: tuple[str, ...],
-    ends: tuple[str, ...],
-    read: BlockReader,
-) -> tuple[str, list[ToolCall]]:
-    """Whole-text parse of a family whose call blocks (opened by ``call_begin``) sit in sections
-    opened by one of ``begins`` and closed by one of ``ends`` (DeepSeek V3 / V3.1, Kimi K2):
-    ``(content, calls)``. ``read`` decides a block as for :func:`parse_blocks` (only ever called
-    at ``call_begin``).
-
-    The rules (the README's content-rules table): outside a section, text is content verbatim
-    (a stray section-end marker too) and a call block is decided where it stands (bare calls are
-    calls). A section runs from its begin marker to the first end marker after it, or to the end
-    of the text; a block decided inside it may run past an end marker (its extent is the block's).
-    A section holding at least one call is framing: its begin/end markers (and a repeated begin
-    marker inside it) are dropped and the rest of its text is content verbatim. A section holding
-    no call is content verbatim, markers included. A block that is no call is content verbatim,
-    markers included, wherever it is (the Hermes rule).
-    """
-    content: list[str] = []
-    calls: list[ToolCall] = []
-    outside = (call_begin, *begins)
-    inside = (call_begin, *ends, *begins)
-    pos = 0
-    while True:
-        s, mark = first_marker(text, outside, pos)
-        if s < 0:
-            content.append(text[pos:])
-            return "".join(content), calls
-        content.append(text[pos:s])
-        if mark == call_begin:
-            pos, found = read(text, s, mark)
-            if found is None:
-                content.append(text[s:pos])
-            else:
-                calls.extend(found)
-            continue
-        sec_content: list[str] = []
-        sec_calls: list[ToolCall] = []
-        p = s + len(mark)
-        while True:
-            q, m2 = first_marker(text, inside, p)
-            if q < 0:
-                sec_content.append(text[p:])
-                p = len(text)
-                break
-            sec_content.append(text[p:q])
-            if m2 != call_begin:
-                p = q + len(m2)
-                if m2 in ends:
-                    break
-                continue  # a begin marker repeated inside the section
-            p, found = read(text, q, m2)
-            if found is None:
-                sec_content.append(text[q:p])
-            else:
-                sec_calls.extend(found)
-        if sec_calls:
-            content.extend(sec_content)
-            calls.extend(sec_calls)
-        else:
-            content.append(text[s:p])
-        pos = p
-
-
-class SectionedParser(StreamParser):
-    """Streaming side of the families whose calls are blocks opened by ``CALL_BEGIN`` inside
-    sections opened by one of ``SECTION_BEGINS`` and closed by one of ``SECTION_ENDS`` (DeepSeek
-    V3 and V3.1, Kimi K2); the rules are :func:`parse_sectioned`'s, which the whole-text parse uses.
-
-    Outside a section, text is emitted as soon as it cannot start ``CALL_BEGIN`` or a section
-    begin marker. Inside a section, text is held until the section is decided: at its first call
-    the held text (minus the markers) is emitted and the section's markers are dropped from then
-    on; at its end marker (or the end of the stream) with no call, the held text is emitted
-    verbatim, markers included. At ``CALL_BEGIN`` a block opens (:meth:`_open_block`, the buffer
-    then starts at the marker) and the family's :meth:`_advance` reads its header and JSON body up
-    to a :class:`~replay.parsers._block.Decided`. The block is a call when its JSON value is an
-    object and the header gave ``self._name``; otherwise its text, verbatim, is content.
-    """
-
-    CALL_BEGIN: ClassVar[str] = ""
-    SECTION_BEGINS: ClassVar[tuple[str, ...]] = ()
-    SECTION_ENDS: ClassVar[tuple[str, ...]] = ()
-
-    def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter) -> None:
-        super().__init__(tools, think)
-        self._in_block = False
-        self._name: str | None = None  # the open block's function name, once its header is read
-        self._section = ""  # "" outside a section, "held" before its first call, "calls" after
-        self._held_content: list[str] = []  # a held section's text minus its markers
-        self._held_verbatim: list[str] = []  # a held section's text, markers included
-        self._outside = (self.CALL_BEGIN, *self.SECTION_BEGINS)
-        self._inside = (self.CALL_BEGIN, *self.SECTION_ENDS, *self.SECTION_BEGINS)
-
-    def _open_block(self) -> None:
-        """Reset the header state for a block starting at ``self._buf[0]``."""
-
-    def _advance(self, final: bool) -> Decided | None:  # pragma: no cover - every family defines it
-        """Move the open block on; None while undecided."""
-        raise NotImplementedError
-
-    def _text(self, parts: list[str], content: str, verbatim: str) -> None:
-        """Route text read at the current position: ``content`` is what it gives once its section
-        holds a call (or outside a section), ``verbatim`` what it gives in a section with none."""
-        if self._section == "held":
-            self._held_content.append(content)
-            self._held_verbatim.append(verbatim)
-        else:
-            parts.append(content)
-
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        while True:
-            if not self._in_block:
-                markers = self._inside if self._section else self._outside
-                i, mark = find_marker(self._buf, markers, final)
-                text = self._buf[:i]
-                self._text(parts, text, text)
-                if mark and mark != self.CALL_BEGIN:
-                    self._buf = self._buf[i + len(mark) :]
-                    if not self._section:
-                        self._section = "held"
-                        self._held_content, self._held_verbatim = [], [mark]
-                    elif mark in self.SECTION_ENDS:
-                        if self._section == "held":
-                            parts.append("".join(self._held_verbatim) + mark)
-                        self._section = ""
-                    else:
-                        self._text(parts, "", mark)  # a begin marker repeated inside the section
-                    continue
-                if not mark:
-                    self._buf = self._buf[i:]
-                    break
-                self._buf = self._buf[i:]
-                self._in_block = True
-                self._name = None
-                self._open_block()
-            decided = self._advance(final)
-            if decided is None:
-                break
-            raw, obj = decided.value(self._buf)
-            args = None if self._name is None else object_arguments(obj)
-            if self._name is None or args is None:
-                block = self._buf[: decided.end]
-                self._text(parts, block, block)
-            else:
-                if self._section == "held":
-                    parts.append("".join(self._held_content))
-                    self._section = "calls"
-                self._send(out, self._name, args, raw)
-            self._buf = self._buf[decided.end :]
-            self._in_block = False
-        if final and self._section == "held":
-            parts.append("".join(self._held_verbatim))
-            self._section = ""
-        out.content = "".join(parts)
-        return out
-
-
 class MarkerWake:
     """When an open block may have become decidable: the block's grammar is asked again only when
     a new occurrence of one of ``markers`` has arrived (or at the end of the stream, or the first
@@ -450,14 +289,16 @@ class MarkerWake:
 
 
 class EveryDelta(MarkerWake):
-    """The wake rule of a short block decided by its length (Gemma 4's ``<|channel>thought``
-    head): the grammar reads it again on every delta (each read costs at most the block's bound)."""
+    """The wake rule of a short block the grammar decides by its length or by any text (Gemma 4's
+    ``<|channel>thought`` head, a calls section's items, :mod:`replay.parsers._sections`): read
+    again at every delta that brought text (each read costs at most the block's bound)."""
 
     def __init__(self) -> None:
         super().__init__((), 0)
 
     def wake(self, buf: str, final: bool) -> bool:
-        return True
+        """True at the end of the stream or when there is undecided text."""
+        return final or bool(buf)
 
 
 class ValueScanner(Protocol):
@@ -710,7 +551,10 @@ class GrammarParser(StreamParser):
             elif calls:
                 raw = buf[:end]
                 for call in calls:
-                    self._send(out, call.name, call.arguments, raw)
+                    if type(call) is str:
+                        parts.append(call)
+                    else:
+                        self._send(out, call.name, call.arguments, raw)
             if len(got) > 2:
                 self._virtual = got[2]
             elif self.CHAIN_BLOCKS and calls is not None:
