@@ -50,7 +50,7 @@ from __future__ import annotations
 from os.path import commonprefix
 from typing import Any, ClassVar
 
-from replay.parsers._family import GrammarParser, MarkerWake
+from replay.parsers._family import EveryDelta, GrammarParser, MarkerWake
 from replay.parsers._markers import partial_marker_suffix
 from replay.parsers.base import ToolCall
 
@@ -102,18 +102,6 @@ class Tokens:
         if final:
             return n, ""
         return n - partial_marker_suffix(text[max(start, n - self.longest + 1) :], self.tokens), ""
-
-
-class EveryDelta(MarkerWake):
-    """The wake of a section's items: read again at every delta that brought text (an item the
-    grammar cannot yet decide is never longer than a token's proper prefix, so a read is cheap)."""
-
-    def __init__(self) -> None:
-        super().__init__((), 0)
-
-    def wake(self, buf: str, final: bool) -> bool:
-        """True at the end of the stream or when there is undecided text."""
-        return final or bool(buf)
 
 
 class SectionParser(GrammarParser):
