@@ -326,7 +326,7 @@ class _DirectRender:
             return self.compiled.render(messages=self.alias(messages), tools=tools, documents=None, add_generation_prompt=True, **kwargs)
         finally:
             self.tojson.frozen = set()
-            del env.getattr  # transformers' own render keeps the sandbox's method untouched
+            vars(env).pop("getattr", None)  # transformers' own render keeps the sandbox's method
 
 
 #: Attribute names a plain ``dict`` instance has (its type's and ``object``'s): ``getattr`` of any
