@@ -80,6 +80,7 @@ import heapq
 import os
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any, Callable
 
 import orjson
@@ -268,8 +269,7 @@ class _HyperscanGates:
             caseless = pat.startswith("(?i)")
             exprs.append((pat[4:] if caseless else pat).encode("utf-8"))
             flags.append(hyperscan.HS_FLAG_SINGLEMATCH | (hyperscan.HS_FLAG_CASELESS if caseless else 0))
-        self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self.db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+        self.db = _cached_database(hyperscan, exprs, flags)
         self.scratch = hyperscan.Scratch(self.db)  # one per process: scans never run concurrently here
 
     @staticmethod
@@ -282,6 +282,38 @@ class _HyperscanGates:
         found: set = set()
         self.db.scan(data, match_event_handler=self._hit, context=found, scratch=self.scratch)
         return list(found)
+
+
+def cache_dir() -> Path:
+    """Where replay keeps what it can rebuild (compiled Hyperscan databases): ``$REPLAY_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/replay``, else ``~/.cache/replay``."""
+    if os.environ.get("REPLAY_CACHE_DIR"):
+        return Path(os.environ["REPLAY_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replay"
+
+
+def _cached_database(hyperscan: Any, exprs: list[bytes], flags: list[int]) -> Any:
+    """The block-mode database of ``exprs`` (ids 0..n-1) with ``flags``: loaded from :func:`cache_dir`
+    when an earlier process compiled the same patterns with the same Hyperscan (about 1 ms), else
+    compiled (about 22 ms per database here, paid by every ``replay`` process that ingests) and
+    saved there for the next. A cache that cannot be read or written is compiled past, silently:
+    the database is the same either way (a file for another CPU fails to load and is rebuilt)."""
+    key = hashlib.sha256(repr((hyperscan.__version__, exprs, flags)).encode()).hexdigest()[:24]
+    path = cache_dir() / f"gates-{key}.hsdb"
+    try:
+        return hyperscan.loadb(path.read_bytes(), mode=hyperscan.HS_MODE_BLOCK)
+    except Exception:  # noqa: BLE001 - absent, truncated, another platform's: compile it
+        pass
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_bytes(hyperscan.dumpb(db))
+        os.replace(tmp, path)  # atomic: a process reading it never sees half a file
+    except Exception:  # noqa: BLE001 - a read-only home: no cache, same database
+        pass
+    return db
 
 
 def _gates(patterns: list[str]) -> Any:
