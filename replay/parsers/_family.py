@@ -32,9 +32,10 @@ BlockReader = Callable[[str, int, str], tuple[int, "list[ToolCall] | None"]]
 #: with ``final`` False it is a stream's prefix, and the grammar returns None whenever more text
 #: could change its answer (it never guesses), so that any answer it gives on a prefix is the one
 #: it gives on every longer text. An answer may name, third, the pseudo-mark of the block that
-#: must follow it (:func:`follows`). Its list of calls may hold strings: content, in order with
-#: the calls (a block whose answer carries both, such as a calls section's head,
-#: :mod:`replay.parsers._sections`).
+#: must follow it (a block read at the same position, or a :data:`Region`); without one, a block
+#: that gave calls is followed by a :data:`CHAIN` block in a family that chains them, else by
+#: nothing. Its list of calls may hold strings: content, in order with the calls (a block whose
+#: answer carries both, such as a calls section's head, :mod:`replay.parsers._sections`).
 Grammar = Callable[[str, int, str, bool], "tuple[int, list[ToolCall] | None] | tuple[int, list[ToolCall] | None, str] | None"]
 
 
@@ -60,19 +61,10 @@ DROP = "drop"
 #: A region: text streamed as it arrives, outside blocks: ``(kind, stops)``, ``kind`` one of
 #: :data:`CONTENT`, :data:`REASONING`, :data:`DROP` (framing, never shown), ``stops`` the markers
 #: that open the next block. The default region of a family is ``(CONTENT, STARTS)``; a grammar
-#: enters another by naming, as the pseudo-mark that follows a block (:func:`follows`), a key of
+#: enters another by naming, as the pseudo-mark that follows a block (:data:`Grammar`), a key of
 #: the family's ``REGIONS`` (a Harmony message body, a Gemma 4 reasoning section). The region
 #: lasts up to its first stop marker; the block there decides what follows it.
 Region = tuple[str, tuple[str, ...]]
-
-
-def follows(got: tuple, chain: bool) -> str:
-    """The pseudo-block that must follow a decided block ``got`` (a grammar's answer): its third
-    item when it names one (a grammar with nested structure, such as the items of a DSML block),
-    else :data:`CHAIN` after calls when ``chain``, else none (``""``)."""
-    if len(got) > 2:
-        return got[2]
-    return CHAIN if chain and got[1] is not None else ""
 
 
 def parse_blocks(
@@ -95,15 +87,17 @@ def parse_blocks(
     markers). Parsing goes on after every block. ``head``: a :data:`HEAD` block is tried at the
     first non-whitespace character (the whitespace before it is content); ``chain``: a
     :data:`CHAIN` block is tried right after every block that gave calls; a reader's answer
-    ``(end, calls, pseudo-mark)`` names the block that follows it (:func:`follows`). ``grammar``:
+    ``(end, calls, pseudo-mark)`` names the block that follows it (:data:`Grammar`). ``grammar``:
     a :data:`Grammar` to call with ``final=True`` instead of ``read``. ``first``: the pseudo-mark
     the text starts with (``head`` is ``first=HEAD``); ``regions``: the family's
     :data:`Region` pseudo-marks, whose reasoning text is appended to ``reasoning``."""
     content: list[str] = []
     calls: list[ToolCall] = []
-    sink = {CONTENT: content, REASONING: content if reasoning is None else reasoning, DROP: []}
-    default: Region = (CONTENT, starts)
-    region = default
+    if grammar is None:
+        assert read is not None
+        grammar = lambda text, s, mark, final: read(text, s, mark)  # noqa: E731
+    stops = starts
+    out = content  # where the text outside blocks goes (a region's kind; None: dropped)
     virtual = HEAD if head else first
     if virtual == HEAD:
         j = skip_ws(text, pos)
@@ -111,20 +105,25 @@ def parse_blocks(
         pos = j
     while True:
         if virtual and regions and virtual in regions:
-            region, virtual = regions[virtual], ""
+            kind, stops = regions[virtual]
+            out = None if kind == DROP else reasoning if kind == REASONING and reasoning is not None else content
+            virtual = ""
         if virtual:
             s, mark = pos, virtual
         else:
-            s, mark = first_marker(text, region[1], pos)
+            s, mark = first_marker(text, stops, pos)
             if s < 0:
-                sink[region[0]].append(text[pos:])
+                if out is not None:
+                    out.append(text[pos:])
                 return "".join(content), calls
-            sink[region[0]].append(text[pos:s])
-            region = default
-        got = read(text, s, mark) if grammar is None else grammar(text, s, mark, True)  # type: ignore[misc]
+            if out is not None and s > pos:
+                out.append(text[pos:s])
+            stops, out = starts, content
+        got = grammar(text, s, mark, True)
         pos, found = got[0], got[1]
         if found is None:
-            content.append(block_content(text[s:pos]))
+            if pos > s:
+                content.append(block_content(text[s:pos]))
         else:
             for call in found:
                 (content if type(call) is str else calls).append(call)  # type: ignore[arg-type]
@@ -156,8 +155,10 @@ class StreamParser:
     splitter and the family's ``_drain``.
 
     ``__init__(tools, think)``: ``tools`` the request's tool declarations (kept as ``self.tools``),
-    ``think`` the family's :class:`Splitter`. The reasoning the splitter separates comes before
-    any reasoning ``_drain`` reports itself (families that read their own reasoning syntax).
+    ``think`` the family's :class:`Splitter`, or None: :meth:`splitter` makes it at the first
+    ``feed``/``finish`` (a parser used only for the whole-text parse never builds its streaming
+    state). The reasoning the splitter separates comes before any reasoning ``_drain`` reports
+    itself (families that read their own reasoning syntax).
     """
 
     tools: list[dict[str, Any]] | None
@@ -167,23 +168,41 @@ class StreamParser:
     #: :class:`TokenStripper`; prefix-free). ``replay formats`` lists them.
     end_tokens: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter) -> None:
+    def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter | None = None) -> None:
         self.tools = tools
-        self._eot = TokenStripper(self.end_tokens)
+        self._eot: TokenStripper | None = None  # built with the splitter, at the first feed/finish
         self._think = think
+        self._split = False
         self._buf = ""  # body text received and not yet decided
         self._index = 0  # OpenAI tool_calls[].index of the next call
         self._finished = False
+
+    def splitter(self) -> Splitter:
+        """The streaming reasoning splitter when ``__init__`` was given none: no reasoning."""
+        return NoReasoning()
+
+    def _start(self) -> TokenStripper:
+        """Build the streaming state (end-token stripper, splitter) at the first feed/finish."""
+        self._eot = eot = TokenStripper(self.end_tokens)
+        if self._think is None:
+            self._think = self.splitter()
+        self._split = not isinstance(self._think, NoReasoning)  # NoReasoning: every delta is body
+        return eot
 
     def feed(self, delta: str) -> StreamDelta:
         """Streaming parse: take the next delta (text); return the content, tool-call and
         reasoning fragments it completes. Raises RuntimeError after :meth:`finish`."""
         if self._finished:
             raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(self._eot.feed(delta))
-        self._append(body)
+        body = (self._eot or self._start()).feed(delta)
+        reasoning = ""
+        if self._split:
+            reasoning, body = self._think.feed(body)  # type: ignore[union-attr]
+        if body:
+            self._append(body)
         out = self._drain(final=False)
-        out.reasoning = reasoning + out.reasoning
+        if reasoning:
+            out.reasoning = reasoning + out.reasoning
         return out
 
     def _append(self, body: str) -> None:
@@ -207,9 +226,11 @@ class StreamParser:
         delta."""
         if self._finished:
             return StreamDelta()
-        tail = self._eot.finish()
-        head_reasoning, head = self._think.feed(tail) if tail else ("", "")
-        reasoning, body = self._think.finish()
+        tail = (self._eot or self._start()).finish()
+        think = self._think
+        assert think is not None
+        head_reasoning, head = think.feed(tail) if tail else ("", "")
+        reasoning, body = think.finish()
         reasoning = head_reasoning + reasoning
         self._append(head + body)
         out = self._drain(final=True)
@@ -268,14 +289,16 @@ class MarkerWake:
 
 
 class EveryDelta(MarkerWake):
-    """The wake rule of a short block decided by its length (Gemma 4's ``<|channel>thought``
-    head): the grammar reads it again on every delta (each read costs at most the block's bound)."""
+    """The wake rule of a short block the grammar decides by its length or by any text (Gemma 4's
+    ``<|channel>thought`` head, a calls section's items, :mod:`replay.parsers._sections`): read
+    again at every delta that brought text (each read costs at most the block's bound)."""
 
     def __init__(self) -> None:
         super().__init__((), 0)
 
     def wake(self, buf: str, final: bool) -> bool:
-        return True
+        """True at the end of the stream or when there is undecided text."""
+        return final or bool(buf)
 
 
 class ValueScanner(Protocol):
@@ -416,7 +439,7 @@ class GrammarParser(StreamParser):
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         self._reasoning_open = reasoning_open
-        super().__init__(tools, self.splitter())
+        super().__init__(tools)  # the splitter is made at the first feed (StreamParser._start)
         self._mark = ""  # the open block's start marker or pseudo-mark ("" outside a block)
         self._wake: MarkerWake | None = None
         self._virtual = self.first()  # the pseudo-block (or region) to try next
@@ -459,7 +482,7 @@ class GrammarParser(StreamParser):
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls: end tokens
         removed, reasoning split off, then the family's grammar over the body."""
         reasoning, body = self.split_whole(self.strip_end_tokens(text))
-        more: list[str] = [reasoning]
+        more: list[str] | None = [reasoning] if self.REGIONS else None
         content, calls = parse_blocks(
             body,
             self.STARTS,
@@ -470,64 +493,79 @@ class GrammarParser(StreamParser):
             regions=self.REGIONS,
             reasoning=more,
         )
-        return ParseResult(content=content, calls=tuple(calls), reasoning="".join(more))
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning if more is None else "".join(more))
 
     def _drain(self, final: bool) -> StreamDelta:
         out = StreamDelta()
         parts: list[str] = []  # content
         thoughts: list[str] = []  # reasoning (regions of kind REASONING)
         buf = self._buf
+        mark = self._mark
         while True:
-            if not self._mark and self._virtual:
+            if not mark:
                 v = self._virtual
-                if v == HEAD:
-                    j = skip_ws(buf, 0)
-                    parts.append(buf[:j])
-                    buf = buf[j:]
-                    if not buf and not final:
-                        break
-                    self._mark, self._virtual = HEAD, ""
-                    self._wake = self.wake(HEAD)
-                elif v in self.REGIONS:
-                    self._region, self._virtual = self.REGIONS[v], ""
-                else:
-                    self._mark, self._virtual = v, ""
-                    self._wake = self.wake(v)
-            if not self._mark:
-                kind, stops = self._region
-                i, mark = find_marker(buf, stops, final)
-                if i:
-                    if kind == CONTENT:
-                        parts.append(buf[:i])
-                    elif kind == REASONING:
-                        thoughts.append(buf[:i])
-                    buf = buf[i:]
+                if v:
+                    if v in self.REGIONS:
+                        self._region, self._virtual = self.REGIONS[v], ""
+                    elif not buf and not final:
+                        break  # a pseudo-block opens when its first text arrives
+                    elif v == HEAD:
+                        j = skip_ws(buf, 0)
+                        if j:
+                            parts.append(buf[:j])
+                            buf = buf[j:]
+                            if not buf and not final:
+                                break
+                        mark, self._virtual = HEAD, ""
+                        self._wake = None if final else self.wake(HEAD)
+                    else:
+                        mark, self._virtual = v, ""
+                        self._wake = None if final else self.wake(v)
                 if not mark:
-                    break
-                self._mark, self._wake = mark, self.wake(mark)
-                self._region = self._default
-            assert self._wake is not None
-            if not self._wake.wake(buf, final):
+                    if not buf:
+                        break
+                    kind, stops = self._region
+                    i, mark = find_marker(buf, stops, final)
+                    if i:
+                        if kind == CONTENT:
+                            parts.append(buf[:i])
+                        elif kind == REASONING:
+                            thoughts.append(buf[:i])
+                        buf = buf[i:]
+                    if not mark:
+                        break
+                    self._wake = None if final else self.wake(mark)
+                    self._region = self._default
+            # at the end of the stream every open block is read (no wake rule is asked)
+            if not final and not self._wake.wake(buf, False):  # type: ignore[union-attr]
                 break
-            got = self.read(buf, 0, self._mark, final)
+            got = self.read(buf, 0, mark, final)
             if got is None:
                 if final:  # pragma: no cover - a grammar answers on the whole text
                     raise RuntimeError(f"{type(self).__name__}.read gave no answer on the whole text")
                 break
             end, calls = got[0], got[1]
             if calls is None:
-                parts.append(self.block_content(buf[:end]))
-            else:
+                if end:
+                    parts.append(self.block_content(buf[:end]))
+            elif calls:
+                raw = buf[:end]
                 for call in calls:
                     if type(call) is str:
                         parts.append(call)
                     else:
-                        self._send(out, call.name, call.arguments, buf[:end])
-            self._virtual = follows(got, self.CHAIN_BLOCKS)
-            buf = buf[end:]
-            self._mark, self._wake = "", None
+                        self._send(out, call.name, call.arguments, raw)
+            if len(got) > 2:
+                self._virtual = got[2]
+            elif self.CHAIN_BLOCKS and calls is not None:
+                self._virtual = CHAIN
+            if end:
+                buf = buf[end:]
+            mark, self._wake = "", None
+        self._mark = mark
         self._buf = buf
-        out.content = "".join(parts)
+        if parts:
+            out.content = "".join(parts)
         if thoughts:
             out.reasoning = "".join(thoughts)
         return out
