@@ -382,6 +382,15 @@ def _fail(msg: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def _nothing_ingested(meta: dict) -> None:
+    """Exit 1 naming the files when the run ingested no exchange (:func:`replay.runmeta.nothing_ingested`)."""
+    from replay.runmeta import nothing_ingested
+
+    why = nothing_ingested(meta.get("ingest") or {}, [i["path"] for i in meta.get("inputs") or []])
+    if why:
+        _fail(why)
+
+
 def _gates(fail_on: Optional[list[str]]) -> list[Any]:
     """Parse every ``--fail-on`` before any work; a bad one is a usage error (exit 2)."""
     from replay.verdicts import FailOnError, parse_fail_on
@@ -641,6 +650,7 @@ def audit(
         console.print(f"• {line}", highlight=False, markup=False, soft_wrap=True)
     total = sum(result.seconds.values())
     console.print(f"\nWrote {result.report.path} and the tables in {run_dir}/ ({total:.2f} s).", highlight=False)
+    _nothing_ingested(result.meta)
     _gate(gates, result.report.results["verdicts"])
 
 
@@ -712,6 +722,7 @@ def ingest(
     console.print(str(stats), highlight=False)
     if filters.active:
         console.print(meta["filters"]["sentence"], highlight=False, markup=False)
+    _nothing_ingested(meta)
     if stats.errors:
         from replay.sql import connect, run_sql
         from replay.report import rich_table

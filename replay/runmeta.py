@@ -16,7 +16,7 @@ from typing import Any
 from replay.capture.filters import Filters, describe_kept
 from replay.tables import TABLES
 
-__all__ = ["RUN_FILES", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "mark_incomplete", "read_meta", "versions", "write_meta"]
+__all__ = ["RUN_FILES", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "mark_incomplete", "read_meta", "versions", "write_meta"]
 
 
 def versions() -> dict[str, str]:
@@ -94,3 +94,34 @@ def filters_meta(filters: Filters, stats: Any) -> dict[str, Any]:
     opts = filters.options()
     return {"options": opts, "kept": stats.exchanges, "seen": seen, "filtered_by": dict(stats.filtered_by),
             "sentence": describe_kept(opts, stats.exchanges, seen)}
+
+
+def nothing_ingested(stats: dict[str, Any], files: list[str | Path]) -> str | None:
+    """Why a run has nothing to audit, or ``None`` when it ingested at least one exchange.
+
+    ``stats``: :class:`replay.capture.ingest.IngestStats` as a dict (``run.json``'s ``ingest``);
+    ``files``: the capture files read. Returns one sentence naming the files and what their
+    records were (no lines at all, only blank lines, every record an ingest error by reason,
+    skipped as not LLM exchanges, dropped by the filters), for the CLI to print before it exits 1:
+    an audit of nothing must not pass a CI job on zeros."""
+    if stats.get("exchanges"):
+        return None
+    names = ", ".join(str(f) for f in files) or "(no files)"
+    lines, blank = stats.get("lines", 0), stats.get("blank_lines", 0)
+    parts = []
+    if not lines:
+        parts.append("no lines")
+    elif blank == lines:
+        parts.append(f"only blank lines ({blank:,})")
+    else:
+        if stats.get("errors"):
+            reasons = ", ".join(f"{r}: {n:,}" for r, n in sorted((stats.get("errors_by_reason") or {}).items()))
+            parts.append(f"{stats['errors']:,} ingest error{'s' if stats['errors'] != 1 else ''} ({reasons}; "
+                         "`replay query --sql 'SELECT * FROM ingest_errors'` lists them by file and line)")
+        if stats.get("skipped"):
+            parts.append(f"{stats['skipped']:,} skipped (not an LLM exchange)")
+        if stats.get("filtered"):
+            parts.append(f"{stats['filtered']:,} dropped by the filters")
+        if blank:
+            parts.append(f"{blank:,} blank")
+    return f"no exchange to audit in {names}: {'; '.join(parts)}"

@@ -275,3 +275,28 @@ def test_a_damaged_run_folder_is_named_not_a_traceback(tmp_path: Path) -> None:
     assert (out / "renders.parquet").stat().st_mtime_ns == before
     (out / "run.json").write_bytes(good_meta)
     assert invoke("report", "--run", out).exit_code == 0
+
+
+def test_a_capture_with_no_exchange_fails_naming_the_file_and_why(tmp_path: Path) -> None:
+    """An empty capture, one of blank lines only, or one whose every line is an ingest error
+    audited "0 exchanges" and exited 0 with no warning (a CI gate passed on zeros); now `audit` and
+    `ingest` still write the run, then exit 1 naming the file and what its lines were."""
+    caps = {
+        "empty.jsonl": (b"", "no lines"),
+        "blank.jsonl": (b"\n  \n\n", "only blank lines (3)"),
+        "bad.jsonl": (b'{"foo": 1}\n[1]\n\xff\n', "3 ingest errors (missing-request: 1, not-object: 1, not-utf8: 1;"),
+    }
+    for name, (data, why) in caps.items():
+        cap = tmp_path / name
+        cap.write_bytes(data)
+        for cmd in ("audit", "ingest"):
+            out = tmp_path / f"{cmd}-{name}"
+            result = invoke(cmd, cap, "--out", out, "-q")
+            assert result.exit_code == 1, (name, cmd, result.output)
+            assert f"error: no exchange to audit in {cap}: {why}" in " ".join(result.output.split()), result.output
+            assert (out / "run.json").exists() and (out / "ingest_errors.parquet").exists()
+    bad = query_json(tmp_path / "audit-bad.jsonl", "SELECT source_line AS line, reason FROM ingest_errors ORDER BY 1")
+    assert bad == [{"line": 1, "reason": "missing-request"}, {"line": 2, "reason": "not-object"}, {"line": 3, "reason": "not-utf8"}]
+    good = write_capture(tmp_path / "good" / "c.jsonl", NAMES)
+    result = invoke("audit", good, tmp_path / "empty.jsonl", "--out", tmp_path / "mixed", "-q", "--chunkings", "whole")
+    assert result.exit_code == 0, result.output
