@@ -136,3 +136,26 @@ def test_page_in_headless_chromium(run: Path, tmp_path: Path):
             assert shot.stat().st_size > 50_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         finally:
             ctx.close()
+
+
+def test_the_family_chart_counts_stream_checks_of_re_streamed_exchanges_only():
+    """The per-family chart drew render checks (null-leak, prompt-divergence) per parser family,
+    and the exchanges without a raw completion as a `(not re-streamed)` family, the tallest bar on
+    `samples/`; render checks do not depend on the parser, so it now draws stream checks only."""
+    import pyarrow as pa
+
+    from replay.report.html import family_chart
+
+    faults = pa.table({
+        "family": ["(not re-streamed)", "hermes", "hermes", "hermes", "kimi_k2"],
+        "check": ["null-leak", "null-leak", "dropped-call", "non-json-join", "prompt-divergence"],
+        "old_wrong": [14, 3, 2, 0, 1],
+        "new_wrong": [0, 1, 0, 4, 1],
+        "exchanges": [16, 5, 5, 5, 1],
+    })
+    chart, note = family_chart(faults)
+    assert note == ""
+    values = sorted((v["family"], v["side"], v["check"], v["n"]) for v in chart.to_dict()["data"]["values"])
+    assert values == [("hermes", "new", "non-json-join", 4), ("hermes", "old", "dropped-call", 2)]
+    chart, note = family_chart(faults.filter(pa.compute.field("check") == "null-leak"))
+    assert chart is None and note == "No side gets any re-streamed exchange wrong on a stream check."

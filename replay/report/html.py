@@ -112,19 +112,27 @@ def verdict_chart(verdicts: pa.Table) -> tuple[Any | None, str]:
 
 
 def family_chart(faults: pa.Table) -> tuple[Any | None, str]:
-    """Faults per parser family: exchanges × checks each side gets wrong, old and new side by side."""
+    """Stream-check faults per parser family: exchanges × stream checks each side gets wrong, old
+    and new side by side. ``faults``: the ``faults_by_family`` query's rows. Render checks
+    (:data:`replay.verdicts.CHECK_TABLE` ``renders``) are left out: they do not depend on the
+    tool parser, and the exchanges without a raw completion, which have only those, made a
+    ``(not re-streamed)`` "family" bar (they are in the per-check chart)."""
+    from replay.verdicts import CHECK_TABLE
+
     rows = []
     for r in _rows(faults):
+        if CHECK_TABLE.get(r["check"]) != "streams":
+            continue
         for side in ("old", "new"):
             if r[f"{side}_wrong"]:
                 rows.append({"family": r["family"], "side": side, "check": r["check"], "n": r[f"{side}_wrong"]})
     if not rows:
-        return None, "No side gets any exchange wrong."
+        return None, "No side gets any re-streamed exchange wrong on a stream check."
     import altair as alt
 
     n = len({r["family"] for r in rows})
     chart = (
-        alt.Chart(alt.Data(values=rows), title="Faults per parser family (exchange × check, by side)")
+        alt.Chart(alt.Data(values=rows), title="Stream-check faults per parser family (exchange × check, by side)")
         .mark_bar()
         .encode(
             y=alt.Y("family:N", title=None),
