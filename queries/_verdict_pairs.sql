@@ -45,30 +45,41 @@ ref_render AS (SELECT exchange_id, prompt_sha256 FROM renders WHERE side = 'refe
 render_sides AS (
     SELECT r.exchange_id, r.side, 'render' AS chunking, 0 AS n_deltas,
            [struct_pack(c := 'null-leak', applies := r.error IS NULL, wrong := coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0),
-                        outcome := CASE WHEN coalesce(r.leak_in_prompt, true)
-                                        THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls])::VARCHAR END,
-                        items := CASE WHEN coalesce(r.leak_in_prompt, true)
-                                      THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN r.leaked_nulls]) END),
+                        outcome := r.leaked::VARCHAR, items := r.leaked),
             struct_pack(c := 'prompt-divergence', applies := r.error IS NULL AND ref.prompt_sha256 IS NOT NULL,
                         wrong := r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256, outcome := r.prompt_sha256, items := NULL::VARCHAR[]),
             struct_pack(c := 'render-failure', applies := true, wrong := r.error IS NOT NULL, outcome := r.error, items := NULL::VARCHAR[])] AS checks
-    FROM renders r
+    FROM (  -- the leaked null paths, sorted, computed once (the outcome is their text)
+        SELECT *, CASE WHEN coalesce(leak_in_prompt, true) THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN leaked_nulls]) END AS leaked
+        FROM renders WHERE side IN ('old', 'new')
+    ) r
     JOIN ref_render ref USING (exchange_id)
-    WHERE r.side IN ('old', 'new')
 ),
 ref_parse AS (SELECT exchange_id FROM streams WHERE side = 'reference' AND chunking = 'parse' AND error IS NULL),
-ref_calls AS (SELECT exchange_id, list(index ORDER BY index) AS idx FROM calls WHERE side = 'reference' GROUP BY exchange_id),
+ref_calls AS (SELECT exchange_id, list_sort(list(index)) AS idx FROM calls WHERE side = 'reference' GROUP BY exchange_id),
 side_calls AS (
-    SELECT exchange_id, side, chunking,
-           list(index ORDER BY index) AS idx,
-           list(struct_pack(i := index, a := arguments) ORDER BY index) FILTER (WHERE NOT arguments_json_ok) AS bad_json,
-           list(struct_pack(i := index, n := name, a := arguments) ORDER BY index)
-               FILTER (WHERE arguments_json_ok AND NOT coalesce(matches_whole, false)) AS mismatched,
-           list(struct_pack(i := index, n := name) ORDER BY index) FILTER (WHERE names_sent > 1) AS repeated,
-           list(struct_pack(i := index, id := id) ORDER BY index) FILTER (WHERE id_fault) AS bad_ids,
-           md5(list(struct_pack(n := name, a := arguments) ORDER BY index)::VARCHAR) AS calls_key  -- a digest: rows stay narrow
-    FROM calls WHERE side IN ('old', 'new')
-    GROUP BY exchange_id, side, chunking
+    -- every call's index and a digest of (name, arguments) in index order (list_sort of (index, name,
+    -- arguments): an ORDER BY inside the aggregate sorts per group and cost a third of this view);
+    -- the lists of faulty calls from the few calls that have a fault (most groups have none)
+    SELECT a.exchange_id, a.side, a.chunking, a.idx, f.bad_json, f.mismatched, f.repeated, f.bad_ids, a.calls_key
+    FROM (
+        SELECT exchange_id, side, chunking, list(index) AS idx,
+               md5([struct_pack(n := x.n, a := x.a) FOR x IN list_sort(list(struct_pack(i := index, n := name, a := arguments)))]::VARCHAR)
+                   AS calls_key  -- a digest: rows stay narrow
+        FROM calls WHERE side IN ('old', 'new')
+        GROUP BY exchange_id, side, chunking
+    ) a
+    LEFT JOIN (
+        SELECT exchange_id, side, chunking,
+               list(struct_pack(i := index, a := arguments) ORDER BY index) FILTER (WHERE NOT arguments_json_ok) AS bad_json,
+               list(struct_pack(i := index, n := name, a := arguments) ORDER BY index)
+                   FILTER (WHERE arguments_json_ok AND NOT coalesce(matches_whole, false)) AS mismatched,
+               list(struct_pack(i := index, n := name) ORDER BY index) FILTER (WHERE names_sent > 1) AS repeated,
+               list(struct_pack(i := index, id := id) ORDER BY index) FILTER (WHERE id_fault) AS bad_ids
+        FROM calls
+        WHERE side IN ('old', 'new') AND (NOT arguments_json_ok OR NOT coalesce(matches_whole, false) OR names_sent > 1 OR id_fault)
+        GROUP BY exchange_id, side, chunking
+    ) f USING (exchange_id, side, chunking)
 ),
 rows AS (
     SELECT s.exchange_id, s.side, s.chunking, coalesce(s.n_deltas, 0) AS n_deltas, s.error IS NOT NULL AS raised, s.error,

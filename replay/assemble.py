@@ -634,7 +634,10 @@ def assemble_events(events: Iterable[Any], *, finish_reason: str | None = None) 
             content.append(ev.content)
         if getattr(ev, "reasoning", ""):
             reasoning.append(ev.reasoning)
-        evcalls = list(getattr(ev, "calls", ()) or ())
+        evcalls = getattr(ev, "calls", ())
+        if not evcalls:  # most deltas carry text only
+            continue
+        evcalls = list(evcalls)
         for c in evcalls:  # one chunk: its entries merged by list position, as accumulate_delta does
             saw = True
             i = c.index

@@ -681,13 +681,11 @@ def ingest(
 
     Example: replay ingest samples/ --out runs/samples
     """
-    from replay.audit import versions, write_meta
     import dataclasses
 
     from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size
-
-    from replay.audit import clear_run, existing_run, filters_meta, mark_incomplete
+    from replay.runmeta import clear_run, existing_run, filters_meta, mark_incomplete, versions, write_meta  # not replay.audit: its stages' imports
 
     filters = _filters(model, route, since, until, sample, sample_key, limit)
     held = existing_run(out)

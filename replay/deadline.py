@@ -53,8 +53,7 @@ def deadlines_installed() -> Iterator[None]:
             signal.signal(signal.SIGALRM, previous)
 
 
-@contextmanager
-def deadline(seconds: float) -> Iterator[None]:
+class deadline:
     """Raise :class:`ReplayTimeout` in the block after ``seconds`` (wall clock), with SIGALRM.
 
     A parser stuck in a backtracking regex or an endless loop on one record is interrupted and
@@ -63,28 +62,41 @@ def deadline(seconds: float) -> Iterator[None]:
     Inside :func:`deadlines_installed` only the timer is armed; elsewhere the handler is set and
     restored around the block. Code that blocks SIGALRM or hangs inside C is not interrupted: out
     of process, the parent kills such a worker (:mod:`replay.sides`).
+
+    Used as ``with deadline(seconds):``; a class rather than a generator-based context manager:
+    the stream stage enters three per exchange (a parse and two replays), and a generator's
+    ``contextlib`` machinery cost about as much as the two ``setitimer`` calls.
     """
-    if seconds <= 0 or not _usable():
-        yield
-        return
-    if _installed[0]:
-        outer = _current[0]
-        _current[0] = seconds
+
+    __slots__ = ("seconds", "_mode", "_outer", "_previous")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> None:
+        seconds = self.seconds
+        if seconds <= 0 or not _usable():
+            self._mode = 0
+            return
+        if _installed[0]:
+            self._mode = 1
+            self._outer = _current[0]
+            _current[0] = seconds
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+            return
+
+        def _raise(signum: int, frame: Any) -> None:
+            raise ReplayTimeout(f"took more than {seconds:g} s")
+
+        self._mode = 2
+        self._previous = signal.signal(signal.SIGALRM, _raise)
         signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            yield
-        finally:
+
+    def __exit__(self, *exc: Any) -> None:
+        mode = self._mode
+        if mode == 1:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            _current[0] = outer
-        return
-
-    def _raise(signum: int, frame: Any) -> None:
-        raise ReplayTimeout(f"took more than {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+            _current[0] = self._outer
+        elif mode == 2:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous)

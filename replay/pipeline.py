@@ -616,8 +616,8 @@ def render_batch(batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
 
 
 def exchange_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
-    """The rows of a record batch of ``exchanges`` as dicts, with ``request_json`` as the bytes of
-    Arrow's UTF-8 buffer under ``_body`` instead of a Python str (``request_json`` is None then,
+    """The rows of a record batch of ``exchanges`` as dicts, with ``request_json`` as a view of
+    Arrow's UTF-8 buffer (:func:`_bodies`) under ``_body`` instead of a Python str (``request_json`` is None then,
     but ``"{}"`` for a capture without its request, which the stages skip): no str of the 10-60
     KB body is built, and orjson reads bytes without the str's UTF-8 encoding (~40% less CPU per
     request). :func:`decode_request` decodes one row's body when the stage reaches it (decoding
@@ -627,13 +627,25 @@ def exchange_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     if "request_json" not in names:
         return batch.to_pylist()
     rows = batch.select([n for n in names if n != "request_json"]).to_pylist()
-    raw = batch.column(names.index("request_json")).cast(pa.binary()).to_pylist()
-    for ex, body in zip(rows, raw):
+    for ex, body in zip(rows, _bodies(batch.column(names.index("request_json")))):
         if body == b"{}":
             ex["request_json"] = "{}"
         else:
             ex["request_json"], ex["_body"] = None, body
     return rows
+
+
+def _bodies(column: pa.Array) -> list[Any]:
+    """The values of a string column as read-only ``memoryview``s of Arrow's UTF-8 data buffer
+    (no copy of the 10-60 KB bodies; each view keeps the buffer alive), or as ``bytes`` (None for
+    a null) when the column has nulls or is not a plain string array."""
+    if column.null_count or column.type != pa.string():
+        return column.cast(pa.binary()).to_pylist()
+    _, offsets, data = column.buffers()
+    n, first = len(column), column.offset
+    ends = memoryview(offsets).cast("i")[first : first + n + 1].tolist() if n else []
+    view = memoryview(data) if data is not None else memoryview(b"")
+    return [view[a:b] for a, b in zip(ends, ends[1:])]
 
 
 def decode_request(ex: dict[str, Any]) -> dict[str, Any]:
@@ -645,7 +657,7 @@ def decode_request(ex: dict[str, Any]) -> dict[str, Any]:
         try:
             ex["_request"] = orjson.loads(body)
         except orjson.JSONDecodeError:
-            ex["request_json"] = body.decode("utf-8")
+            ex["request_json"] = bytes(body).decode("utf-8")
     return ex
 
 

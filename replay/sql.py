@@ -268,7 +268,11 @@ def _create_views(con: duckdb.DuckDBPyConnection, entries: list[Any]) -> None:
 
 #: Derived views computed once per connection (:func:`materialize`) before the first query that
 #: reads them, directly or through another view: ``{view: names whose mention in SQL needs it}``.
-MATERIALIZED = {"verdict_pairs": ("verdict_pairs", "verdicts_by_exchange", "not_judged", "render_not_judged")}
+MATERIALIZED = {
+    "verdict_pairs": ("verdict_pairs", "verdicts_by_exchange", "not_judged", "render_not_judged"),
+    # the report's verdict table and smallest_failures both group verdict_pairs per exchange through it
+    "verdicts_by_exchange": ("verdicts_by_exchange",),
+}
 #: DuckDB optimizers kept off while a derived view is materialized: its joins are written with the
 #: side to build the hash table from on the right (the smaller), and DuckDB's estimates over
 #: Parquet put a 400k-row input there instead; two large hash tables in one pipeline do not spill

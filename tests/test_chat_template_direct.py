@@ -99,3 +99,80 @@ def test_data_that_is_not_plain_json_takes_transformers_path():
     with pytest.raises(RenderError, match="ValueError: Tools should either be a JSON schema"):
         r.render([{"role": "user", "content": "hi"}], ["not a tool"])
     assert r.render(msgs, None) == official(r, msgs, None) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _same(a, b) -> bool:
+    from jinja2.runtime import Undefined
+
+    if isinstance(a, Undefined) or isinstance(b, Undefined):
+        return type(a) is type(b) and a._undefined_name == b._undefined_name and a._undefined_obj is b._undefined_obj
+    if callable(a) and callable(b) and getattr(a, "__name__", None) in ("format", "format_map"):
+        return a("x={0}", 1) == b("x={0}", 1) if a.__name__ == "format" else True
+    return a is b or a == b
+
+
+def test_sandbox_getattr_shortcut_returns_what_the_sandbox_returns():
+    from jinja2.runtime import LoopContext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from jinja2.utils import Namespace
+
+    from replay.render.chat_template import _sandbox_getattr
+
+    env = ImmutableSandboxedEnvironment()
+    fast = _sandbox_getattr(env)
+    loop = LoopContext(iter([1, 2, 3]), env.undefined)
+    next(iter(loop))
+
+    def fn() -> None:
+        pass
+
+    class Box:  # the names of mutating list/dict methods, harmless here: the verdict is per type
+        append, clear, pop = 1, 2, 3
+
+    objects = [
+        {"role": "user", "items": "an item named items", "get": 1},
+        {},
+        "text",
+        [1, 2],
+        loop,
+        Namespace(multi_step_tool=True),
+        fn,
+        str,
+        ("a",),
+        3,
+        None,
+        Box(),
+    ]
+    names = ["role", "items", "get", "keys", "missing", "__class__", "_private", "startswith", "format", "format_map",
+             "upper", "append", "index", "index0", "first", "last", "multi_step_tool", "__code__", "mro", "real", "pop", "clear"]
+    for _ in range(2):  # the second round reads the kept verdicts
+        for obj in objects:
+            for name in names:
+                got, want = fast(obj, name), env.getattr(obj, name)
+                assert _same(got, want), (obj, name, got, want)
+
+
+def test_sandbox_getattr_planted_fault_a_dict_method_name_read_as_a_key_is_seen(monkeypatch):
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from replay.render import chat_template
+
+    env = ImmutableSandboxedEnvironment()
+    obj = {"items": "an item named items"}
+    assert chat_template._sandbox_getattr(env)(obj, "items") == obj.items  # the dict method, as the sandbox gives it
+    monkeypatch.setattr(chat_template, "_DICT_ATTRS", frozenset())  # planted: every name read as a key
+    assert chat_template._sandbox_getattr(env)(obj, "items") != env.getattr(obj, "items")
+
+
+def test_sandbox_getattr_is_only_set_during_a_direct_render():
+    path = ROOT / "llama.cpp" / "Qwen-Qwen3-0.6B.jinja"
+    if not path.is_file():
+        pytest.skip(f"no {path}")
+    r = template_renderer(path, None, None)
+    prep = get_preparer("vllm")
+    body = agent_requests(1, seed=3)[0]
+    p = prep.prepare("chat.completions", body, prep.content_format(r.template))
+    tools = [model_dump(t) for t in p.tools]
+    env = r._direct.compiled.environment
+    assert r.render(p.messages, tools) == r.render(p.messages, tools) == official(r, p.messages, tools)
+    assert "getattr" not in vars(env)  # transformers' own render keeps the sandbox's method

@@ -20,6 +20,8 @@ from replay.parsers import (
     get_parser,
 )
 from replay.parsers._jsonscan import DONE, INVALID, MAX_DEPTH, TOO_DEEP, JsonPrefix, decode_at, loads_or_too_deep
+from replay.parsers._markers import find_marker, first_marker
+from replay.parsers._sections import Tokens
 from strategies import json_values
 
 JSON_MARKERS = ["<tool_call>", "</tool_call>", "<tool_", "</tool", "tool_call>"]
@@ -44,6 +46,27 @@ def test_json_prefix_agrees_with_raw_decode(text):
             assert status == INVALID, (text, scan.end)
         else:
             assert status == DONE and scan.end == expected, (text, status, scan.end, expected)
+
+
+KIMI_TOKENS = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>", "<|tool_call_begin|>", "<|tool_call_end|>")
+
+
+@budget(150)
+@given(st.lists(st.sampled_from([*KIMI_TOKENS, "<|", "<|tool_", "a", "<", "|>", "call"]), max_size=12).map("".join), st.data())
+def test_tokens_find_what_first_marker_finds(text, data):
+    """The section grammar's token search gives first_marker's and find_marker's answers (the
+    first token, the one listed first at equal indices; the held-back suffix on a prefix)."""
+    tokens = Tokens(KIMI_TOKENS)
+    start = data.draw(st.integers(0, len(text)))
+    stop = data.draw(st.one_of(st.none(), st.integers(start, len(text))))
+    assert tokens.next(text, start, stop) == first_marker(text, KIMI_TOKENS, start, stop)
+    for final in (False, True):
+        assert tokens.cut(text, start, final) == find_marker(text, KIMI_TOKENS, final, start)
+
+
+def test_tokens_need_a_shared_first_character():
+    with pytest.raises(ValueError, match="share no first character"):
+        Tokens(("<a>", "[b]"))
 
 
 def _at_stack_depth(frames, f):

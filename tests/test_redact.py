@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import Counter
 
 import orjson
@@ -414,3 +415,28 @@ def test_hyperscan_gates_answer_as_the_re2_set_on_any_text(text: str) -> None:
     re2_set = R._gate_set([g for *_, g in R._KEY_RULES])
     for form in (text, orjson.dumps(text)):
         assert sorted(hs.Match(form)) == sorted(re2_set.Match(form) or [])
+
+
+def test_gate_databases_are_cached_and_a_bad_cache_is_compiled_past(tmp_path):
+    """The compiled Hyperscan gates are saved in $REPLAY_CACHE_DIR by the first process and loaded by
+    the next (same answers); a corrupt cache file is compiled past, never trusted."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("hyperscan")
+    code = (
+        "import sys; from replay.capture import redact as R; "
+        "print(type(R._GATES).__name__, sorted(R._GATES.Match(b'key sk-abcdefghij1234567890XYZ and Bearer abcdefghijk12345')), "
+        "sorted(R._LINE_GATES.Match(b'x \\\\u0041')))"
+    )
+    env = {**os.environ, "REPLAY_CACHE_DIR": str(tmp_path), "REPLAY_GATES": ""}
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    files = sorted(tmp_path.glob("gates-*.hsdb"))
+    assert len(files) == 2 and all(f.stat().st_size > 1000 for f in files)
+    assert first.split() == ["_HyperscanGates", "[1,", "5]", "[13]"]  # bearer and sk; the escape id (len(_KEY_RULES))
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert again == first
+    for f in files:
+        f.write_bytes(b"not a database")
+    broken = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert broken == first and all(f.stat().st_size > 1000 for f in files)  # rebuilt and saved again

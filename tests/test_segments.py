@@ -236,3 +236,49 @@ def test_nfc_normalizer_cuts_only_at_raw_added_tokens():
     assert enc.mode == "added-tokens" and "normalizer" in enc.reason
     assert enc.cuts("a<|im_start|>b\nc<think>d") == ["a", "<|im_start|>", "b\nc<think>d"]
     assert check(enc, tok, list(corpus_prompts())[:60] + EDGE + ["<|im_end|>\u0338x", "e<|im_start|>\u0301"]) == 0
+
+
+# --------------------------------------------------------------------------- added-token finder
+
+_WORDS = ["<think>", "</think>", "<|im_start|>", "<|im_end|>", "<|im", "<", "｜x｜", "｜", "\u4f60\u597d", "ab", "abc", "b"]
+
+
+def _finditer_spans(words, text, a, b):
+    rx = segments._trie_regex(words)
+    return [m.span() for m in rx.finditer(text, a, b)] if rx is not None else []
+
+
+@pytest.mark.parametrize("words", [_WORDS[:4], _WORDS[:6], _WORDS[6:8], _WORDS], ids=["one-first", "two-firsts", "fullwidth", "many-firsts"])
+def test_token_finder_finds_what_the_trie_regex_finds(words):
+    import random
+
+    finder = segments._TokenFinder(words)
+    assert (finder.firsts is None) == (len({w[0] for w in words}) > segments._TokenFinder.MAX_FIRST)
+    rnd = random.Random(7)
+    alphabet = words + list("abc <|>\n｜") + ["\u4f60", "\u597d", "think", "im_"]
+    texts = EDGE + ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40))) for _ in range(3000)]
+    for text in texts:
+        for a, b in ((0, len(text)), (min(2, len(text)), max(len(text) - 3, min(2, len(text))))):
+            assert finder.spans(text, a, b) == _finditer_spans(words, text, a, b), (text, a, b)
+
+
+def test_token_finder_planted_fault_a_skipped_start_is_seen():
+    finder = segments._TokenFinder(["<think>", "</think>"])
+    text = "x<think>y</think><think>"
+    assert finder.spans(text, 0, len(text)) == [(1, 8), (9, 17), (17, 24)]
+    finder.firsts = ["/"]  # planted: looking for the wrong first character
+    assert finder.spans(text, 0, len(text)) != _finditer_spans(["<think>", "</think>"], text, 0, len(text))
+
+
+def test_encode_texts_gives_encode_ids_and_leaves_the_parallelism_setting_as_it_was(monkeypatch):
+    import os
+
+    tok = deepseek()
+    texts = ["hello world\n", "<think>x</think>", "", "\u4f60\u597d 12345"]
+    want = [tok.encode(t, add_special_tokens=False).ids for t in texts]
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    assert segments._encode_texts(tok, texts) == want
+    assert "TOKENIZERS_PARALLELISM" not in os.environ
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")  # the user's choice is kept
+    assert segments._encode_texts(tok, texts) == want
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"

@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replay.capture import redact as _redact
+from replay.capture.columns import batch_from_rows, numpy_column, text_column
 from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
 from replay.capture.filters import REASONS, Filters
 from replay.capture.readers import plan, read_units
@@ -154,44 +156,29 @@ _STATS = ("exchange_id", "source_file", "source_line", "ts", "route", "model", "
 
 def exchanges_batch(rows: list[dict]) -> pa.RecordBatch:
     """Rows (dicts keyed by :data:`replay.tables.EXCHANGES` column names; ``request_json`` str or
-    UTF-8 ``bytes``) as one record batch of that schema, built column by column. Raises
-    ``pa.ArrowException`` / ``TypeError`` / ``ValueError`` / ``OverflowError`` for a value the
-    schema rejects (including a null in a column that may not hold one)."""
-    arrays = [_text_array([r["request_json"] for r in rows]) if f.name == "request_json" else pa.array([r.get(f.name) for r in rows], f.type)
-              for f in EXCHANGES]
-    for f, a in zip(EXCHANGES, arrays):
-        if not f.nullable and a.null_count:
-            raise ValueError(f"column {f.name} may not be null")
-    return pa.RecordBatch.from_arrays(arrays, schema=EXCHANGES)
+    UTF-8 ``bytes``) as one record batch of that schema, built column by column
+    (:func:`replay.capture.columns.batch_from_rows`). Raises ``TypeError`` / ``ValueError`` /
+    ``OverflowError`` for a value the schema rejects (including a null in a column that may not
+    hold one)."""
+    return batch_from_rows(rows, EXCHANGES)
 
 
-def _not_text(value: Any) -> bytes:
-    raise TypeError(f"expected text, got {type(value).__name__}")
-
-
-def _text_array(values: list) -> pa.Array:
-    """A string array of ``values`` (UTF-8 ``bytes`` as orjson writes them, or ``str``; no None),
-    built from one joined buffer and its offsets: ``pa.array`` grows its buffer by reallocation,
-    which copies a batch's ~16 MiB of request text several times (3x the CPU of this on the bench
-    capture). Raises ``UnicodeEncodeError`` for a ``str`` holding a lone surrogate, ``TypeError``
-    for another type."""
-    import numpy as np
-
-    data = [v if type(v) is bytes else v.encode("utf-8") if isinstance(v, str) else _not_text(v) for v in values]
-    n = len(data)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, data), dtype=np.int64, count=n), out=offsets[1:])
-    if offsets[-1] >= 2**31:
-        return pa.array(data, pa.string())  # past int32 offsets: Arrow's own builder (chunks or raises)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))])
+#: The ``tools`` batches as :func:`tools_batch` makes them: :data:`replay.tables.TOOLS` with
+#: ``tool_json`` dictionary-encoded (each distinct declaration once per batch). Parquet stores
+#: such a column as it stores a dictionary-encoded string column, and the file's Arrow schema is
+#: written as TOOLS (:func:`_parquet_writer`), so readers see plain strings.
+TOOLS_BATCH = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), pa.string()), nullable=f.nullable) if f.name == "tool_json" else f
+                         for f in TOOLS])
 
 
 def tools_batch(units: list[tuple[str, Any]]) -> pa.RecordBatch:
     """The ``tools`` rows of ``units`` (``(exchange_id, tools)``: tools a shared
     :class:`replay.capture.v1.ToolList` or a list of column dicts) as one record batch of
-    :data:`replay.tables.TOOLS`: each distinct declaration of the batch converted to Arrow once,
-    the rows taken from them by index (Parquet's dictionary then stores each once per row group).
-    Raises as :func:`exchanges_batch`."""
+    :data:`TOOLS_BATCH` (the columns of :data:`replay.tables.TOOLS`, ``tool_json`` a dictionary
+    array): each distinct declaration of the batch converted to Arrow once, the rows taken from
+    them by index, ``tool_json`` never copied per row (Parquet's dictionary page then stores each
+    declaration once per row group, without hashing every row's text). Raises as
+    :func:`exchanges_batch`."""
     import numpy as np
 
     pos: dict[int, int] = {}  # id(declaration dict) -> its row in `decls`
@@ -215,27 +202,37 @@ def tools_batch(units: list[tuple[str, Any]]) -> pa.RecordBatch:
         counts.append(len(idx))
     n = sum(counts)
     if not n:
-        return pa.RecordBatch.from_pylist([], schema=TOOLS)
-    take = pa.array(np.concatenate(parts), pa.int32())
-    table = pa.Table.from_pylist(decls, schema=_DECL)
-    for f in _DECL:
-        if not f.nullable and table.column(f.name).null_count:
-            raise ValueError(f"column {f.name} may not be null")
+        return batch_from_rows([], TOOLS_BATCH, {"tool_json": pa.DictionaryArray.from_arrays(numpy_column(np.zeros(0, np.int32)), text_column([]))})
+    take = numpy_column(np.concatenate(parts))
+    table = batch_from_rows(decls, _DECL)
     counts_np = np.asarray(counts, dtype=np.int64)
-    xids = pa.array([u[0] for u in units], pa.string()).take(pa.array(np.repeat(np.arange(len(units)), counts_np)))
+    xids = text_column([u[0] for u in units]).take(numpy_column(np.repeat(np.arange(len(units)), counts_np)))
     starts = np.repeat(np.cumsum(counts_np) - counts_np, counts_np)
-    tool_index = pa.array((np.arange(n) - starts).astype(np.int32))
-    arrays = {"exchange_id": xids, "tool_index": tool_index}
+    arrays = {"exchange_id": xids, "tool_index": numpy_column((np.arange(n) - starts).astype(np.int32))}
     for f in _DECL:
-        col = table.column(f.name).combine_chunks()
-        arrays[f.name] = col.take(take)
-    return pa.RecordBatch.from_arrays([arrays[f.name] for f in TOOLS], schema=TOOLS)
+        col = table.column(f.name)
+        if f.name == "tool_json":  # the dictionary's values unique (else Parquet falls back to plain pages)
+            enc = pc.dictionary_encode(col)
+            arrays[f.name] = pa.DictionaryArray.from_arrays(enc.indices.take(take), enc.dictionary)
+        else:
+            arrays[f.name] = col.take(take)
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in TOOLS_BATCH], schema=TOOLS_BATCH)
 
 
-def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
-    return pq.ParquetWriter(path, schema, compression="zstd", compression_level=ZSTD_LEVEL,
-                            use_dictionary=[f.name for f in schema if f.name not in _UNIQUE_TEXT],
-                            write_statistics=[f.name for f in schema if f.name in _STATS])
+def _parquet_writer(path: Path, schema: pa.Schema, batches: pa.Schema | None = None) -> pq.ParquetWriter:
+    """A writer of table ``schema`` fed batches of schema ``batches`` (default: ``schema``; else the
+    same columns with some dictionary-encoded, as :data:`TOOLS_BATCH`): the Arrow schema the file
+    records is ``schema`` either way, so every reader gets the table's own types."""
+    batches = batches or schema
+    w = pq.ParquetWriter(path, batches, compression="zstd", compression_level=ZSTD_LEVEL,
+                         use_dictionary=[f.name for f in schema if f.name not in _UNIQUE_TEXT],
+                         write_statistics=[f.name for f in schema if f.name in _STATS],
+                         store_schema=batches.equals(schema))
+    if not batches.equals(schema):
+        import base64
+
+        w.add_key_value_metadata({b"ARROW:schema": base64.b64encode(schema.serialize().to_pybytes())})
+    return w
 
 
 @dataclass(frozen=True)
@@ -356,7 +353,7 @@ class _Rows:
 
     def tables(self) -> dict[str, Any]:
         units = self.units
-        bad = (pa.ArrowException, TypeError, ValueError, OverflowError)
+        bad = (pa.ArrowException, TypeError, ValueError, OverflowError)  # UnicodeEncodeError is a ValueError
         try:
             ex = exchanges_batch([u[0] for u in units])
             tl = tools_batch([(u[0]["exchange_id"], u[1]) for u in units])
@@ -378,7 +375,7 @@ class _Rows:
         return {
             "exchanges": ex,
             "tools": tl,
-            "ingest_errors": pa.RecordBatch.from_pylist(self.errors, schema=INGEST_ERRORS),
+            "ingest_errors": batch_from_rows(self.errors, INGEST_ERRORS),
             "tool_counts": [len(u[1]) for u in units],
             "reasons": dict(self.reasons),
             "redactions": dict(self.redactions),
@@ -403,7 +400,7 @@ class _Sink:
         self.tmp = {name: p.with_name(f".tmp-{os.getpid()}-{p.name}") for name, p in self.paths.items()}
         self.writers = {
             "exchanges": _parquet_writer(self.tmp["exchanges"], EXCHANGES),
-            "tools": _parquet_writer(self.tmp["tools"], TOOLS),
+            "tools": _parquet_writer(self.tmp["tools"], TOOLS, TOOLS_BATCH),
             "ingest_errors": _parquet_writer(self.tmp["ingest_errors"], INGEST_ERRORS),
         }
 
@@ -447,9 +444,9 @@ class _Sink:
             return ex, tl
         import numpy as np
 
-        new_ids = pa.array(renamed, pa.string())
+        new_ids = text_column(renamed)
         ex = pa.RecordBatch.from_arrays([new_ids, *ex.columns[1:]], schema=ex.schema)
-        tool_ids = new_ids.take(pa.array(np.repeat(np.arange(len(renamed)), counts), pa.int64()))
+        tool_ids = new_ids.take(numpy_column(np.repeat(np.arange(len(renamed)), counts).astype(np.int64)))
         return ex, pa.RecordBatch.from_arrays([tool_ids, *tl.columns[1:]], schema=tl.schema)
 
     def close(self, ok: bool) -> None:

@@ -80,10 +80,13 @@ import heapq
 import os
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any, Callable
 
 import orjson
 import re2
+
+from replay.tables import EXCHANGES
 
 __all__ = [
     "Redactions",
@@ -266,8 +269,7 @@ class _HyperscanGates:
             caseless = pat.startswith("(?i)")
             exprs.append((pat[4:] if caseless else pat).encode("utf-8"))
             flags.append(hyperscan.HS_FLAG_SINGLEMATCH | (hyperscan.HS_FLAG_CASELESS if caseless else 0))
-        self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self.db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+        self.db = _cached_database(hyperscan, exprs, flags)
         self.scratch = hyperscan.Scratch(self.db)  # one per process: scans never run concurrently here
 
     @staticmethod
@@ -280,6 +282,38 @@ class _HyperscanGates:
         found: set = set()
         self.db.scan(data, match_event_handler=self._hit, context=found, scratch=self.scratch)
         return list(found)
+
+
+def cache_dir() -> Path:
+    """Where replay keeps what it can rebuild (compiled Hyperscan databases): ``$REPLAY_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/replay``, else ``~/.cache/replay``."""
+    if os.environ.get("REPLAY_CACHE_DIR"):
+        return Path(os.environ["REPLAY_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replay"
+
+
+def _cached_database(hyperscan: Any, exprs: list[bytes], flags: list[int]) -> Any:
+    """The block-mode database of ``exprs`` (ids 0..n-1) with ``flags``: loaded from :func:`cache_dir`
+    when an earlier process compiled the same patterns with the same Hyperscan (about 1 ms), else
+    compiled (about 22 ms per database here, paid by every ``replay`` process that ingests) and
+    saved there for the next. A cache that cannot be read or written is compiled past, silently:
+    the database is the same either way (a file for another CPU fails to load and is rebuilt)."""
+    key = hashlib.sha256(repr((hyperscan.__version__, exprs, flags)).encode()).hexdigest()[:24]
+    path = cache_dir() / f"gates-{key}.hsdb"
+    try:
+        return hyperscan.loadb(path.read_bytes(), mode=hyperscan.HS_MODE_BLOCK)
+    except Exception:  # noqa: BLE001 - absent, truncated, another platform's: compile it
+        pass
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_bytes(hyperscan.dumpb(db))
+        os.replace(tmp, path)  # atomic: a process reading it never sees half a file
+    except Exception:  # noqa: BLE001 - a read-only home: no cache, same database
+        pass
+    return db
 
 
 def _gates(patterns: list[str]) -> Any:
@@ -653,6 +687,16 @@ _VERBATIM_COLUMNS = frozenset({"request_json", "server_prompt", "server_output_t
                                "server_prompt_token_ids", "server_output_token_ids"})
 
 
+#: Columns whose strings, on a v1 line, are the line's own decoded strings (or a constant of the
+#: reader): the line's gate covers them. The served content and calls are not among them: they
+#: are joined from stream deltas, and a key split across two deltas is whole only once joined.
+_LINE_GATED = _VERBATIM_COLUMNS | _KEEP_COLUMNS | {"capture_format", "capture_lacks"}
+#: The ``exchanges`` columns (the keys of a row made by replay.capture.v1): of them, only
+#: ``request_json`` is JSON text.
+_EXCHANGE_COLUMNS = frozenset(EXCHANGES.names)
+assert [c for c in _EXCHANGE_COLUMNS if _is_json_column(c)] == ["request_json"]
+
+
 def _row_rules(row: dict, tools: Any, raw: bytes | None = None) -> tuple[int, ...]:
     """The rules of rule 1 that can match in some string of the row or its tools (their gates, one
     pass): over ``raw`` (the capture line the row was parsed from, when its escapes allow, see
@@ -662,7 +706,10 @@ def _row_rules(row: dict, tools: Any, raw: bytes | None = None) -> tuple[int, ..
     :class:`replay.capture.v1.ToolList`. ``()``: rule 1 has nothing to do in this row."""
     line = _line_rules(raw) if raw is not None else None
     if line is not None:
-        derived = {k: v for k, v in row.items() if v is not None and k not in _VERBATIM_COLUMNS and k not in _KEEP_COLUMNS}
+        # numbers and booleans hold no text; the columns of _LINE_GATED hold the line's own strings
+        derived = {k: v for k, v in row.items() if v is not None and type(v) is not int and type(v) is not bool and k not in _LINE_GATED}
+        if not derived:
+            return line
         try:
             blob = orjson.dumps(derived, default=str)
         except TypeError:
@@ -742,6 +789,8 @@ def redact_exchange(
                 counts.update(local)
         names_done = True
     st = scrub_text if _row_rules(row, tools, raw) else _same
+    if st is _same and not hash_text_too and names_done and row.keys() <= _EXCHANGE_COLUMNS:
+        return tools  # no rule 1 to run, names done, no other JSON column: the loop below would change nothing
     # the steps can stop joining to the completion only when rule 1 runs on them
     out, steps = row.get("server_output_text"), row.get("server_steps")
     steps_joined = st is scrub_text and isinstance(out, str) and isinstance(steps, list) and all(isinstance(x, str) for x in steps) and "".join(steps) == out
@@ -789,9 +838,15 @@ def redact_exchange(
             tools.gate = _rules_in(tools.json)
         if not tools.gate:
             return tools
-        own = [dict(c) for c in shared]
-        _scrub_tools(own, counts)
-        return own if own != list(shared) else tools
+        if tools.scrubbed is None:  # once per distinct list: the scrub of the same text gives the same rows
+            own = [dict(c) for c in shared]
+            local: Counter = Counter()
+            _scrub_tools(own, local)
+            tools.scrubbed = (own if own != list(shared) else tools, local)
+        result, local = tools.scrubbed
+        if counts is not None:
+            counts.update(local)
+        return result
     _scrub_tools(tools, counts)
     return tools
 

@@ -442,12 +442,13 @@ class ToolList:
     ``tool_index`` (:func:`replay.tools.describe_tool` and ``tool_json``). Read-only: never
     modified once made (a scrub that changes a declaration makes a list of its own rows)."""
 
-    __slots__ = ("json", "cols", "gate")
+    __slots__ = ("json", "cols", "gate", "scrubbed")
 
     def __init__(self, json: bytes, cols: tuple[dict, ...]) -> None:
         self.json = json
         self.cols = cols
         self.gate: tuple[int, ...] | None = None  # the secret-scrub rules its text may need, once known (replay.capture.redact)
+        self.scrubbed: tuple[Any, Any] | None = None  # (tools to write, what the scrub counted), once computed (replay.capture.redact)
 
     def __len__(self) -> int:
         return len(self.cols)
@@ -460,21 +461,11 @@ class ToolList:
 def request_bytes(request: dict, tools_json: bytes | None) -> bytes:
     """``orjson.dumps(request)``, byte for byte, reusing ``tools_json`` (``orjson.dumps`` of
     ``request["tools"]``, known from the tool-list cache) instead of serializing the tools again:
-    the entries before and after ``tools`` are serialized as two dicts and joined around it.
-    Raises ``too-deep`` / ``bad-field`` as :func:`parse_record` does for the request."""
+    the request is dumped with its ``tools`` value as an ``orjson.Fragment`` of that text (same key,
+    same place). Raises ``too-deep`` / ``bad-field`` as :func:`parse_record` does for the request."""
     if tools_json is None or "tools" not in request:
         return _dumps(request, "request")
-    before: dict = {}
-    after: dict = {}
-    cur = before
-    for k, v in request.items():
-        if k == "tools":
-            cur = after
-        else:
-            cur[k] = v
-    head = _dumps(before, "request")[:-1] + b"," if before else b"{"
-    tail = b"," + _dumps(after, "request")[1:] if after else b"}"
-    return b"".join((head, b'"tools":', tools_json, tail))
+    return _dumps({**request, "tools": orjson.Fragment(tools_json)}, "request")
 
 
 def record_row(rec: dict, source_file: str, line_no: int, capture_format: str = "v1") -> tuple[dict, ToolList]:

@@ -1,21 +1,22 @@
-"""A block body of the shape: ws, one JSON value, ws, end marker; decided whole or streamed.
+"""A block body of the shape: ws, one JSON value, ws, end marker; decided on a whole text or a prefix.
 
 Shared by the parsers whose call blocks end in "JSON body then end marker" (Hermes, DeepSeek V3 and
 V3.1, Kimi K2: the end marker closes the block; Mistral, Granite 3: the next start marker ends it
-and starts the next block). :func:`read_json_block` decides a block of a whole text (it reads the
-value with :func:`~replay.parsers._jsonscan.decode_at`); :class:`JsonBlock` decides it as the text
-streams in (it scans with :class:`~replay.parsers._jsonscan.JsonPrefix`). The two find a value's
-extent independently, which keeps stream and whole-text parse independent for the property tests.
-Both decode a value with the depth rule of :mod:`replay.parsers._jsonscan`.
+and starts the next block). :func:`read_json_block` decides a block of a whole text or, with
+``final=False``, of a stream's prefix (the grammar the streaming engine reads,
+:class:`~replay.parsers._family.GrammarParser`): it reads the value with
+:func:`~replay.parsers._jsonscan.decode_at` and tells a value cut off by the prefix from a bad one
+with :class:`~replay.parsers._jsonscan.JsonPrefix`. A value is decoded with the depth rule of
+:mod:`replay.parsers._jsonscan`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
-from replay.parsers._jsonscan import DONE, MORE, JsonPrefix, decode_at, loads_or_too_deep, skip_ws
+from replay.parsers._jsonscan import MORE, JsonPrefix, decode_at, loads_or_too_deep, skip_ws
 from replay.parsers._markers import first_marker
 
 
@@ -57,30 +58,6 @@ def arguments_text(args: Any) -> str | None:
 
 def _ends(end_markers: str | tuple[str, ...]) -> tuple[str, ...]:
     return (end_markers,) if isinstance(end_markers, str) else end_markers
-
-
-class Decided(NamedTuple):
-    """A decided block: ``end`` is the index where the block ends (chars, in the parser's buffer):
-    just after its end marker, or at it when the marker is not consumed.
-
-    ``span`` is ``(start, end)`` of the JSON value in the buffer (chars) when the body is one
-    complete JSON value followed only by whitespace and then an end marker, or by whitespace up
-    to the end of the stream; else None (the body does not have that shape: the block is
-    content up to ``end``). Whether the value makes a call (its type, its keys) is the parser's
-    to judge.
-    """
-
-    end: int
-    span: tuple[int, int] | None
-
-    def value(self, buf: str) -> tuple[str, Any]:
-        """``(raw JSON text, decoded value)`` of the span in ``buf``;
-        :data:`~replay.parsers._jsonscan.TOO_DEEP` for a value nested too deeply, ``("",
-        NO_VALUE)`` when there is no span."""
-        if self.span is None:
-            return "", NO_VALUE
-        raw = buf[self.span[0] : self.span[1]]
-        return raw, loads_or_too_deep(raw)
 
 
 def _end_at(text: str, ends: tuple[str, ...], pos: int, consume: bool, final: bool) -> int | None:
@@ -150,99 +127,3 @@ def read_json_block(
         return k, value
     end = _end_at(text, ends, k, consume, final)
     return None if end is None else (end, NO_VALUE)
-
-
-class JsonBlock:
-    """Incremental decision on one block body: ws, a JSON value, ws, then an end marker.
-
-    Takes ``end_markers`` (the text that closes the block; a tuple: whichever comes first),
-    ``body_start`` (index in chars, in the parser's buffer, where the body begins: just after the
-    start marker or separator) and ``consume``: True when the block includes its end marker (then
-    ``end`` is just after it), False when the marker begins the next block (``end`` is at it).
-    The parser then calls :meth:`advance` with its whole growing buffer (which must keep the
-    block's text at the same indices: only appended to, never cut, until decided) and ``final``
-    (True at the end of the stream). It returns None while undecided, else a :class:`Decided`:
-
-    * the JSON value is complete and followed by ws and an end marker: ``end`` at/after the
-      marker, ``span`` the value;
-    * at ``final``, the value is complete and followed only by ws: ``end`` = ``len(buf)``, ``span``
-      the value;
-    * otherwise (only ws, or text that cannot be a JSON value, or other text after the value):
-      ``span`` None and ``end`` at/after the first end marker after the value (after the value's
-      start when it does not decode), or ``len(buf)`` at ``final`` when there is none.
-
-    ``trailing``: as in :func:`read_json_block` (a value followed by other text ends the block
-    just after the value when ``trailing(raw JSON text)`` is true). ``open_end``: as in
-    :func:`read_json_block` (False: a value followed only by ws at ``final`` has no span).
-
-    While undecided it keeps its scan state, so the JSON is scanned once, incrementally, and the
-    end markers are searched for only in new text. Once it has decided it must not be called again.
-    """
-
-    def __init__(
-        self,
-        end_markers: str | tuple[str, ...],
-        body_start: int,
-        *,
-        consume: bool = True,
-        trailing: Callable[[str], bool] | None = None,
-        open_end: bool = True,
-    ) -> None:
-        self.ends = _ends(end_markers)
-        self._open_end = open_end
-        self._trailing = trailing
-        self._consume = consume
-        self._longest = max(len(e) for e in self.ends)
-        self._phase = "pre"
-        self._scan = JsonPrefix()
-        self._fed = body_start  # buffer index up to which the scanner has been fed
-        self._j = body_start  # start of the JSON value in the buffer
-        self._k = 0  # end of the JSON value in the buffer
-        self._m = 0  # how far the whitespace after the value has been read
-        self._seek = 0  # where to look for an end marker next
-
-    def advance(self, buf: str, final: bool) -> Decided | None:
-        """Move on over ``buf``; None while undecided, else the block's :class:`Decided`."""
-        if self._phase == "pre":
-            j = skip_ws(buf, self._j)
-            if j == len(buf):
-                self._j = j  # whitespace already read is never read again (linear in long runs)
-                return Decided(len(buf), None) if final else None
-            self._j = self._fed = j
-            self._phase = "json"
-        if self._phase == "json":
-            status = self._scan.feed(buf[self._fed :])
-            self._fed = len(buf)
-            if status == MORE and final:
-                status = self._scan.close()
-            if status == MORE:
-                return None
-            if status == DONE:
-                assert self._scan.end is not None
-                self._k = self._m = self._j + self._scan.end
-                self._phase = "post"
-            else:
-                self._seek = self._j
-                self._phase = "seek"
-        if self._phase == "post":
-            m = self._m = skip_ws(buf, self._m)
-            for e in self.ends:
-                if buf.startswith(e, m):
-                    return Decided(m + len(e) if self._consume else m, (self._j, self._k))
-            if m == len(buf):
-                if not final:
-                    return None
-                return Decided(len(buf), (self._j, self._k) if self._open_end else None)
-            if not final and any(e.startswith(buf[m:]) for e in self.ends):
-                return None
-            if self._trailing is not None and self._trailing(buf[self._j : self._k]):
-                return Decided(self._k, (self._j, self._k))
-            self._seek = self._k
-            self._phase = "seek"
-        e, mark = first_marker(buf, self.ends, self._seek)
-        if e < 0:
-            if final:
-                return Decided(len(buf), None)
-            self._seek = max(self._seek, len(buf) - self._longest + 1)
-            return None
-        return Decided(e + len(mark) if self._consume else e, None)

@@ -2,8 +2,8 @@
 
 * :func:`parse_blocks`: the whole-text parse of the families whose output is text with call
   blocks in it (each block found at a start marker and decided by the family);
-* :func:`parse_sectioned` and :class:`SectionedParser`: the whole-text parse and the ``_drain``
-  of the families whose calls are token blocks inside sections (DeepSeek V3 and V3.1, Kimi K2);
+* :class:`GrammarParser`: the streaming engine over a family's whole-text grammar (the block
+  grammars of the families build on it: :mod:`replay.parsers._sections` for calls sections);
 * :class:`StreamParser`: ``feed``/``finish`` around the family's ``_drain``. A family parser
   derives from it, calls its ``__init__`` with the request's tools and its reasoning splitter, and
   implements ``parse`` (whole text) and ``_drain(final)``: move on over ``self._buf`` (the body
@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
-from replay.parsers._block import Decided, object_arguments
 from replay.parsers._jsonscan import JsonPrefix, skip_ws
 from replay.parsers._markers import TokenStripper, find_marker, first_marker, longest, strip_tokens
 from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
@@ -33,7 +32,10 @@ BlockReader = Callable[[str, int, str], tuple[int, "list[ToolCall] | None"]]
 #: with ``final`` False it is a stream's prefix, and the grammar returns None whenever more text
 #: could change its answer (it never guesses), so that any answer it gives on a prefix is the one
 #: it gives on every longer text. An answer may name, third, the pseudo-mark of the block that
-#: must follow it (:func:`follows`).
+#: must follow it (a block read at the same position, or a :data:`Region`); without one, a block
+#: that gave calls is followed by a :data:`CHAIN` block in a family that chains them, else by
+#: nothing. Its list of calls may hold strings: content, in order with the calls (a block whose
+#: answer carries both, such as a calls section's head, :mod:`replay.parsers._sections`).
 Grammar = Callable[[str, int, str, bool], "tuple[int, list[ToolCall] | None] | tuple[int, list[ToolCall] | None, str] | None"]
 
 
@@ -59,19 +61,10 @@ DROP = "drop"
 #: A region: text streamed as it arrives, outside blocks: ``(kind, stops)``, ``kind`` one of
 #: :data:`CONTENT`, :data:`REASONING`, :data:`DROP` (framing, never shown), ``stops`` the markers
 #: that open the next block. The default region of a family is ``(CONTENT, STARTS)``; a grammar
-#: enters another by naming, as the pseudo-mark that follows a block (:func:`follows`), a key of
+#: enters another by naming, as the pseudo-mark that follows a block (:data:`Grammar`), a key of
 #: the family's ``REGIONS`` (a Harmony message body, a Gemma 4 reasoning section). The region
 #: lasts up to its first stop marker; the block there decides what follows it.
 Region = tuple[str, tuple[str, ...]]
-
-
-def follows(got: tuple, chain: bool) -> str:
-    """The pseudo-block that must follow a decided block ``got`` (a grammar's answer): its third
-    item when it names one (a grammar with nested structure, such as the items of a DSML block),
-    else :data:`CHAIN` after calls when ``chain``, else none (``""``)."""
-    if len(got) > 2:
-        return got[2]
-    return CHAIN if chain and got[1] is not None else ""
 
 
 def parse_blocks(
@@ -94,15 +87,17 @@ def parse_blocks(
     markers). Parsing goes on after every block. ``head``: a :data:`HEAD` block is tried at the
     first non-whitespace character (the whitespace before it is content); ``chain``: a
     :data:`CHAIN` block is tried right after every block that gave calls; a reader's answer
-    ``(end, calls, pseudo-mark)`` names the block that follows it (:func:`follows`). ``grammar``:
+    ``(end, calls, pseudo-mark)`` names the block that follows it (:data:`Grammar`). ``grammar``:
     a :data:`Grammar` to call with ``final=True`` instead of ``read``. ``first``: the pseudo-mark
     the text starts with (``head`` is ``first=HEAD``); ``regions``: the family's
     :data:`Region` pseudo-marks, whose reasoning text is appended to ``reasoning``."""
     content: list[str] = []
     calls: list[ToolCall] = []
-    sink = {CONTENT: content, REASONING: content if reasoning is None else reasoning, DROP: []}
-    default: Region = (CONTENT, starts)
-    region = default
+    if grammar is None:
+        assert read is not None
+        grammar = lambda text, s, mark, final: read(text, s, mark)  # noqa: E731
+    stops = starts
+    out = content  # where the text outside blocks goes (a region's kind; None: dropped)
     virtual = HEAD if head else first
     if virtual == HEAD:
         j = skip_ws(text, pos)
@@ -110,22 +105,28 @@ def parse_blocks(
         pos = j
     while True:
         if virtual and regions and virtual in regions:
-            region, virtual = regions[virtual], ""
+            kind, stops = regions[virtual]
+            out = None if kind == DROP else reasoning if kind == REASONING and reasoning is not None else content
+            virtual = ""
         if virtual:
             s, mark = pos, virtual
         else:
-            s, mark = first_marker(text, region[1], pos)
+            s, mark = first_marker(text, stops, pos)
             if s < 0:
-                sink[region[0]].append(text[pos:])
+                if out is not None:
+                    out.append(text[pos:])
                 return "".join(content), calls
-            sink[region[0]].append(text[pos:s])
-            region = default
-        got = read(text, s, mark) if grammar is None else grammar(text, s, mark, True)  # type: ignore[misc]
+            if out is not None and s > pos:
+                out.append(text[pos:s])
+            stops, out = starts, content
+        got = grammar(text, s, mark, True)
         pos, found = got[0], got[1]
         if found is None:
-            content.append(block_content(text[s:pos]))
+            if pos > s:
+                content.append(block_content(text[s:pos]))
         else:
-            calls.extend(found)
+            for call in found:
+                (content if type(call) is str else calls).append(call)  # type: ignore[arg-type]
         virtual = got[2] if len(got) > 2 else (CHAIN if chain and found is not None else "")
 
 
@@ -154,8 +155,10 @@ class StreamParser:
     splitter and the family's ``_drain``.
 
     ``__init__(tools, think)``: ``tools`` the request's tool declarations (kept as ``self.tools``),
-    ``think`` the family's :class:`Splitter`. The reasoning the splitter separates comes before
-    any reasoning ``_drain`` reports itself (families that read their own reasoning syntax).
+    ``think`` the family's :class:`Splitter`, or None: :meth:`splitter` makes it at the first
+    ``feed``/``finish`` (a parser used only for the whole-text parse never builds its streaming
+    state). The reasoning the splitter separates comes before any reasoning ``_drain`` reports
+    itself (families that read their own reasoning syntax).
     """
 
     tools: list[dict[str, Any]] | None
@@ -165,23 +168,41 @@ class StreamParser:
     #: :class:`TokenStripper`; prefix-free). ``replay formats`` lists them.
     end_tokens: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter) -> None:
+    def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter | None = None) -> None:
         self.tools = tools
-        self._eot = TokenStripper(self.end_tokens)
+        self._eot: TokenStripper | None = None  # built with the splitter, at the first feed/finish
         self._think = think
+        self._split = False
         self._buf = ""  # body text received and not yet decided
         self._index = 0  # OpenAI tool_calls[].index of the next call
         self._finished = False
+
+    def splitter(self) -> Splitter:
+        """The streaming reasoning splitter when ``__init__`` was given none: no reasoning."""
+        return NoReasoning()
+
+    def _start(self) -> TokenStripper:
+        """Build the streaming state (end-token stripper, splitter) at the first feed/finish."""
+        self._eot = eot = TokenStripper(self.end_tokens)
+        if self._think is None:
+            self._think = self.splitter()
+        self._split = not isinstance(self._think, NoReasoning)  # NoReasoning: every delta is body
+        return eot
 
     def feed(self, delta: str) -> StreamDelta:
         """Streaming parse: take the next delta (text); return the content, tool-call and
         reasoning fragments it completes. Raises RuntimeError after :meth:`finish`."""
         if self._finished:
             raise RuntimeError("feed() after finish(): construct a new parser per stream")
-        reasoning, body = self._think.feed(self._eot.feed(delta))
-        self._append(body)
+        body = (self._eot or self._start()).feed(delta)
+        reasoning = ""
+        if self._split:
+            reasoning, body = self._think.feed(body)  # type: ignore[union-attr]
+        if body:
+            self._append(body)
         out = self._drain(final=False)
-        out.reasoning = reasoning + out.reasoning
+        if reasoning:
+            out.reasoning = reasoning + out.reasoning
         return out
 
     def _append(self, body: str) -> None:
@@ -205,9 +226,11 @@ class StreamParser:
         delta."""
         if self._finished:
             return StreamDelta()
-        tail = self._eot.finish()
-        head_reasoning, head = self._think.feed(tail) if tail else ("", "")
-        reasoning, body = self._think.finish()
+        tail = (self._eot or self._start()).finish()
+        think = self._think
+        assert think is not None
+        head_reasoning, head = think.feed(tail) if tail else ("", "")
+        reasoning, body = think.finish()
         reasoning = head_reasoning + reasoning
         self._append(head + body)
         out = self._drain(final=True)
@@ -234,168 +257,6 @@ class StreamParser:
     def _drain(self, final: bool) -> StreamDelta:  # pragma: no cover - every family defines it
         """Move on over ``self._buf``; ``final``: the end of the stream."""
         raise NotImplementedError
-
-
-def parse_sectioned(
-    text: str,
-    call_begin: str,
-    begins: tuple[str, ...],
-    ends: tuple[str, ...],
-    read: BlockReader,
-) -> tuple[str, list[ToolCall]]:
-    """Whole-text parse of a family whose call blocks (opened by ``call_begin``) sit in sections
-    opened by one of ``begins`` and closed by one of ``ends`` (DeepSeek V3 / V3.1, Kimi K2):
-    ``(content, calls)``. ``read`` decides a block as for :func:`parse_blocks` (only ever called
-    at ``call_begin``).
-
-    The rules (the README's content-rules table): outside a section, text is content verbatim
-    (a stray section-end marker too) and a call block is decided where it stands (bare calls are
-    calls). A section runs from its begin marker to the first end marker after it, or to the end
-    of the text; a block decided inside it may run past an end marker (its extent is the block's).
-    A section holding at least one call is framing: its begin/end markers (and a repeated begin
-    marker inside it) are dropped and the rest of its text is content verbatim. A section holding
-    no call is content verbatim, markers included. A block that is no call is content verbatim,
-    markers included, wherever it is (the Hermes rule).
-    """
-    content: list[str] = []
-    calls: list[ToolCall] = []
-    outside = (call_begin, *begins)
-    inside = (call_begin, *ends, *begins)
-    pos = 0
-    while True:
-        s, mark = first_marker(text, outside, pos)
-        if s < 0:
-            content.append(text[pos:])
-            return "".join(content), calls
-        content.append(text[pos:s])
-        if mark == call_begin:
-            pos, found = read(text, s, mark)
-            if found is None:
-                content.append(text[s:pos])
-            else:
-                calls.extend(found)
-            continue
-        sec_content: list[str] = []
-        sec_calls: list[ToolCall] = []
-        p = s + len(mark)
-        while True:
-            q, m2 = first_marker(text, inside, p)
-            if q < 0:
-                sec_content.append(text[p:])
-                p = len(text)
-                break
-            sec_content.append(text[p:q])
-            if m2 != call_begin:
-                p = q + len(m2)
-                if m2 in ends:
-                    break
-                continue  # a begin marker repeated inside the section
-            p, found = read(text, q, m2)
-            if found is None:
-                sec_content.append(text[q:p])
-            else:
-                sec_calls.extend(found)
-        if sec_calls:
-            content.extend(sec_content)
-            calls.extend(sec_calls)
-        else:
-            content.append(text[s:p])
-        pos = p
-
-
-class SectionedParser(StreamParser):
-    """Streaming side of the families whose calls are blocks opened by ``CALL_BEGIN`` inside
-    sections opened by one of ``SECTION_BEGINS`` and closed by one of ``SECTION_ENDS`` (DeepSeek
-    V3 and V3.1, Kimi K2); the rules are :func:`parse_sectioned`'s, which the whole-text parse uses.
-
-    Outside a section, text is emitted as soon as it cannot start ``CALL_BEGIN`` or a section
-    begin marker. Inside a section, text is held until the section is decided: at its first call
-    the held text (minus the markers) is emitted and the section's markers are dropped from then
-    on; at its end marker (or the end of the stream) with no call, the held text is emitted
-    verbatim, markers included. At ``CALL_BEGIN`` a block opens (:meth:`_open_block`, the buffer
-    then starts at the marker) and the family's :meth:`_advance` reads its header and JSON body up
-    to a :class:`~replay.parsers._block.Decided`. The block is a call when its JSON value is an
-    object and the header gave ``self._name``; otherwise its text, verbatim, is content.
-    """
-
-    CALL_BEGIN: ClassVar[str] = ""
-    SECTION_BEGINS: ClassVar[tuple[str, ...]] = ()
-    SECTION_ENDS: ClassVar[tuple[str, ...]] = ()
-
-    def __init__(self, tools: list[dict[str, Any]] | None, think: Splitter) -> None:
-        super().__init__(tools, think)
-        self._in_block = False
-        self._name: str | None = None  # the open block's function name, once its header is read
-        self._section = ""  # "" outside a section, "held" before its first call, "calls" after
-        self._held_content: list[str] = []  # a held section's text minus its markers
-        self._held_verbatim: list[str] = []  # a held section's text, markers included
-        self._outside = (self.CALL_BEGIN, *self.SECTION_BEGINS)
-        self._inside = (self.CALL_BEGIN, *self.SECTION_ENDS, *self.SECTION_BEGINS)
-
-    def _open_block(self) -> None:
-        """Reset the header state for a block starting at ``self._buf[0]``."""
-
-    def _advance(self, final: bool) -> Decided | None:  # pragma: no cover - every family defines it
-        """Move the open block on; None while undecided."""
-        raise NotImplementedError
-
-    def _text(self, parts: list[str], content: str, verbatim: str) -> None:
-        """Route text read at the current position: ``content`` is what it gives once its section
-        holds a call (or outside a section), ``verbatim`` what it gives in a section with none."""
-        if self._section == "held":
-            self._held_content.append(content)
-            self._held_verbatim.append(verbatim)
-        else:
-            parts.append(content)
-
-    def _drain(self, final: bool) -> StreamDelta:
-        out = StreamDelta()
-        parts: list[str] = []
-        while True:
-            if not self._in_block:
-                markers = self._inside if self._section else self._outside
-                i, mark = find_marker(self._buf, markers, final)
-                text = self._buf[:i]
-                self._text(parts, text, text)
-                if mark and mark != self.CALL_BEGIN:
-                    self._buf = self._buf[i + len(mark) :]
-                    if not self._section:
-                        self._section = "held"
-                        self._held_content, self._held_verbatim = [], [mark]
-                    elif mark in self.SECTION_ENDS:
-                        if self._section == "held":
-                            parts.append("".join(self._held_verbatim) + mark)
-                        self._section = ""
-                    else:
-                        self._text(parts, "", mark)  # a begin marker repeated inside the section
-                    continue
-                if not mark:
-                    self._buf = self._buf[i:]
-                    break
-                self._buf = self._buf[i:]
-                self._in_block = True
-                self._name = None
-                self._open_block()
-            decided = self._advance(final)
-            if decided is None:
-                break
-            raw, obj = decided.value(self._buf)
-            args = None if self._name is None else object_arguments(obj)
-            if self._name is None or args is None:
-                block = self._buf[: decided.end]
-                self._text(parts, block, block)
-            else:
-                if self._section == "held":
-                    parts.append("".join(self._held_content))
-                    self._section = "calls"
-                self._send(out, self._name, args, raw)
-            self._buf = self._buf[decided.end :]
-            self._in_block = False
-        if final and self._section == "held":
-            parts.append("".join(self._held_verbatim))
-            self._section = ""
-        out.content = "".join(parts)
-        return out
 
 
 class MarkerWake:
@@ -428,14 +289,16 @@ class MarkerWake:
 
 
 class EveryDelta(MarkerWake):
-    """The wake rule of a short block decided by its length (Gemma 4's ``<|channel>thought``
-    head): the grammar reads it again on every delta (each read costs at most the block's bound)."""
+    """The wake rule of a short block the grammar decides by its length or by any text (Gemma 4's
+    ``<|channel>thought`` head, a calls section's items, :mod:`replay.parsers._sections`): read
+    again at every delta that brought text (each read costs at most the block's bound)."""
 
     def __init__(self) -> None:
         super().__init__((), 0)
 
     def wake(self, buf: str, final: bool) -> bool:
-        return True
+        """True at the end of the stream or when there is undecided text."""
+        return final or bool(buf)
 
 
 class ValueScanner(Protocol):
@@ -576,7 +439,7 @@ class GrammarParser(StreamParser):
 
     def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
         self._reasoning_open = reasoning_open
-        super().__init__(tools, self.splitter())
+        super().__init__(tools)  # the splitter is made at the first feed (StreamParser._start)
         self._mark = ""  # the open block's start marker or pseudo-mark ("" outside a block)
         self._wake: MarkerWake | None = None
         self._virtual = self.first()  # the pseudo-block (or region) to try next
@@ -619,7 +482,7 @@ class GrammarParser(StreamParser):
         """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls: end tokens
         removed, reasoning split off, then the family's grammar over the body."""
         reasoning, body = self.split_whole(self.strip_end_tokens(text))
-        more: list[str] = [reasoning]
+        more: list[str] | None = [reasoning] if self.REGIONS else None
         content, calls = parse_blocks(
             body,
             self.STARTS,
@@ -630,61 +493,79 @@ class GrammarParser(StreamParser):
             regions=self.REGIONS,
             reasoning=more,
         )
-        return ParseResult(content=content, calls=tuple(calls), reasoning="".join(more))
+        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning if more is None else "".join(more))
 
     def _drain(self, final: bool) -> StreamDelta:
         out = StreamDelta()
         parts: list[str] = []  # content
         thoughts: list[str] = []  # reasoning (regions of kind REASONING)
         buf = self._buf
+        mark = self._mark
         while True:
-            if not self._mark and self._virtual:
+            if not mark:
                 v = self._virtual
-                if v == HEAD:
-                    j = skip_ws(buf, 0)
-                    parts.append(buf[:j])
-                    buf = buf[j:]
-                    if not buf and not final:
-                        break
-                    self._mark, self._virtual = HEAD, ""
-                    self._wake = self.wake(HEAD)
-                elif v in self.REGIONS:
-                    self._region, self._virtual = self.REGIONS[v], ""
-                else:
-                    self._mark, self._virtual = v, ""
-                    self._wake = self.wake(v)
-            if not self._mark:
-                kind, stops = self._region
-                i, mark = find_marker(buf, stops, final)
-                if i:
-                    if kind == CONTENT:
-                        parts.append(buf[:i])
-                    elif kind == REASONING:
-                        thoughts.append(buf[:i])
-                    buf = buf[i:]
+                if v:
+                    if v in self.REGIONS:
+                        self._region, self._virtual = self.REGIONS[v], ""
+                    elif not buf and not final:
+                        break  # a pseudo-block opens when its first text arrives
+                    elif v == HEAD:
+                        j = skip_ws(buf, 0)
+                        if j:
+                            parts.append(buf[:j])
+                            buf = buf[j:]
+                            if not buf and not final:
+                                break
+                        mark, self._virtual = HEAD, ""
+                        self._wake = None if final else self.wake(HEAD)
+                    else:
+                        mark, self._virtual = v, ""
+                        self._wake = None if final else self.wake(v)
                 if not mark:
-                    break
-                self._mark, self._wake = mark, self.wake(mark)
-                self._region = self._default
-            assert self._wake is not None
-            if not self._wake.wake(buf, final):
+                    if not buf:
+                        break
+                    kind, stops = self._region
+                    i, mark = find_marker(buf, stops, final)
+                    if i:
+                        if kind == CONTENT:
+                            parts.append(buf[:i])
+                        elif kind == REASONING:
+                            thoughts.append(buf[:i])
+                        buf = buf[i:]
+                    if not mark:
+                        break
+                    self._wake = None if final else self.wake(mark)
+                    self._region = self._default
+            # at the end of the stream every open block is read (no wake rule is asked)
+            if not final and not self._wake.wake(buf, False):  # type: ignore[union-attr]
                 break
-            got = self.read(buf, 0, self._mark, final)
+            got = self.read(buf, 0, mark, final)
             if got is None:
                 if final:  # pragma: no cover - a grammar answers on the whole text
                     raise RuntimeError(f"{type(self).__name__}.read gave no answer on the whole text")
                 break
             end, calls = got[0], got[1]
             if calls is None:
-                parts.append(self.block_content(buf[:end]))
-            else:
+                if end:
+                    parts.append(self.block_content(buf[:end]))
+            elif calls:
+                raw = buf[:end]
                 for call in calls:
-                    self._send(out, call.name, call.arguments, buf[:end])
-            self._virtual = follows(got, self.CHAIN_BLOCKS)
-            buf = buf[end:]
-            self._mark, self._wake = "", None
+                    if type(call) is str:
+                        parts.append(call)
+                    else:
+                        self._send(out, call.name, call.arguments, raw)
+            if len(got) > 2:
+                self._virtual = got[2]
+            elif self.CHAIN_BLOCKS and calls is not None:
+                self._virtual = CHAIN
+            if end:
+                buf = buf[end:]
+            mark, self._wake = "", None
+        self._mark = mark
         self._buf = buf
-        out.content = "".join(parts)
+        if parts:
+            out.content = "".join(parts)
         if thoughts:
             out.reasoning = "".join(thoughts)
         return out

@@ -7,13 +7,36 @@ a proper prefix of one, held back until the next delta decides it).
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
+
+
+@lru_cache(maxsize=256)
+def _alternation(markers: tuple[str, ...]) -> re.Pattern[str] | None:
+    """A compiled ``m1|m2|...`` for markers that share a first character (computed once per
+    tuple), else None. The regex engine scans for the shared prefix in C and tries the markers in
+    the listed order at each candidate position, so a search is one call instead of one
+    ``str.find`` per marker; markers without a shared first character are searched one by one
+    (there the regex engine would try every position)."""
+    if len(markers) < 2 or not all(markers) or len({m[0] for m in markers}) != 1:
+        return None
+    return re.compile("|".join(map(re.escape, markers)))
 
 
 def first_marker(text: str, markers: tuple[str, ...], start: int = 0, stop: int | None = None) -> tuple[int, str]:
     """``(index, marker)`` of the earliest occurrence of any of ``markers`` in ``text`` that starts
     in ``[start, stop)`` (``stop`` None: anywhere after ``start``); ``(-1, "")`` when there is none.
     At equal indices the marker listed first wins."""
+    if len(markers) == 1:
+        m = markers[0]
+        i = text.find(m, start) if stop is None else text.find(m, start, stop + len(m) - 1)
+        return (i, m) if i >= 0 else (-1, "")
+    rx = _alternation(markers)
+    if rx is not None:
+        got = rx.search(text, start) if stop is None else rx.search(text, start, stop + longest(markers) - 1)
+        if got is None or (stop is not None and got.start() >= stop):
+            return -1, ""
+        return got.start(), got.group()
     best, found = -1, ""
     for m in markers:
         # once a marker is found, the others are searched only up to it: a marker absent from a
@@ -26,10 +49,18 @@ def first_marker(text: str, markers: tuple[str, ...], start: int = 0, stop: int 
 
 
 @lru_cache(maxsize=256)
-def _proper_prefixes(markers: tuple[str, ...]) -> tuple[frozenset[str], int]:
-    """Every proper prefix of ``markers`` and the longest one's length (computed once per tuple)."""
+def _proper_prefixes(markers: tuple[str, ...]) -> tuple[frozenset[str], int, str]:
+    """Every proper prefix of ``markers``, the longest one's length and the markers' distinct
+    first characters (computed once per tuple)."""
     prefixes = frozenset(m[:k] for m in markers for k in range(1, len(m)))
-    return prefixes, max((len(p) for p in prefixes), default=0)
+    firsts = "".join(sorted({m[0] for m in markers if m}))
+    return prefixes, max((len(p) for p in prefixes), default=0), firsts
+
+
+@lru_cache(maxsize=256)
+def _firsts(tokens: tuple[str, ...]) -> str:
+    """The distinct first characters of ``tokens`` (computed once per tuple)."""
+    return _proper_prefixes(tokens)[2] if tokens else ""
 
 
 @lru_cache(maxsize=256)
@@ -38,14 +69,25 @@ def longest(markers: tuple[str, ...]) -> int:
     return max((len(m) for m in markers), default=1)
 
 
-def partial_marker_suffix(buf: str, markers: tuple[str, ...]) -> int:
-    """Length of the longest suffix of ``buf`` that is a proper prefix of one of ``markers``
-    (one set look-up per candidate length: called on every delta)."""
-    prefixes, longest = _proper_prefixes(markers)
-    for k in range(min(len(buf), longest), 0, -1):
-        if buf[-k:] in prefixes:
-            return k
-    return 0
+def partial_marker_suffix(buf: str, markers: tuple[str, ...], start: int = 0) -> int:
+    """Length of the longest suffix of ``buf[start:]`` that is a proper prefix of one of
+    ``markers``. Such a suffix starts with a marker's first character within the last (longest
+    marker - 1) chars: only those positions are tried (one ``str.find`` per distinct first
+    character, then a set look-up per occurrence; called on every delta)."""
+    prefixes, longest_prefix, firsts = _proper_prefixes(markers)
+    n = len(buf)
+    lo = n - longest_prefix
+    if lo < start:
+        lo = start
+    best = n
+    for c in firsts:
+        i = buf.find(c, lo, best)
+        while i >= 0:
+            if buf[i:] in prefixes:
+                best = i
+                break
+            i = buf.find(c, i + 1, best)
+    return n - best
 
 
 def find_marker(buf: str, markers: tuple[str, ...], final: bool, start: int = 0) -> tuple[int, str]:
@@ -60,8 +102,7 @@ def find_marker(buf: str, markers: tuple[str, ...], final: bool, start: int = 0)
         return i, mark
     if final:
         return len(buf), ""
-    longest = max(len(m) for m in markers)
-    return len(buf) - partial_marker_suffix(buf[max(start, len(buf) - longest + 1) :], markers), ""
+    return len(buf) - partial_marker_suffix(buf, markers, start), ""
 
 
 @lru_cache(maxsize=256)
@@ -83,8 +124,11 @@ def strip_tokens(text: str, tokens: tuple[str, ...]) -> str:
     be prefix-free (:func:`check_prefix_free`)."""
     if not tokens:
         return text
-    parts: list[str] = []
-    pos = 0
+    i, tok = first_marker(text, tokens, 0)
+    if i < 0:
+        return text  # the common text: no end token in it
+    parts: list[str] = [text[:i]]
+    pos = i + len(tok)
     while True:
         i, tok = first_marker(text, tokens, pos)
         if i < 0:
@@ -102,15 +146,17 @@ class TokenStripper:
 
     def __init__(self, tokens: tuple[str, ...]) -> None:
         self.tokens = check_prefix_free(tokens)
-        self._firsts = tuple(sorted({t[0] for t in tokens}))
+        self._firsts = _firsts(tokens)
         self._held = ""
 
     def feed(self, delta: str) -> str:
         """Take the next delta; return its text minus complete tokens, minus a held-back tail."""
         if not self.tokens:
             return delta
-        if not self._held and not any(c in delta for c in self._firsts):
-            return delta  # no token can start here (the common delta): pass it through as is
+        if not self._held:
+            firsts = self._firsts
+            if (firsts not in delta) if len(firsts) == 1 else not any(c in delta for c in firsts):
+                return delta  # no token can start here (the common delta): pass it through as is
         s = self._held + delta
         parts: list[str] = []
         pos = 0

@@ -34,10 +34,12 @@ def split_reasoning(
     """``(reasoning, body)`` of a whole completion under the module's rule (chars in, chars out)."""
     start, end = tags
     if not open:
-        stripped = text.lstrip()
-        if not stripped.startswith(start):
+        j = 0
+        if text[:1].isspace():
+            j = len(text) - len(text.lstrip())
+        if not text.startswith(start, j):
             return "", text
-        text = stripped[len(start) :]
+        text = text[j + len(start) :]
     e, mark = first_marker(text, (end, *implicit_ends))
     if e < 0:
         return text, ""
@@ -58,6 +60,8 @@ class ReasoningSplitter:
         self.buf = ""
 
     def feed(self, delta: str) -> tuple[str, str]:
+        if self.state == "body":
+            return "", delta  # past the reasoning section (the common delta): all body
         self.buf += delta
         reasoning: list[str] = []
         body: list[str] = []

@@ -43,10 +43,13 @@ parser; the tests check that they agree under every chunking):
   ``<｜tool▁sep｜>``/``<｜tool▁call▁end｜>``, markdown fences in prose — which SGLang strips) is
   content verbatim.
 
-Streaming: the reasoning splitter, then a buffered state machine (outside a block text is
-emitted as soon as it cannot start a block or section marker; a block is buffered, its header
-scanned incrementally, its JSON by :class:`~replay.parsers._block.JsonBlock`, and its call sent
-in one tool-call delta once decided: name once, arguments exactly the whole-text string).
+Streaming: the reasoning splitter, then the engine of
+:class:`~replay.parsers._family.GrammarParser` over the same grammar
+(:class:`~replay.parsers._sections.SectionParser` with :meth:`DeepSeekV3Parser.read_call`):
+outside a block text is emitted as soon as it cannot start a block or section marker; a block is
+read again when a marker arrives, or once the line after its name is long enough to tell the
+fence (:class:`FenceWake`), and its call sent in one tool-call delta once decided (name once,
+arguments exactly the whole-text string).
 
 Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
 
@@ -57,13 +60,12 @@ Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from replay.parsers._block import Decided, JsonBlock, object_arguments, read_json_block
-from replay.parsers._family import SectionedParser, parse_sectioned
-from replay.parsers._markers import first_marker
-from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import ParseResult, ToolCall
+from replay.parsers._block import object_arguments, read_json_block
+from replay.parsers._reasoning import THINK
+from replay.parsers._sections import SectionParser, Tokens, TokenWake
+from replay.parsers.base import ToolCall
 from replay.parsers.deepseek_v31 import (
     CALL_BEGIN,
     CALL_END,
@@ -72,38 +74,81 @@ from replay.parsers.deepseek_v31 import (
     EOS,
     MARKERS,
     SEP,
+    TOKENS,
 )
 
 FENCE_OPEN = "```json"
 FENCE_END = "```" + CALL_END
 
-_LONGEST = max(len(m) for m in MARKERS)
-
 __all__ = ["DeepSeekV3Parser", "CALLS_BEGIN", "CALL_BEGIN", "SEP", "CALL_END", "CALLS_END", "EOS", "FENCE_OPEN", "FENCE_END"]
 
 
-def _read_block(text: str, i: int, mark: str) -> tuple[int, list[ToolCall] | None]:
-    """Whole text: the block at the ``<｜tool▁call▁begin｜>`` at ``i`` -> ``(end, [call] or None)``."""
+def read_call(text: str, s: int, final: bool = True) -> tuple[int, list[ToolCall] | None] | None:
+    """The call grammar: the block at the ``<｜tool▁call▁begin｜>`` at ``s`` -> ``(end, [call] or
+    None)``: TYPE up to the next marker, which must be ``<｜tool▁sep｜>``; NAME up to a newline
+    (no marker before it), then exactly ```` ```json ````, the JSON object, whitespace and
+    ```` ```<｜tool▁call▁end｜> ```` (module docstring). None on a prefix that cannot decide it yet."""
     n = len(text)
-    q, mark = first_marker(text, MARKERS, i + len(CALL_BEGIN))
+    q, mark = TOKENS.next(text, s + len(CALL_BEGIN))
     if q < 0:
-        return n, None
+        return (n, None) if final else None
     if mark != SEP:
         return q, None
-    s = q + len(SEP)
-    nl = text.find("\n", s)
-    r, _ = first_marker(text, MARKERS, s, n if nl < 0 else nl)
-    if r >= 0 or nl < 0:
-        return (n if r < 0 else r), None
-    name = text[s:nl].strip()
-    if not name or not text.startswith(FENCE_OPEN, nl + 1):
-        return nl + 1, None
-    end, obj = read_json_block(text, nl + 1 + len(FENCE_OPEN), FENCE_END, open_end=False)
-    args = object_arguments(obj)
-    return end, None if args is None else [ToolCall(name, args)]
+    p = q + len(SEP)
+    nl = text.find("\n", p)
+    r, _ = TOKENS.next(text, p, n if nl < 0 else nl)
+    if r >= 0:
+        return r, None
+    if nl < 0:
+        return (n, None) if final else None
+    name = text[p:nl].strip()
+    f = nl + 1
+    if not name or not text.startswith(FENCE_OPEN, f):
+        got = text[f : f + len(FENCE_OPEN)]
+        if not final and name and len(got) < len(FENCE_OPEN) and FENCE_OPEN.startswith(got):
+            return None  # the fence may be arriving
+        return f, None
+    got = read_json_block(text, f + len(FENCE_OPEN), FENCE_END, open_end=False, final=final)
+    if got is None:
+        return None
+    args = object_arguments(got[1])
+    return got[0], None if args is None else [ToolCall(name, args)]
 
 
-class DeepSeekV3Parser(SectionedParser):
+class FenceWake(TokenWake):
+    """:class:`~replay.parsers._sections.TokenWake` on the family's markers, and once more when
+    the text after the newline that ends the name (the first newline after ``<｜tool▁sep｜>``)
+    tells whether the fence opens there (it is the fence, or can no longer become it): a block
+    whose name line is not followed by the fence is content at once, not at the next marker.
+    Each character is scanned a bounded number of times."""
+
+    def __init__(self, tokens: Tokens, seek: int) -> None:
+        super().__init__(tokens, seek)
+        self._stage, self._pos = "sep", seek  # sep -> line -> fence -> off
+
+    def wake(self, buf: str, final: bool) -> bool:
+        hit = super().wake(buf, final)
+        if self._stage == "sep":
+            q = buf.find(SEP, self._pos)
+            if q < 0:
+                self._pos = max(self._pos, len(buf) - len(SEP) + 1)
+                return hit
+            self._stage, self._pos = "line", q + len(SEP)
+        if self._stage == "line":
+            nl = buf.find("\n", self._pos)
+            if nl < 0:
+                self._pos = len(buf)
+                return hit
+            self._stage, self._pos = "fence", nl + 1
+        if self._stage == "fence":
+            got = buf[self._pos : self._pos + len(FENCE_OPEN)]
+            if len(got) == len(FENCE_OPEN) or not FENCE_OPEN.startswith(got):
+                self._stage = "off"
+                return True
+        return hit
+
+
+class DeepSeekV3Parser(SectionParser):
     """Tool parser for DeepSeek V3, V3-0324, R1 and R1-0528 (fenced-JSON call format).
 
     Mirrors SGLang ``DeepSeekV3Detector`` and vLLM ``DeepSeekV3ToolParser`` in syntax; the rules
@@ -117,70 +162,17 @@ class DeepSeekV3Parser(SectionedParser):
     call_starts: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALL_BEGIN)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = (EOS,)
     covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3, V3-0324, DeepSeek-R1, R1-0528 (and R1 distills served with their tool template)"
-
     CALL_BEGIN = CALL_BEGIN
     SECTION_BEGINS = (CALLS_BEGIN,)
     SECTION_ENDS = (CALLS_END,)
+    CALL_END = CALL_END
+    WAKE = MARKERS
+    THINK = THINK
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
-        self._reasoning_open = reasoning_open
-        self._stage = "type"  # type -> name -> fence -> body
-        self._seek = 0  # header: next index (chars in _buf) to search from
-        self._nl = 0  # header: index of the newline ending the name
-        self._name_start = 0  # header: index of the name's first char
-        self._body: JsonBlock | None = None
+    def read_call(self, text: str, s: int, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        """The call grammar (:func:`read_call`)."""
+        return read_call(text, s, final)
 
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
-        module rules."""
-        text = self.strip_end_tokens(text)
-        reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
-        content, calls = parse_sectioned(text, CALL_BEGIN, (CALLS_BEGIN,), (CALLS_END,), _read_block)
-        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
-
-    # ---------------------------------------------------------------- streaming
-    def _open_block(self) -> None:
-        self._stage, self._seek, self._body = "type", len(CALL_BEGIN), None
-
-    def _advance(self, final: bool) -> Decided | None:
-        """Move the open block on; None while undecided, else (block end, JSON span or None)."""
-        buf = self._buf
-        n = len(buf)
-        if self._stage == "type":
-            q, mark = first_marker(buf, MARKERS, self._seek)
-            if q < 0:
-                if final:
-                    return Decided(n, None)
-                self._seek = max(self._seek, n - _LONGEST + 1)
-                return None
-            if mark != SEP:
-                return Decided(q, None)
-            self._stage = "name"
-            self._name_start = self._seek = self._nl = q + len(SEP)
-        if self._stage == "name":
-            nl = buf.find("\n", self._nl)
-            r, _ = first_marker(buf, MARKERS, self._seek, n if nl < 0 else nl)
-            if r >= 0:
-                return Decided(r, None)
-            if nl < 0:
-                if final:
-                    return Decided(n, None)
-                self._nl = n
-                self._seek = max(self._seek, n - _LONGEST + 1)
-                return None
-            self._name = buf[self._name_start : nl].strip() or None
-            self._nl = nl
-            self._stage = "fence"
-        if self._stage == "fence":
-            f = self._nl + 1
-            got = buf[f : f + len(FENCE_OPEN)]
-            if not self._name or not FENCE_OPEN.startswith(got):
-                return Decided(f, None)
-            if len(got) < len(FENCE_OPEN):
-                return Decided(f, None) if final else None
-            self._body = JsonBlock(FENCE_END, f + len(FENCE_OPEN), open_end=False)
-            self._stage = "body"
-        assert self._body is not None
-        return self._body.advance(buf, final)
+    def call_wake(self, seek: int) -> TokenWake:
+        """A block is read again when a marker arrives, or once the fence can be told (:class:`FenceWake`)."""
+        return FenceWake(self._wake_tokens, seek)

@@ -10,7 +10,7 @@ as SGLang's ``DeepSeekV31Detector`` returns it.
 Reference behaviour (this module's definition, shared by the whole-text parse and the streaming
 parser; the tests check that they agree under every chunking):
 
-* Sections (README content rules; :func:`~replay.parsers._family.parse_sectioned`): a section
+* Sections (README content rules; :mod:`replay.parsers._sections`): a section
   runs from ``<｜tool▁calls▁begin｜>`` to the next ``<｜tool▁calls▁end｜>`` or the end of the text.
   A section holding at least one call is framing: its markers are dropped and the rest of its
   text is content verbatim. A section holding no call is content verbatim, markers included
@@ -36,12 +36,14 @@ parser; the tests check that they agree under every chunking):
 * Everything else, including stray ``<｜tool▁sep｜>``/``<｜tool▁call▁end｜>``/``<｜tool▁calls▁end｜>``
   outside a block or section and text after the section, is content verbatim.
 
-Streaming (:class:`~replay.parsers._family.SectionedParser`): outside a section, text is emitted
-as soon as it cannot be the start of a block or section marker (suffixes that are a prefix of one
-are held back); inside a section it is held until the section's first call (then emitted without
-the markers) or its end (then emitted verbatim). A block is buffered until decided, then its call is sent in one tool-call delta (name once,
-complete; arguments exactly the whole-text parse's string). The name is not sent at
-``<｜tool▁sep｜>`` because a malformed body would make the block content.
+Streaming: the engine of :class:`~replay.parsers._family.GrammarParser` over the same grammar
+(:class:`~replay.parsers._sections.SectionParser` with :meth:`DeepSeekV31Parser.read_call`):
+outside a section, text is emitted as soon as it cannot be the start of a block or section marker
+(suffixes that are a prefix of one are held back); inside a section it is held until the
+section's first call (then emitted without the markers) or its end (then emitted verbatim). A
+block is read again when a marker arrives, and its call is sent in one tool-call delta once
+decided (name once, complete; arguments exactly the whole-text parse's string). The name is not
+sent at ``<｜tool▁sep｜>`` because a malformed body would make the block content.
 Reasoning: a leading ``<think>...</think>`` (or, with ``reasoning_open`` — the V3.1 thinking
 prompt ends with ``<think>`` — everything up to the first ``</think>``) is split off first, as
 :mod:`replay.parsers._reasoning` defines.
@@ -51,14 +53,12 @@ End token ``<｜end▁of▁sentence｜>`` (``end_tokens``) is removed from the r
 
 from __future__ import annotations
 
-import re
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from replay.parsers._block import Decided, JsonBlock, object_arguments, read_json_block
-from replay.parsers._family import SectionedParser, parse_sectioned
-from replay.parsers._markers import first_marker
-from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import ParseResult, ToolCall
+from replay.parsers._block import object_arguments, read_json_block
+from replay.parsers._reasoning import THINK
+from replay.parsers._sections import SectionParser, Tokens
+from replay.parsers.base import ToolCall
 
 _BAR = "\uff5c"  # FULLWIDTH VERTICAL LINE
 _SP = "\u2581"  # LOWER ONE EIGHTH BLOCK
@@ -76,36 +76,15 @@ CALLS_END = _token("tool", "calls", "end")
 EOS = _token("end", "of", "sentence")
 
 MARKERS = (CALLS_BEGIN, CALL_BEGIN, SEP, CALL_END, CALLS_END, EOS)
-SECTION = (CALLS_BEGIN, CALLS_END, EOS)
-OUTSIDE = (CALL_BEGIN, CALLS_BEGIN, CALLS_END, EOS)  # markers acted upon outside a block
-
-_SECTION_RE = re.compile("|".join(re.escape(m) for m in SECTION))
+TOKENS = Tokens(MARKERS)  # the next marker, found in time linear in the distance to it
 
 
-def drop_section_markers(text: str) -> str:
-    """``text`` without its occurrences of the section and end-of-sentence markers."""
-    return _SECTION_RE.sub("", text)
-
-
-def _read_block(text: str, i: int, mark: str) -> tuple[int, list[ToolCall] | None]:
-    """Whole text: the block at the ``<｜tool▁call▁begin｜>`` at ``i`` -> ``(end, [call] or None)``."""
-    p = i + len(CALL_BEGIN)
-    q, mark = first_marker(text, MARKERS, p)
-    if q < 0:
-        return len(text), None
-    if mark != SEP or q == p:
-        return q, None
-    end, obj = read_json_block(text, q + len(SEP), CALL_END, open_end=False)
-    args = object_arguments(obj)
-    return end, None if args is None else [ToolCall(text[p:q], args)]
-
-
-class DeepSeekV31Parser(SectionedParser):
+class DeepSeekV31Parser(SectionParser):
     """Tool parser for DeepSeek V3.1 and V3.1-Terminus.
 
     Mirrors SGLang ``DeepSeekV31Detector`` (and vLLM ``DeepSeekV31ToolParser``) in syntax; the
     rules for malformed output are this module's (see the module docstring). ``tools`` is accepted
-    and ignored.
+    and ignored. ``reasoning_open=True``: the prompt opened ``<think>`` (thinking mode).
     """
 
     name: ClassVar[str] = "deepseek_v31"
@@ -116,35 +95,23 @@ class DeepSeekV31Parser(SectionedParser):
     CALL_BEGIN = CALL_BEGIN
     SECTION_BEGINS = (CALLS_BEGIN,)
     SECTION_ENDS = (CALLS_END,)
+    CALL_END = CALL_END
+    WAKE = MARKERS
+    THINK = THINK
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open))
-        self._reasoning_open = reasoning_open
-        self._body: JsonBlock | None = None  # None until the open block's name is read
-
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
-        module rules (reasoning split off first, :mod:`replay.parsers._reasoning`)."""
-        text = self.strip_end_tokens(text)
-        reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open)
-        content, calls = parse_sectioned(text, CALL_BEGIN, (CALLS_BEGIN,), (CALLS_END,), _read_block)
-        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
-
-    # ---------------------------------------------------------------- streaming
-    def _open_block(self) -> None:
-        self._body = None
-
-    def _advance(self, final: bool) -> Decided | None:
-        """Move the open block on; None while undecided, else (block end, JSON span or None)."""
-        buf = self._buf
-        if self._body is None:
-            p = len(CALL_BEGIN)
-            q, mark = first_marker(buf, MARKERS, p)
-            if q < 0:
-                return Decided(len(buf), None) if final else None
-            if mark != SEP or q == p:
-                return Decided(q, None)
-            self._name = buf[p:q]
-            self._body = JsonBlock(CALL_END, q + len(SEP), open_end=False)
-        return self._body.advance(buf, final)
+    def read_call(self, text: str, s: int, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        """The call grammar: the block at the ``<｜tool▁call▁begin｜>`` at ``s`` -> ``(end, [call]
+        or None)``: NAME up to the next marker, which must be ``<｜tool▁sep｜>``; then the JSON
+        object, whitespace and ``<｜tool▁call▁end｜>`` (module docstring). None on a prefix that
+        cannot decide it yet."""
+        p = s + len(CALL_BEGIN)
+        q, mark = TOKENS.next(text, p)
+        if q < 0:
+            return (len(text), None) if final else None
+        if mark != SEP or q == p:
+            return q, None
+        got = read_json_block(text, q + len(SEP), CALL_END, open_end=False, final=final)
+        if got is None:
+            return None
+        args = object_arguments(got[1])
+        return got[0], None if args is None else [ToolCall(text[p:q], args)]

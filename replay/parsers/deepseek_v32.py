@@ -132,9 +132,11 @@ def parse_invoke(item: str, types: dict[str, dict[str, str]]) -> tuple[str, str]
 
 
 #: pseudo-marks of the items of an open block, by its close tag (the block that follows an open
-#: tag and every item, :func:`replay.parsers._family.follows`)
+#: tag and every item, :data:`replay.parsers._family.Grammar`)
 ITEMS_OF = {FC_CLOSE: "\x00items" + FC_CLOSE, TC_CLOSE: "\x00items" + TC_CLOSE}
 _CLOSE_OF_ITEMS = {v: k for k, v in ITEMS_OF.items()}
+_INVOKE_ENDS = {c: (INVOKE_CLOSE, c) for c in ITEMS_OF}  # what ends an invoke item in a block closed by c
+_TEXT_ENDS = {c: (INVOKE, c) for c in ITEMS_OF}  # what ends a text item
 
 
 def read_item(
@@ -158,7 +160,7 @@ def read_item(
     if text.startswith(close, pos):
         return pos + len(close), []
     if text.startswith(INVOKE, pos):
-        e, found = first_marker(text, (INVOKE_CLOSE, close), pos + len(INVOKE))
+        e, found = first_marker(text, _INVOKE_ENDS[close], pos + len(INVOKE))
         if e < 0:
             if not final:
                 return None
@@ -174,7 +176,7 @@ def read_item(
         return None
     if pos > s:
         return pos, [], mark
-    x, _ = first_marker(text, (INVOKE, close), pos + 1)
+    x, _ = first_marker(text, _TEXT_ENDS[close], pos + 1)
     if x < 0:
         return (n, None) if final else None
     return x, None, mark

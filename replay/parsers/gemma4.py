@@ -318,8 +318,7 @@ class Gemma4Parser(GrammarParser):
     def first(self) -> str:
         return SECTION if self._reasoning_open else ""
 
-    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
-        return read_block(text, s, mark, final)  # type: ignore[return-value]
+    read = staticmethod(read_block)  # the grammar (:data:`~replay.parsers._family.Grammar`)
 
     def wake(self, mark: str) -> MarkerWake:
         """A section's head is decided by its length (read on every delta); a call block and the

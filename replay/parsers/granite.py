@@ -159,8 +159,7 @@ class GraniteParser(GrammarParser):
     def split_whole(self, text: str) -> tuple[str, str]:
         return split_granite_reasoning(text, open=self._reasoning_open)
 
-    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
-        return read_block(text, s, mark, final)
+    read = staticmethod(read_block)  # the grammar (:data:`~replay.parsers._family.Grammar`)
 
 
 class Granite4Parser(HermesParser):

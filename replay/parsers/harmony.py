@@ -103,9 +103,10 @@ and ``<|call|>`` (gpt-oss's stop tokens) are read by the message grammar above a
 from __future__ import annotations
 
 import json
+import re
 from typing import ClassVar
 
-from replay.parsers._family import CONTENT, DROP, REASONING, GrammarParser, Region
+from replay.parsers._family import CONTENT, DROP, REASONING, GrammarParser, MarkerWake, Region
 from replay.parsers._jsonscan import decode_at, skip_ws
 from replay.parsers._markers import first_marker
 from replay.parsers.base import ToolCall
@@ -120,6 +121,7 @@ CALL = "<|call|>"
 
 MARKERS = (START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL)
 TERMINATORS = (END, CALL, RETURN)
+HEADER_ENDS = (START, END, MESSAGE, RETURN, CALL)  # the markers that end a header
 
 _FUNCTIONS = "functions."
 
@@ -135,13 +137,12 @@ BODIES = {REASONING: "\x00reasoning", CONTENT: "\x00content", DROP: "\x00drop"}
 CALL_BODY = "\x00call "
 
 
+_WORD = re.compile(r"(?:(?!<\|)\S)*")  # \S: not str.isspace (the regex engine's Unicode test)
+
+
 def _word(text: str, pos: int) -> str:
     """The run of characters at ``pos`` up to whitespace, ``<|`` or the end (chars)."""
-    end = pos
-    n = len(text)
-    while end < n and not text[end].isspace() and not text.startswith("<|", end):
-        end += 1
-    return text[pos:end]
+    return _WORD.match(text, pos).group()  # type: ignore[union-attr]
 
 
 def classify(header: str, started: bool) -> tuple[str, str]:
@@ -214,23 +215,16 @@ def read_message(text: str, s: int, mark: str, final: bool = True) -> tuple[int,
             q = len(text)
         args = call_args(text[s:q], m or None)
         return q, (None if args is None else [ToolCall(mark[len(CALL_BODY) :], args)])
-    started = mark == HEADER_STARTED
-    framed = False
-    p = s
-    while True:
-        q, m = first_marker(text, MARKERS, p)
-        if q < 0:
-            if not final:
-                return None
-            return len(text), (None if not started and not framed else [])
-        if m == MESSAGE:
-            kind, name = classify(text[s:q], started)
-            return q + len(m), [], (CALL_BODY + name if kind == CALL_KIND else BODIES[kind])
-        if m == CHANNEL or m == CONSTRAIN:
-            framed = True
-            p = q + len(m)
-            continue
-        return q, (None if not started and not framed else [])
+    q, m = first_marker(text, HEADER_ENDS, s)  # <|channel|>/<|constrain|> before it are header
+    if m == MESSAGE:
+        kind, name = classify(text[s:q], mark == HEADER_STARTED)
+        return q + len(m), [], (CALL_BODY + name if kind == CALL_KIND else BODIES[kind])
+    if q < 0:
+        if not final:
+            return None
+        q = len(text)
+    outside = mark != HEADER_STARTED and text.find(CHANNEL, s, q) < 0 and text.find(CONSTRAIN, s, q) < 0
+    return q, (None if outside else [])
 
 
 class HarmonyParser(GrammarParser):
@@ -250,7 +244,7 @@ class HarmonyParser(GrammarParser):
     call_starts: ClassVar[tuple[str, ...]] = ("to=" + _FUNCTIONS,)  # distinctive call openers (replay.family_fit)
     end_tokens: ClassVar[tuple[str, ...]] = ("<|endoftext|>",)
     STARTS = MARKERS
-    WAKE = MARKERS
+    WAKE = HEADER_ENDS  # a header is read again when a marker that can end it arrives
     REGIONS: ClassVar[dict[str, Region]] = {v: (k, MARKERS) for k, v in BODIES.items()}
 
     def first(self) -> str:
@@ -258,5 +252,11 @@ class HarmonyParser(GrammarParser):
         analysis body."""
         return BODIES[REASONING] if self._reasoning_open else HEADER
 
-    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
-        return read_message(text, s, mark, final)  # type: ignore[return-value]
+    read = staticmethod(read_message)  # the grammar (:data:`~replay.parsers._family.Grammar`)
+
+    def wake(self, mark: str) -> MarkerWake:
+        """A call body is read again when any marker arrives (the first one ends it), a header
+        when one that can end it arrives (``WAKE``)."""
+        if mark.startswith(CALL_BODY):
+            return MarkerWake(MARKERS, 0)
+        return super().wake(mark)

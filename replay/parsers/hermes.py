@@ -111,5 +111,4 @@ class HermesParser(GrammarParser):
     WAKE = (END,)
     THINK = THINK
 
-    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
-        return read_block(text, s, mark, final)
+    read = staticmethod(read_block)  # the grammar (:data:`~replay.parsers._family.Grammar`)

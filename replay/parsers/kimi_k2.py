@@ -21,7 +21,7 @@ parser; the tests check that they agree under every chunking):
   dropped with the whitespace after it), plus vLLM's implicit end: inside the reasoning section a
   section-begin token (either spelling) before any ``</think>`` ends the reasoning there, and the
   body starts at that token.
-* Sections (README content rules; :func:`~replay.parsers._family.parse_sectioned`): a section
+* Sections (README content rules; :mod:`replay.parsers._sections`): a section
   runs from a section-begin token (either spelling) to the next section-end token (either
   spelling) or the end of the text. A section holding at least one call is framing: its tokens
   are dropped and the rest of its text is content verbatim. A section holding no call is content
@@ -53,12 +53,13 @@ parser; the tests check that they agree under every chunking):
 * Everything else (stray ``<|tool_call_end|>`` or argument markers, text after the section) is
   content verbatim.
 
-Streaming: the reasoning splitter first, then :class:`~replay.parsers._family.SectionedParser`:
-outside a section text is emitted as soon as it cannot start a block or section marker, inside
-one it is held until the section's first call or its end; a block is buffered until decided
-and its call sent in one tool-call delta (name once, complete; arguments exactly the whole-text
-string). The ID and the JSON are scanned incrementally (each character examined a bounded number
-of times).
+Streaming: the reasoning splitter first, then the engine of
+:class:`~replay.parsers._family.GrammarParser` over the same grammar
+(:class:`~replay.parsers._sections.SectionParser` with :meth:`KimiK2Parser.read_call`): outside a
+section text is emitted as soon as it cannot start a block or section marker, inside one it is
+held until the section's first call or its end; a block is read again when a marker arrives and
+its call sent in one tool-call delta once decided (name once, complete; arguments exactly the
+whole-text string).
 
 Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/test_conformance.py):
 
@@ -70,13 +71,12 @@ Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from replay.parsers._block import Decided, JsonBlock, object_arguments, read_json_block
-from replay.parsers._family import SectionedParser, parse_sectioned
-from replay.parsers._markers import first_marker
-from replay.parsers._reasoning import THINK, ReasoningSplitter, split_reasoning
-from replay.parsers.base import ParseResult, ToolCall
+from replay.parsers._block import object_arguments, read_json_block
+from replay.parsers._reasoning import THINK
+from replay.parsers._sections import SectionParser, Tokens
+from replay.parsers.base import ToolCall
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_BEGIN_SINGULAR = "<|tool_call_section_begin|>"
@@ -86,22 +86,13 @@ CALL_BEGIN = "<|tool_call_begin|>"
 ARG_BEGIN = "<|tool_call_argument_begin|>"
 CALL_END = "<|tool_call_end|>"
 
-SECTION = (SECTION_BEGIN, SECTION_BEGIN_SINGULAR, SECTION_END, SECTION_END_SINGULAR)
-CALL_MARKERS = (CALL_BEGIN, ARG_BEGIN, CALL_END)
-MARKERS = SECTION + CALL_MARKERS
 SECTION_BEGINS = (SECTION_BEGIN, SECTION_BEGIN_SINGULAR)
 SECTION_ENDS = (SECTION_END, SECTION_END_SINGULAR)
-OUTSIDE = (CALL_BEGIN, *SECTION)  # every marker that opens a block or a section or closes a section
-IMPLICIT_REASONING_END = (SECTION_BEGIN, SECTION_BEGIN_SINGULAR)
+MARKERS = (*SECTION_BEGINS, *SECTION_ENDS, CALL_BEGIN, ARG_BEGIN, CALL_END)
+IMPLICIT_REASONING_END = SECTION_BEGINS
+_TOKENS = Tokens(MARKERS)  # the next marker, found in time linear in the distance to it
 
-_SECTION_RE = re.compile("|".join(re.escape(m) for m in SECTION))
 _IDX = re.compile(r":[0-9]+\Z")
-_LONGEST = max(len(m) for m in MARKERS)
-
-
-def drop_section_markers(text: str) -> str:
-    """``text`` without its occurrences of the section markers (both spellings)."""
-    return _SECTION_RE.sub("", text)
 
 
 def name_from_id(call_id: str) -> str | None:
@@ -118,21 +109,7 @@ def name_from_id(call_id: str) -> str | None:
     return name or None
 
 
-def _read_block(text: str, i: int, mark: str) -> tuple[int, list[ToolCall] | None]:
-    """Whole text: the block at the ``<|tool_call_begin|>`` at ``i`` -> ``(end, [call] or None)``."""
-    p = i + len(CALL_BEGIN)
-    q, mark = first_marker(text, MARKERS, p)
-    if q < 0:
-        return len(text), None
-    name = name_from_id(text[p:q]) if mark == ARG_BEGIN else None
-    if name is None:
-        return q, None
-    end, obj = read_json_block(text, q + len(ARG_BEGIN), CALL_END, open_end=False)
-    args = object_arguments(obj)
-    return end, None if args is None else [ToolCall(name, args)]
-
-
-class KimiK2Parser(SectionedParser):
+class KimiK2Parser(SectionParser):
     """Tool parser for Kimi K2 (Instruct, 0905) and Kimi K2-Thinking.
 
     Mirrors vLLM ``KimiK2ToolParser`` and SGLang ``KimiK2Detector`` in syntax (tokens, ID form,
@@ -150,40 +127,25 @@ class KimiK2Parser(SectionedParser):
     CALL_BEGIN = CALL_BEGIN
     SECTION_BEGINS = SECTION_BEGINS
     SECTION_ENDS = SECTION_ENDS
+    CALL_END = CALL_END
+    WAKE = MARKERS
+    THINK = THINK
+    IMPLICIT_ENDS = IMPLICIT_REASONING_END
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, ReasoningSplitter(THINK, open=reasoning_open, implicit_ends=IMPLICIT_REASONING_END))
-        self._reasoning_open = reasoning_open
-        self._seek = 0  # where to look for the header's closing marker next (chars, in _buf)
-        self._body: JsonBlock | None = None  # None until the open block's ID is read
-
-    # ---------------------------------------------------------------- whole-text parse
-    def parse(self, text: str) -> ParseResult:
-        """Whole-text parse: ``text`` (raw completion) -> reasoning, content and calls, per the
-        module rules."""
-        text = self.strip_end_tokens(text)
-        reasoning, text = split_reasoning(text, THINK, open=self._reasoning_open, implicit_ends=IMPLICIT_REASONING_END)
-        content, calls = parse_sectioned(text, CALL_BEGIN, SECTION_BEGINS, SECTION_ENDS, _read_block)
-        return ParseResult(content=content, calls=tuple(calls), reasoning=reasoning)
-
-    # ---------------------------------------------------------------- streaming
-    def _open_block(self) -> None:
-        self._body = None
-        self._seek = len(CALL_BEGIN)
-
-    def _advance(self, final: bool) -> Decided | None:
-        """Move the open block on; None while undecided, else (block end, JSON span or None)."""
-        buf = self._buf
-        if self._body is None:
-            p = len(CALL_BEGIN)
-            q, mark = first_marker(buf, MARKERS, self._seek)
-            if q < 0:
-                if final:
-                    return Decided(len(buf), None)
-                self._seek = max(self._seek, len(buf) - _LONGEST + 1)
-                return None
-            self._name = name_from_id(buf[p:q]) if mark == ARG_BEGIN else None
-            if self._name is None:
-                return Decided(q, None)
-            self._body = JsonBlock(CALL_END, q + len(ARG_BEGIN), open_end=False)
-        return self._body.advance(buf, final)
+    def read_call(self, text: str, s: int, final: bool) -> tuple[int, list[ToolCall] | None] | None:
+        """The call grammar: the block at the ``<|tool_call_begin|>`` at ``s`` -> ``(end, [call]
+        or None)``: an ID (:func:`name_from_id`) up to the next marker, which must be
+        ``<|tool_call_argument_begin|>``; then the JSON object, whitespace and
+        ``<|tool_call_end|>`` (module docstring). None on a prefix that cannot decide it yet."""
+        p = s + len(CALL_BEGIN)
+        q, mark = _TOKENS.next(text, p)
+        if q < 0:
+            return (len(text), None) if final else None
+        name = name_from_id(text[p:q]) if mark == ARG_BEGIN else None
+        if name is None:
+            return q, None
+        got = read_json_block(text, q + len(ARG_BEGIN), CALL_END, open_end=False, final=final)
+        if got is None:
+            return None
+        args = object_arguments(got[1])
+        return got[0], None if args is None else [ToolCall(name, args)]

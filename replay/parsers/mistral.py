@@ -191,8 +191,7 @@ class MistralParser(GrammarParser):
     WAKE = (TOOL_CALLS,)  # a block ends at the next one (or the end of the stream)
     THINK = THINK_TAGS
 
-    def read(self, text: str, s: int, mark: str, final: bool) -> tuple[int, list[ToolCall] | None] | None:
-        return read_block(text, s, mark, final)
+    read = staticmethod(read_block)  # the grammar (:data:`~replay.parsers._family.Grammar`)
 
     def wake(self, mark: str) -> ValueEndWake:
         """A block is read again at the next ``[TOOL_CALLS]``, and when an array-form call list is

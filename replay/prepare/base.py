@@ -105,8 +105,21 @@ def py_str(value: Any) -> str:
     return str(value)
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def deep(value: Any) -> Any:
-    """A deep copy (preparers never modify the captured request)."""
+    """A deep copy (preparers never modify the captured request). Exact ``dict``/``list`` are
+    copied by a walk of their own (about twice as fast as :func:`copy.deepcopy` on decoded JSON,
+    whose values are never shared or cyclic); immutable JSON scalars are kept, as ``deepcopy``
+    keeps them; any other value is ``copy.deepcopy``-ed."""
+    t = type(value)
+    if t is dict:
+        return {k: v if type(v) in _SCALARS else deep(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _SCALARS else deep(v) for v in value]
+    if t in _SCALARS:
+        return value
     return copy.deepcopy(value)
 
 

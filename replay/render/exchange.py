@@ -179,7 +179,7 @@ class _LRU(OrderedDict):
             self.popitem(last=False)
 
 
-_SERIALIZED = _LRU(LRU_SIZE)  # (serializer spec, serializer, tools digest) -> _tool_facts, or the error
+_SERIALIZED = _LRU(LRU_SIZE)  # (serializer spec, serializer, _tools_digest) -> _tool_facts, or the error
 _STRIPPED = _LRU(LRU_SIZE)  # (serialized JSON, leaked paths) -> (the list without them, its JSON)
 _PROMPTS = _LRU(LRU_SIZE)  # (renderer, is reference, tokenizer, serialized JSON) -> prompt facts (tools-only renderers)
 
@@ -205,10 +205,19 @@ def _tool_facts(pairs: list[tuple[Any, Any]], serialized: Any) -> tuple[Any, lis
 
 
 def _tools_digest(client_tools: Any, prepared_tools: Any) -> bytes | None:
-    """BLAKE2b (16 bytes) of the client's and the prepared declarations as orjson writes them (key
-    order kept); None when they cannot be written."""
+    """The cache key of one exchange's tool declarations: the client's and the prepared
+    declarations as orjson writes them (key order kept), the bytes themselves (an exact key: a
+    dict compares them on a hash match). When the preparer handed on the client's own
+    declaration objects (vLLM's, SGLang's Chat Completions path: :func:`replay.prepare.openai_tools`
+    keeps each dict), the list is written once, behind a marker byte no JSON text starts with.
+    None when they cannot be written."""
     try:
-        return hashlib.blake2b(orjson.dumps([client_tools, prepared_tools]), digest_size=16).digest()
+        if prepared_tools is client_tools or (
+            type(prepared_tools) is list and type(client_tools) is list and len(prepared_tools) == len(client_tools)
+            and all(p is c for p, c in zip(prepared_tools, client_tools))
+        ):
+            return b"=" + orjson.dumps(client_tools)
+        return orjson.dumps([client_tools, prepared_tools])
     except (TypeError, orjson.JSONEncodeError):
         return None
 
@@ -217,9 +226,9 @@ def _serialize_once(
     spec: str, serializer: Callable, client_tools: Any, prepared_tools: Any, digest: bytes | None = None
 ) -> tuple[Any, list[dict[str, Any]], list[set[str]], int, bytes]:
     """:func:`_tool_facts` of ``serializer`` on the prepared tools, once per distinct tool list in
-    this process: an LRU (:data:`LRU_SIZE`) keyed by the serializer spec, the serializer and a
-    content hash (BLAKE2b of the client's and the prepared declarations as orjson writes them, key
-    order kept); agents send the same tools in every request. Raises what the serializer raised
+    this process: an LRU (:data:`LRU_SIZE`) keyed by the serializer spec, the serializer and the
+    declarations' content (:func:`_tools_digest`: the JSON bytes, an exact key); agents send the
+    same tools in every request. Raises what the serializer raised
     (the first time; a :class:`_CachedError` with the same row text after). ``digest``: the
     list's :func:`_tools_digest` when the caller has it (one per exchange and prepared list)."""
     if digest is None:
