@@ -41,7 +41,7 @@ from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_messag
 from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
 # the run folder's metadata lives in replay.runmeta (light to import: `replay ingest` needs it, not the rest of this module)
 from replay.runmeta import (  # noqa: F401 - re-exported
-    RUN_FILES, clear_run, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
+    RUN_FILES, check_out_folder, clear_run, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
 )
 
 
@@ -139,8 +139,7 @@ def audit(
     anything is written; faults in the data itself never raise (they are rows).
     """
     run_dir = Path(out)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise ValueError(f"--out {run_dir}: exists and is not a folder")
+    check_out_folder(run_dir)
     arrow_without_pandas()  # ingest's pa.array calls would import pandas (44 MiB) into this process
     try:
         validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages

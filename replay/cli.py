@@ -695,9 +695,13 @@ def ingest(
 
     from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size
-    from replay.runmeta import clear_run, existing_run, filters_meta, mark_incomplete, versions, write_meta  # not replay.audit: its stages' imports
+    from replay.runmeta import check_out_folder, clear_run, existing_run, filters_meta, mark_incomplete, versions, write_meta  # not replay.audit: its stages' imports
 
     filters = _filters(model, route, since, until, sample, sample_key, limit)
+    try:
+        check_out_folder(out)
+    except ValueError as exc:
+        _fail(str(exc))
     held = existing_run(out)
     if held and not force:
         _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)

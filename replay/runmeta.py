@@ -16,7 +16,7 @@ from typing import Any
 from replay.capture.filters import Filters, describe_kept
 from replay.tables import TABLES
 
-__all__ = ["RUN_FILES", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "mark_incomplete", "read_meta", "versions", "write_meta"]
+__all__ = ["RUN_FILES", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
 
 
 def versions() -> dict[str, str]:
@@ -124,4 +124,18 @@ def nothing_ingested(stats: dict[str, Any], files: list[str | Path]) -> str | No
             parts.append(f"{stats['filtered']:,} dropped by the filters")
         if blank:
             parts.append(f"{blank:,} blank")
-    return f"no exchange to audit in {names}: {'; '.join(parts)}"
+    return f"no exchange in {names}: {'; '.join(parts)}"
+
+
+def check_out_folder(run_dir: str | Path) -> None:
+    """Raise ValueError naming ``run_dir`` (a command's ``--out``) when it cannot be a run folder:
+    it, or the nearest part of its path that exists, is a file. Called before anything is read or
+    written, so that the command fails in one line instead of ``mkdir``'s traceback."""
+    folder = Path(run_dir)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--out {folder}: exists and is not a folder")
+    for parent in folder.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"--out {folder}: {parent} is a file, not a folder")
+            break

@@ -176,7 +176,11 @@ def test_a_record_that_is_not_of_the_forced_format_is_an_error_not_an_empty_exch
     for fmt, errors in expected.items():
         out = tmp_path / fmt
         result = invoke("ingest", cap, "--out", out, "--capture-format", fmt)
-        assert result.exit_code == 0, result.output
+        if fmt == "litellm":  # line 3 is a LiteLLM row
+            assert result.exit_code == 0, result.output
+        else:  # every line an error (or, for otel, line 2 a span that is no LLM call): no exchange in the file
+            assert result.exit_code == 1, result.output
+            assert f"error: no exchange in {cap}: {len(errors)} ingest errors (bad-field: {len(errors)};" in " ".join(result.output.split())
         got = query_json(out, "SELECT source_line AS line, reason, detail FROM ingest_errors ORDER BY 1")
         assert [(e["line"], e["detail"][: len(m)]) for e, (_l, m) in zip(got, errors)] == errors, (fmt, got)
         assert all(e["reason"] == "bad-field" for e in got)
@@ -293,10 +297,25 @@ def test_a_capture_with_no_exchange_fails_naming_the_file_and_why(tmp_path: Path
             out = tmp_path / f"{cmd}-{name}"
             result = invoke(cmd, cap, "--out", out, "-q")
             assert result.exit_code == 1, (name, cmd, result.output)
-            assert f"error: no exchange to audit in {cap}: {why}" in " ".join(result.output.split()), result.output
+            assert f"error: no exchange in {cap}: {why}" in " ".join(result.output.split()), result.output
             assert (out / "run.json").exists() and (out / "ingest_errors.parquet").exists()
     bad = query_json(tmp_path / "audit-bad.jsonl", "SELECT source_line AS line, reason FROM ingest_errors ORDER BY 1")
     assert bad == [{"line": 1, "reason": "missing-request"}, {"line": 2, "reason": "not-object"}, {"line": 3, "reason": "not-utf8"}]
     good = write_capture(tmp_path / "good" / "c.jsonl", NAMES)
     result = invoke("audit", good, tmp_path / "empty.jsonl", "--out", tmp_path / "mixed", "-q", "--chunkings", "whole")
     assert result.exit_code == 0, result.output
+
+
+def test_an_out_that_is_a_file_or_under_one_is_named_not_a_traceback(tmp_path: Path) -> None:
+    """`replay ingest --out FILE` ended in mkdir's FileExistsError traceback, and `audit --out
+    FILE/sub` said only "[Errno 20] Not a directory"; both commands now name --out and the file."""
+    cap = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    afile = tmp_path / "afile"
+    afile.write_text("keep me\n", encoding="utf-8")
+    for cmd in ("ingest", "audit"):
+        for out, why in ((afile, "exists and is not a folder"), (afile / "sub", f"{afile} is a file, not a folder")):
+            result = invoke(cmd, cap, "--out", out, "-q")
+            assert result.exit_code == 1, (cmd, out, result.output)
+            assert f"error: --out {out}: {why}" in " ".join(result.output.split()), result.output
+            assert "Traceback" not in result.output
+    assert afile.read_text(encoding="utf-8") == "keep me\n"
