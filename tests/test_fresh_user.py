@@ -319,3 +319,19 @@ def test_an_out_that_is_a_file_or_under_one_is_named_not_a_traceback(tmp_path: P
             assert f"error: --out {out}: {why}" in " ".join(result.output.split()), result.output
             assert "Traceback" not in result.output
     assert afile.read_text(encoding="utf-8") == "keep me\n"
+
+
+def test_one_unparsable_raw_completion_is_counted_in_the_singular(tmp_path: Path) -> None:
+    """One exchange whose model names no parser family: report.md said "1 raw completions the
+    reference could not parse"; the count now takes the noun's number."""
+    line = json.loads((Path(__file__).resolve().parent.parent / "samples" / "model-gateway.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    line.pop("model", None)
+    line["request"].pop("model", None)
+    cap = tmp_path / "c.jsonl"
+    cap.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    result = invoke("audit", cap, "--out", out, "-q", "--chunkings", "whole")
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "1 raw completion the reference could not parse; the call counts above leave them out." in report
+    assert "no tool parser family for model None" in report

@@ -319,12 +319,12 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
     from replay.capture.headlines import capture_headlines
 
     out.extend(capture_headlines(results))
-    for side, what in (("reference", "raw completions the reference could not parse"), ("old", "old-side replays failed"), ("new", "new-side replays failed")):
+    for side, noun, what in (("reference", "raw completion", "the reference could not parse"), ("old", "old-side replay", "failed"), ("new", "new-side replay", "failed")):
         n_err = scalar(con, "SELECT count(*) FROM streams WHERE side = ? AND error IS NOT NULL", [side])
         if n_err:
             first = scalar(con, "SELECT mode(error) FROM streams WHERE side = ? AND error IS NOT NULL", [side])
             out.append(
-                f"{n_err:,} {what}; the call counts above leave them out. "
+                f"{_n(n_err, noun)} {what}; the call counts above leave them out. "
                 f"Most common error: `{_short(first)}` (all in `streams.error`)."
             )
     out.extend(_side_lines(meta.get("sides") or {}))
