@@ -335,3 +335,23 @@ def test_one_unparsable_raw_completion_is_counted_in_the_singular(tmp_path: Path
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "1 raw completion the reference could not parse; the call counts above leave them out." in report
     assert "no tool parser family for model None" in report
+
+
+def test_non_utf8_bytes_in_an_sse_capture_are_an_error_of_their_stream(tmp_path: Path) -> None:
+    """A JSON line with bytes that are not UTF-8 is a `not-utf8` error; in an `.sse` capture they
+    were replaced by U+FFFD, which the JSON check accepts, so the stream became an exchange whose
+    served content held "\ufffd" and nothing was counted. Now that stream is a `not-utf8` error
+    naming its line and byte, and the stream before it is still an exchange."""
+    from replay.capture import ingest
+
+    def chunk(text: bytes) -> bytes:
+        return (b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"'
+                + text + b'"},"finish_reason":null}]}\n\n')
+
+    cap = tmp_path / "c.sse"
+    cap.write_bytes(chunk(b"fine") + b"data: [DONE]\n\n" + chunk(b"h\xffi") + b"data: [DONE]\n\n")
+    stats = ingest([cap], tmp_path / "run")
+    assert (stats.exchanges, stats.errors, stats.errors_by_reason) == (1, 1, {"not-utf8": 1})
+    assert query_json(tmp_path / "run", "SELECT source_line AS line, served_content AS c FROM exchanges") == [{"line": 1, "c": "fine"}]
+    errors = query_json(tmp_path / "run", "SELECT source_line AS line, reason, detail FROM ingest_errors")
+    assert errors == [{"line": 5, "reason": "not-utf8", "detail": "line 5: invalid UTF-8 at byte 117: invalid start byte"}]  # the 0xff byte's offset in its line

@@ -77,7 +77,8 @@ class SseEvent:
     ``event:`` field or None), ``data`` (the ``data:`` lines joined with ``\\n``), or ``comment``
     (the text after ``:`` of a comment line; then ``data`` is None). ``too_long``: the length in
     bytes of a line over ``--max-line-bytes`` (:class:`replay.capture.files.LongLine`) this event
-    held, not read."""
+    held, not read. ``not_utf8``: why a line of this event is not UTF-8 (``line N: invalid UTF-8 at
+    byte B: ...``), the first such line; its text was decoded with replacement."""
 
     line: int
     offset: int
@@ -85,12 +86,15 @@ class SseEvent:
     data: str | None = None
     comment: str | None = None
     too_long: int | None = None
+    not_utf8: str | None = None
 
 
 def events_from_lines(lines: Iterable[tuple[int, int, bytes]]) -> Iterator[SseEvent]:
     """SSE events from ``(line_no, offset, raw)`` lines (as :func:`replay.capture.files.open_lines`
     yields them). Comments come out as events of their own, in place. Bytes that are not UTF-8 are
-    decoded with replacement (the JSON check then fails on them). Never raises."""
+    decoded with replacement and the event says so (``not_utf8``; the JSON check would pass on
+    U+FFFD, so :func:`records_from_events` makes it the exchange's ``not-utf8`` error, as a JSON
+    line's). Never raises."""
     cur: SseEvent | None = None
     data: list[str] = []
     for line_no, offset, raw in lines:
@@ -100,7 +104,12 @@ def events_from_lines(lines: Iterable[tuple[int, int, bytes]]) -> Iterator[SseEv
             cur.too_long = cur.too_long or raw.length
             data.append("")
             continue
-        text = raw.decode("utf-8", "replace").rstrip("\r")
+        bad = None
+        try:
+            text = raw.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError as exc:
+            bad = f"line {line_no}: invalid UTF-8 at byte {exc.start}: {exc.reason}"
+            text = raw.decode("utf-8", "replace").rstrip("\r")
         if text.startswith("\ufeff"):
             text = text[1:]
         if not text.strip():
@@ -110,13 +119,14 @@ def events_from_lines(lines: Iterable[tuple[int, int, bytes]]) -> Iterator[SseEv
             cur, data = None, []
             continue
         if text.startswith(":"):
-            yield SseEvent(line_no, offset, comment=text[1:].strip())
+            yield SseEvent(line_no, offset, comment=text[1:].strip(), not_utf8=bad)
             continue
         name, _, value = text.partition(":")
         if value.startswith(" "):
             value = value[1:]
         if cur is None:
             cur = SseEvent(line_no, offset)
+        cur.not_utf8 = cur.not_utf8 or bad
         if name == "data":
             data.append(value)
         elif name == "event":
@@ -231,6 +241,9 @@ def records_from_events(
                 if cur is not None:  # a request without a stream is an exchange too
                     yield finish(cur)
                     cur = None
+                if ev.not_utf8 is not None:
+                    cur = _Pending(ev.line, ev.offset, error=(ev.line, ev.offset, "not-utf8", f"': request' comment: {ev.not_utf8}"))
+                    continue
                 try:
                     req = orjson.loads(body)
                 except orjson.JSONDecodeError as exc:
@@ -248,6 +261,12 @@ def records_from_events(
             if cur.error is None:
                 cur.error = (ev.line, ev.offset, "line-too-long",
                              f"line {ev.line}: an event line of {ev.too_long} bytes is longer than --max-line-bytes; read past, not parsed")
+            continue
+        if ev.not_utf8 is not None:
+            if cur is None:
+                cur = _Pending(ev.line, ev.offset)
+            if cur.error is None:
+                cur.error = (ev.line, ev.offset, "not-utf8", ev.not_utf8)
             continue
         if ev.data is None:
             continue
