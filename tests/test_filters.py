@@ -66,9 +66,13 @@ def kept_ids(out: Path) -> list[str]:
     return [r["exchange_id"] for r in query_json(out, "SELECT exchange_id FROM exchanges ORDER BY source_line")]
 
 
-def ingest_with(capture: Path, out: Path, *args: str) -> dict:
+def ingest_with(capture: Path, out: Path, *args: str, nothing_kept: bool = False) -> dict:
+    """Ingest with the filter options ``args``; ``nothing_kept``: every exchange is filtered out,
+    so the command writes the run and exits 1 saying so."""
     result = runner.invoke(app, ["ingest", str(capture), "--out", str(out), "-q", *args])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == (1 if nothing_kept else 0), result.output
+    if nothing_kept:
+        assert f"error: no exchange in {capture}:" in result.output and "dropped by the filters" in " ".join(result.output.split())
     return json.loads((out / "run.json").read_text(encoding="utf-8"))
 
 
@@ -88,7 +92,7 @@ def test_model_globs(capture, tmp_path):
     meta = ingest_with(capture, tmp_path / "b", "--model", "Qwen/*-8B", "--model", "gpt-*")
     check_counts(meta, 20, {"model": 20})
     assert kept_ids(tmp_path / "b") == [f"e{i:02d}" for i in range(N) if i % 4 in (0, 3)]
-    meta = ingest_with(capture, tmp_path / "c", "--model", "qwen/*")  # case-sensitive, as model names are
+    meta = ingest_with(capture, tmp_path / "c", "--model", "qwen/*", nothing_kept=True)  # case-sensitive, as model names are
     check_counts(meta, 0, {"model": 40})
 
 
