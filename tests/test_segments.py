@@ -282,3 +282,49 @@ def test_encode_texts_gives_encode_ids_and_leaves_the_parallelism_setting_as_it_
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")  # the user's choice is kept
     assert segments._encode_texts(tok, texts) == want
     assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
+
+
+def test_prompts_reuse_the_head_and_tail_pieces_of_recent_prompts_and_stay_exact(monkeypatch, tmp_path):
+    tok = deepseek()
+    enc = SegmentEncoder(tok)
+    assert enc._tails  # no DeepSeek V4 added token holds a newline
+    cut = []
+    real_cuts = enc.cuts
+    monkeypatch.setattr(enc, "cuts", lambda t: cut.append(len(t)) or real_cuts(t))
+    prompts = bench_prompts(tmp_path, 40)  # old, new, old, new ...: conversations whose requests grow
+    assert check(enc, tok, prompts) == 0
+    assert sum(cut) < 0.5 * 2 * sum(map(len, prompts))  # most text came with a recent prompt's pieces
+    old, new = prompts[0], prompts[1]  # one exchange's two sides: the same conversation after the tool block
+    x, j = segments._shared_tail(new, real_cuts(old))
+    assert new[x:] == "".join(real_cuts(old)[j:]) and new[x - 1] == "\n" and len(new) - x > 1000
+    later = next(p for p in prompts[2::2] if p[: segments.HEAD] == old[: segments.HEAD])  # a later request of that agent
+    x1, i = segments._shared_head(later, real_cuts(old))
+    assert later[:x1] == "".join(real_cuts(old)[:i]) == old[:x1] and later[x1 - 1] == "\n" and x1 > 1000
+
+
+@pytest.mark.parametrize("which", ["head", "tail"])
+def test_shared_pieces_planted_fault_a_boundary_that_is_no_cut_is_seen(monkeypatch, tmp_path, which):
+    tok = deepseek()
+    prompts = bench_prompts(tmp_path, 12)
+
+    def loose_tail(text, pieces, lo=0):  # planted: the matched pieces' boundary, cut or not, one char in
+        pos, k = len(text), len(pieces)
+        while k and pos - len(pieces[k - 1]) >= lo and text.endswith(pieces[k - 1], 0, pos):
+            k -= 1
+            pos -= len(pieces[k])
+        return (pos + 1, k) if 0 < pos < len(text) - 1 and k < len(pieces) and len(pieces[k]) > 1 else None
+
+    def loose_head(text, pieces):
+        pos, i = 0, 0
+        while i < len(pieces) and text.startswith(pieces[i], pos):
+            pos += len(pieces[i])
+            i += 1
+        return (pos - 1, i) if i and len(pieces[i - 1]) > 1 and pos < len(text) else None
+
+    enc = SegmentEncoder(tok)  # built (and probed) with the real rules
+    if which == "tail":
+        monkeypatch.setattr(segments, "_shared_tail", loose_tail)
+    else:
+        monkeypatch.setattr(segments, "_shared_head", loose_head)
+    assert check(enc, tok, prompts) > 0  # the comparison with whole encodes sees it
+    assert SegmentEncoder(tok).mode == "whole" or which == "head"  # and a new encoder's probe refuses the tail rule

@@ -48,7 +48,7 @@ length) for blocks with a bounded number of tokens, whatever the chunking.
 from __future__ import annotations
 
 from os.path import commonprefix
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from replay.parsers._family import EveryDelta, GrammarParser, MarkerWake
 from replay.parsers._markers import partial_marker_suffix
@@ -104,6 +104,27 @@ class Tokens:
         return n - partial_marker_suffix(text[max(start, n - self.longest + 1) :], self.tokens), ""
 
 
+class TokenWake(MarkerWake):
+    """:class:`~replay.parsers._family.MarkerWake` over :class:`Tokens`: the block is read again
+    when one of ``tokens`` has arrived (one search for their shared first characters in the new
+    text, rather than one per token), at the end of the stream, or the first time."""
+
+    def __init__(self, tokens: Tokens, seek: int) -> None:
+        super().__init__(tokens.tokens, seek)
+        self._tokens = tokens
+
+    def wake(self, buf: str, final: bool) -> bool:
+        """True when the grammar should read the block again (as :meth:`MarkerWake.wake`)."""
+        seek = self._seek
+        nxt = len(buf) - self._longest + 1
+        if nxt > seek:
+            self._seek = nxt
+        if self._first or final:
+            self._first = False
+            return True
+        return self._tokens.next(buf, seek)[0] >= 0
+
+
 class SectionParser(GrammarParser):
     """Base of the families whose calls are blocks inside calls sections (module docstring).
 
@@ -121,6 +142,8 @@ class SectionParser(GrammarParser):
     CALL_END: ClassVar[str] = ""
     #: the tokens read inside a section (a block, the end, a repeated begin); derived
     INSIDE: ClassVar[tuple[str, ...]] = ()
+    #: an open head's progress (:meth:`_section`); set per instance when there is one
+    _resume: tuple[int, int, list[ToolCall | str]] | None = None
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -128,10 +151,8 @@ class SectionParser(GrammarParser):
             cls.STARTS = (cls.CALL_BEGIN, *cls.SECTION_BEGINS)
             cls.INSIDE = (cls.CALL_BEGIN, *cls.SECTION_ENDS, *cls.SECTION_BEGINS)
             cls._inside = Tokens(cls.INSIDE)
-
-    def __init__(self, tools: list[dict[str, Any]] | None = None, *, reasoning_open: bool = False) -> None:
-        super().__init__(tools, reasoning_open=reasoning_open)
-        self._resume: tuple[int, int, list[ToolCall | str]] | None = None  # an open head's progress (_section)
+            cls._wake_tokens = Tokens(cls.WAKE)
+            cls._head_tokens = Tokens((cls.CALL_END, *cls.SECTION_ENDS))
 
     def read_call(self, text: str, s: int, final: bool) -> tuple[int, list[ToolCall] | None] | None:  # pragma: no cover
         """The family's call grammar: the block at the ``CALL_BEGIN`` at ``text[s]`` ->
@@ -142,7 +163,7 @@ class SectionParser(GrammarParser):
     def call_wake(self, seek: int) -> MarkerWake:
         """When an open call block is read again: when one of ``WAKE`` arrives (searched from
         ``seek``, just after ``CALL_BEGIN``); a family whose header ends at other text overrides it."""
-        return MarkerWake(self.WAKE, seek)
+        return TokenWake(self._wake_tokens, seek)
 
     def wake(self, mark: str) -> MarkerWake:
         """The wake of each kind of block (:meth:`call_wake` for a call block; a section head
@@ -152,7 +173,7 @@ class SectionParser(GrammarParser):
             return EveryDelta()
         if mark == CALL_IN or mark == self.CALL_BEGIN:
             return self.call_wake(len(self.CALL_BEGIN))
-        return MarkerWake((self.CALL_END, *self.SECTION_ENDS), len(mark))
+        return TokenWake(self._head_tokens, len(mark))
 
     def read(self, text: str, s: int, mark: str, final: bool):  # type: ignore[override]
         """The grammar (module docstring): a bare call block at ``CALL_BEGIN``, a section's head at

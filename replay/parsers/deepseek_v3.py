@@ -63,9 +63,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from replay.parsers._block import object_arguments, read_json_block
-from replay.parsers._family import MarkerWake
 from replay.parsers._reasoning import THINK
-from replay.parsers._sections import SectionParser
+from replay.parsers._sections import SectionParser, Tokens, TokenWake
 from replay.parsers.base import ToolCall
 from replay.parsers.deepseek_v31 import (
     CALL_BEGIN,
@@ -116,15 +115,15 @@ def read_call(text: str, s: int, final: bool = True) -> tuple[int, list[ToolCall
     return got[0], None if args is None else [ToolCall(name, args)]
 
 
-class FenceWake(MarkerWake):
-    """:class:`MarkerWake` on the family's markers, and once more when the text after the newline
-    that ends the name (the first newline after ``<｜tool▁sep｜>``) tells whether the fence opens
-    there (it is the fence, or can no longer become it): a block whose name line is not followed
-    by the fence is content at once, not at the next marker. Each character is scanned a bounded
-    number of times."""
+class FenceWake(TokenWake):
+    """:class:`~replay.parsers._sections.TokenWake` on the family's markers, and once more when
+    the text after the newline that ends the name (the first newline after ``<｜tool▁sep｜>``)
+    tells whether the fence opens there (it is the fence, or can no longer become it): a block
+    whose name line is not followed by the fence is content at once, not at the next marker.
+    Each character is scanned a bounded number of times."""
 
-    def __init__(self, markers: tuple[str, ...], seek: int) -> None:
-        super().__init__(markers, seek)
+    def __init__(self, tokens: Tokens, seek: int) -> None:
+        super().__init__(tokens, seek)
         self._stage, self._pos = "sep", seek  # sep -> line -> fence -> off
 
     def wake(self, buf: str, final: bool) -> bool:
@@ -174,6 +173,6 @@ class DeepSeekV3Parser(SectionParser):
         """The call grammar (:func:`read_call`)."""
         return read_call(text, s, final)
 
-    def call_wake(self, seek: int) -> MarkerWake:
+    def call_wake(self, seek: int) -> TokenWake:
         """A block is read again when a marker arrives, or once the fence can be told (:class:`FenceWake`)."""
-        return FenceWake(self.WAKE, seek)
+        return FenceWake(self._wake_tokens, seek)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import types
 from pathlib import Path
 from typing import Any
 
@@ -325,12 +326,15 @@ class _DirectRender:
             return self.compiled.render(messages=self.alias(messages), tools=tools, documents=None, add_generation_prompt=True, **kwargs)
         finally:
             self.tojson.frozen = set()
-            del env.getattr  # transformers' own render keeps the sandbox's method untouched
+            vars(env).pop("getattr", None)  # transformers' own render keeps the sandbox's method
 
 
 #: Attribute names a plain ``dict`` instance has (its type's and ``object``'s): ``getattr`` of any
 #: other name on an exact ``dict`` raises AttributeError.
 _DICT_ATTRS = frozenset(dir(dict))
+#: The types ``SandboxedEnvironment.wrap_str_format`` looks at (``types.MethodType``,
+#: ``types.BuiltinMethodType``): it returns None for a value of any other type.
+_METHODS = frozenset({types.MethodType, types.BuiltinMethodType})
 
 
 def _sandbox_getattr(env: Any) -> Any:
@@ -368,9 +372,10 @@ def _sandbox_getattr(env: Any) -> Any:
             value = getattr(obj, attribute)
         except AttributeError:
             return base(obj, attribute)
-        fmt = wrap(value)
-        if fmt is not None:
-            return fmt
+        if type(value) in _METHODS:  # only a bound method can be str.format / format_map
+            fmt = wrap(value)
+            if fmt is not None:
+                return fmt
         key = (type(obj), attribute)
         safe = verdicts.get(key)
         if safe is None:

@@ -54,6 +54,12 @@ __all__ = ["LINE_SAFE_SPLITS", "SegmentEncoder", "segment_encoder", "probe_texts
 
 #: Bytes of cached segments (text and ids) kept per tokenizer and process.
 CACHE_BYTES = 48 << 20
+#: Texts whose pieces another text may begin with are found by their first HEAD characters (an
+#: agent's system prompt and the start of its tool block): the last PER_HEAD texts of each of the
+#: last HEADS heads are kept.
+HEAD = 2048
+HEADS = 32
+PER_HEAD = 3
 
 #: ``Split`` regexes (``behavior: Isolated``, ``invert: false``) after which a ``"\\n"`` followed by
 #: a non-whitespace character is always a pre-token boundary (see the module docstring for the
@@ -233,6 +239,9 @@ class SegmentEncoder:
         self._pass1: _TokenFinder | None = None
         self._pass2: _TokenFinder | None = None
         self._lines = False
+        self._last: tuple[str, list[str], list[Any]] | None = None  # the last text's (text, pieces, ids)
+        self._heads: dict[str, tuple[Any, ...]] = {}  # the same, of recent texts by their first HEAD chars (newest first)
+        self._tails = False  # other texts' pieces may be reused (see _shared_head, _shared_tail)
         self._analyse()
         if self.mode != "whole":
             bad = next((t for t in probe_texts(tokenizer) if self._segmented(t) != self._whole(t)), None)
@@ -243,6 +252,8 @@ class SegmentEncoder:
             self._young, self._old = {}, {}
             self._young_bytes = self._old_bytes = 0
             self.hits = self.misses = self.missed_chars = 0
+            self._last = None
+            self._heads = {}
 
     def _analyse(self) -> None:
         tok = self.tokenizer
@@ -292,6 +303,7 @@ class SegmentEncoder:
         if why is None:
             self._lines = True
             self.mode = "segments"
+            self._tails = not any("\n" in a.content for a in added)
         else:
             self.reason = why if identity or not norm else why + "; normalized added tokens are not cut"
 
@@ -350,7 +362,45 @@ class SegmentEncoder:
         return out
 
     def _pieces(self, text: str) -> list[array.array]:
-        segs = self.cuts(text)
+        """The ids of each piece of ``text`` (:meth:`cuts`). Where ``text`` begins as a recent text
+        with the same first :data:`HEAD` characters did (an agent's system prompt and tool block,
+        and the history its previous request carried) and ends as the last text did (the old and
+        new sides' prompts of one exchange differ in the tool block only), those pieces and ids
+        are that text's; only the middle is cut and looked up (:func:`_shared_head`,
+        :func:`_shared_tail` say where that is exact)."""
+        if not self._tails:
+            return self._lookup(self.cuts(text))
+        n = len(text)
+        x1, head_segs, head_ids = 0, [], []
+        key = text[:HEAD]
+        recent = self._heads.get(key, ())
+        for cand in recent:  # the old and new sides' prompts of an agent's requests share a head
+            if cand[0] is text:
+                self.hits += len(cand[2])
+                return cand[2]
+            shared = _shared_head(text, cand[1])
+            if shared is not None and shared[0] > x1:
+                x1, i = shared
+                head_segs, head_ids = cand[1][:i], cand[2][:i]
+        x2, tail_segs, tail_ids = n, [], []
+        last = self._last
+        if last is not None and last[0] is not text:
+            shared = _shared_tail(text, last[1], x1)
+            if shared is not None:
+                x2, j = shared
+                tail_segs, tail_ids = last[1][j:], last[2][j:]
+        mid_segs = self.cuts(text[x1:x2] if x1 or x2 < n else text)
+        got = head_ids + self._lookup(mid_segs) + tail_ids
+        self.hits += len(head_ids) + len(tail_ids)
+        self._last = entry = (text, head_segs + mid_segs + tail_segs, got)
+        self._heads.pop(key, None)
+        self._heads[key] = (entry, *recent[: PER_HEAD - 1])
+        if len(self._heads) > HEADS:
+            del self._heads[next(iter(self._heads))]
+        return got
+
+    def _lookup(self, segs: list[str]) -> list[array.array]:
+        """The ids of each of ``segs``, from the cache or encoded now (into the cache)."""
         got: list[Any] = list(map(self._young.get, segs))  # the young generation: one lookup per piece, in C
         if None not in got:
             self.hits += len(segs)
@@ -410,6 +460,53 @@ class SegmentEncoder:
         if self.mode == "whole":
             return len(self._whole(text))
         return sum(len(s) for s in self._pieces(text))
+
+
+def _shared_tail(text: str, pieces: list[str], lo: int = 0) -> tuple[int, int] | None:
+    """Where ``text`` may end with the tail of another text's ``pieces`` (its :meth:`SegmentEncoder.cuts`):
+    ``(x, j)``, ``x >= lo``, such that ``text[x:]`` is ``"".join(pieces[j:])`` and ``cuts(text)``
+    is ``cuts(text[:x]) + pieces[j:]``; None when there is none.
+
+    Exact because ``x`` is a boundary of ``text``'s own cutting: ``_LINE_CUT`` matches at
+    ``x - 1`` (a ``"\n"`` before a character that is not whitespace: a line cut), and no added
+    token holds a ``"\n"`` (the encoder's ``_tails``: no token match can span ``x``), so cutting
+    ``text`` at ``x`` first changes no piece; and the pieces of the equal rest are the other
+    text's from the boundary ``j`` on (a text's pieces after one of its boundaries are the cuts of
+    its rest). The common tail is found piece by piece from the end with ``str.endswith`` (no copy)."""
+    pos = len(text)
+    k = len(pieces)
+    endswith = text.endswith
+    while k and pos - len(pieces[k - 1]) >= lo and endswith(pieces[k - 1], 0, pos):
+        k -= 1
+        pos -= len(pieces[k])
+    j, x = k, pos
+    cut = _LINE_CUT.match
+    while j < len(pieces):
+        if x > 0 and cut(text, x - 1) is not None:
+            return x, j
+        x += len(pieces[j])
+        j += 1
+    return None
+
+
+def _shared_head(text: str, pieces: list[str]) -> tuple[int, int] | None:
+    """Where ``text`` may begin with the head of another text's ``pieces``: ``(x, i)``, ``x > 0``,
+    such that ``text[:x]`` is ``"".join(pieces[:i])`` and ``cuts(text)`` is ``pieces[:i] +
+    cuts(text[x:])``; None when there is none. Exact for the reasons :func:`_shared_tail` gives:
+    ``x`` is a line cut of ``text`` (``_LINE_CUT`` matches at ``x - 1``) and the other text's
+    pieces before one of its boundaries are the cuts of its head."""
+    pos, i, n = 0, 0, len(pieces)
+    startswith = text.startswith
+    while i < n and startswith(pieces[i], pos):
+        pos += len(pieces[i])
+        i += 1
+    cut = _LINE_CUT.match
+    while i > 0:
+        if cut(text, pos - 1) is not None:
+            return pos, i
+        i -= 1
+        pos -= len(pieces[i])
+    return None
 
 
 def _size(text: str, ids: array.array) -> int:
