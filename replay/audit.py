@@ -159,6 +159,24 @@ def audit(
         close_sides(cfg)
 
 
+#: Capture bytes (on disk) from which ``replay audit --jobs N`` starts its pool before ingesting.
+PRESTART_BYTES = 8 << 20
+
+
+def _prestart_pool(files: list[Path], cfg: AuditConfig, engine: Any) -> None:
+    """Start the render/re-stream pool (:func:`replay.pool.prestart`) before ingest, so its
+    processes' start-up runs on the other cores while this one ingests, when the stages will run
+    on it: no ``--engine``, a run spec, ``--jobs`` above 1, and captures of at least
+    :data:`PRESTART_BYTES` (a smaller one may make a single batch, which runs in this process)."""
+    if engine is not None or cfg.spec is None or cfg.jobs <= 1:
+        return
+    if sum(file_size(f) or 0 for f in files) < PRESTART_BYTES:
+        return
+    from replay.pool import prestart
+
+    prestart(cfg.spec, cfg.jobs)
+
+
 class RunExistsError(ValueError):
     """``--out`` holds a run (or another audit's unfinished parts) and ``--force`` was not given."""
 
@@ -262,6 +280,7 @@ def _run(
             meta["filters"] = state["filters"]
     else:
         _write_state(run_dir, state)  # from here an interrupted audit can be resumed
+        _prestart_pool(files, cfg, engine)
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
             # row groups of at most batch_rows exchanges: each stage batch is then one row group,
             # which a pool process reads alone (replay.pipeline.batch_refs)

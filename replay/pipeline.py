@@ -859,6 +859,13 @@ def merge_parts(run_dir: Path, table: str, keys: list[int]) -> int:
     return n
 
 
+def merge_part(item: tuple[str, str, list[int]], spec: Any) -> int:
+    """:func:`merge_parts` as a pool work item (``item`` = ``(run folder, table, keys)``; ``spec``
+    unused): a stage's tables are joined by its pool processes, one table each."""
+    run_dir, table, keys = item
+    return merge_parts(Path(run_dir), table, keys)
+
+
 def exchange_batches(run_dir: Path, columns: Any, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The run's ``exchanges.parquet`` as record batches of ``columns``, in file order: the
     batches of :func:`batch_refs` (batch ``i`` is part ``i`` of every table a stage writes)."""
@@ -922,6 +929,24 @@ def read_batch(path: Path, ref: BatchRef, columns: Any) -> pa.RecordBatch:
     )
 
 
+#: Exchanges a stage function gets at a time within a batch (:func:`run_batch`): the Python rows
+#: of a slice (request bodies, prompts, completions: about 70 KB an exchange on the bench) are
+#: alive together, so slices keep that small whatever ``--batch-rows`` is (a pool process on
+#: 512-exchange batches of the bench: 158 -> 142 MiB at 32, no more CPU). :data:`replay.sides.BATCH`
+#: exchanges, so an out-of-process side still gets requests of its full size.
+SLICE_ROWS = BATCH
+
+
+def run_batch(stage: "Stage", batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
+    """``stage.function`` over ``batch`` in slices of :data:`SLICE_ROWS` rows (zero-copy views),
+    the tables of the slices joined in order: the rows of one call on the whole batch.
+    Returns ``{table: pa.Table}`` for each of ``stage.tables``."""
+    if batch.num_rows <= SLICE_ROWS:
+        return stage.function(batch, spec)
+    outs = [stage.function(batch.slice(i, SLICE_ROWS), spec) for i in range(0, batch.num_rows, SLICE_ROWS)]
+    return {t: pa.concat_tables([o[t] for o in outs]) for t in stage.tables}
+
+
 def write_parts(run_dir: Path, stage: "Stage", key: int, got: dict[str, pa.Table]) -> dict[str, int]:
     """Write one batch's tables (``got``: ``{table: pa.Table}``, each of ``stage.tables``) as part
     ``key`` of each (:func:`write_atomic`); returns ``{table: rows}``."""
@@ -934,10 +959,11 @@ def stage_part(item: tuple["Stage", str, BatchRef], spec: Any) -> dict[str, int]
     """The pool's unit of a stage (:func:`replay.pool.map_batches`): ``item`` = ``(stage, run
     folder, ref)``; read the batch ``ref`` of the run's ``exchanges.parquet`` (:func:`read_batch`),
     run ``stage.function`` on it with ``spec`` and write its part files here, in the pool process
-    (atomically). Returns ``{table: rows}``: only counts cross back to the parent."""
+    (atomically), the function getting :data:`SLICE_ROWS` rows at a time (:func:`run_batch`).
+    Returns ``{table: rows}``: only counts cross back to the parent."""
     stage, run_dir, ref = item
     path = Path(run_dir) / "exchanges.parquet"
-    return write_parts(Path(run_dir), stage, ref.key, stage.function(read_batch(path, ref, stage.columns), spec))
+    return write_parts(Path(run_dir), stage, ref.key, run_batch(stage, read_batch(path, ref, stage.columns), spec))
 
 
 def stage_fingerprint(run_dir: Path, stage: Stage, cfg: AuditConfig) -> str:
@@ -1020,7 +1046,7 @@ def run_stage(
 ) -> dict[str, int]:
     """Run ``stage`` over every exchange of the run: cut ``exchanges.parquet`` into batches of at
     most ``cfg.batch_rows`` rows within its row groups (:func:`batch_refs`, from the footer), call
-    ``stage.function(batch, spec)`` on each, write each result table as a part file
+    ``stage.function(batch, spec)`` on each (in slices, :func:`run_batch`), write each result table as a part file
     (``RUN/.parts/<table>/part-NNNNNN.parquet``, atomically), then join each table's parts in key
     order into ``RUN/<table>.parquet`` (atomically) and remove the parts.
 
@@ -1070,15 +1096,21 @@ def run_stage(
         for key, item, _counts in map_batches(stage_part, items, cfg.spec, min(jobs, len(refs)), on_failed, stats):
             if progress:
                 progress(item[2].rows)
+        # the tables are joined by the pool's processes too, at once (one table each): this one
+        # never reads a part; a join whose process died is made here
+        joins = ((i, (str(run_dir), table, keys)) for i, table in enumerate(stage.tables))
+        counts = {item[1]: n for _, item, n in map_batches(
+            merge_part, joins, cfg.spec, min(jobs, len(refs)), lambda k, item, msg: merge_part(item, None), stats)}
     else:
         cfg.executor_stats[stage.name] = {"engine": "local", "jobs": 1}
         for ref in todo:
             batch = read_batch(path, ref, stage.columns)
-            write_parts(run_dir, stage, ref.key, stage.function(batch, cfg))
+            write_parts(run_dir, stage, ref.key, run_batch(stage, batch, cfg))
             del batch
             if progress:
                 progress(ref.rows)
-    counts = {table: merge_parts(run_dir, table, sorted(keys)) for table in stage.tables}
+    if not pooled:
+        counts = {table: merge_parts(run_dir, table, keys) for table in stage.tables}
     for table in stage.tables:
         shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
     (run_dir / ".parts" / f"{stage.name}.json").unlink(missing_ok=True)

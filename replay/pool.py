@@ -29,11 +29,11 @@ from typing import Any, Callable, Iterable, Iterator
 IN_FLIGHT = 2
 
 #: A pool process gives what a batch freed back to the OS (:func:`replay.memory.release_memory`)
-#: only when its RSS is above this after the batch: trimming after every batch made the next one
-#: fault the same pages in again (system CPU: 2.3 s over the two processes of a 20k-exchange
-#: ingest with ``--jobs 2``, against 0.3 s for ``--jobs 1``), while below it the freed pages are
-#: what the next batch reuses.
-RELEASE_ABOVE = 160 << 20
+#: only when its RSS is above this after the batch: below it the freed pages are what the next
+#: batch reuses, where trimming after every batch made each batch fault them in again (system CPU
+#: of the two processes of a 20k-exchange ``--jobs 2`` audit: 1.1-1.2 s each when trimming always,
+#: 0.3-0.6 s with this; their peaks stay near 170 MiB on the bench, base 110-130 + one batch).
+RELEASE_ABOVE = 128 << 20
 
 
 def _init(spec: Any) -> None:
@@ -158,6 +158,20 @@ def _shared(jobs: int, spec: Any) -> ProcessPoolExecutor:
     if pool is None:
         pool = _KEPT[key] = _pool(jobs, spec)
     return pool
+
+
+def _noop() -> None:
+    """A work item that does nothing (:func:`prestart`)."""
+
+
+def prestart(spec: Any, jobs: int) -> None:
+    """Start the pool of ``spec`` with ``jobs`` processes now, without waiting for them: each
+    imports replay and builds the spec's config (:func:`_init`, about 0.6 CPU s) while this
+    process goes on (``replay audit`` ingests meanwhile), and :func:`map_batches` with the same
+    ``spec`` and ``jobs`` then finds them ready. :func:`close_pools` ends them as any kept pool."""
+    pool = _shared(jobs, spec)
+    for _ in range(jobs):
+        pool.submit(_noop)
 
 
 def close_pools() -> None:

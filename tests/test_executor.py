@@ -262,3 +262,34 @@ def test_arrow_without_pandas_keeps_pandas_out_and_importable() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_an_audit_starts_its_pool_before_ingest_and_the_stages_reuse_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With captures of at least PRESTART_BYTES (0 here), `--jobs 2` starts the pool before ingest
+    (its processes start up while ingest runs) and render and re-stream run on that same pool:
+    one pool made in the whole audit, and the rows of a `--jobs 1` audit."""
+    import replay.audit as audit_mod
+    import replay.pool as pool_mod
+    from replay.audit import audit
+
+    made: list[int] = []
+    real = pool_mod._pool
+
+    def counting(jobs, spec):
+        made.append(jobs)
+        return real(jobs, spec)
+
+    monkeypatch.setattr(pool_mod, "_pool", counting)
+    monkeypatch.setattr(audit_mod, "PRESTART_BYTES", 0)
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
+    runs = {}
+    for jobs in (2, 1):
+        cfg = build_config(RunSpec(batch_rows=2, chunkings=("whole", "char")))
+        cfg.jobs = jobs
+        res = audit([capture], tmp_path / f"j{jobs}", cfg)
+        runs[jobs] = res.run_dir
+        if jobs == 2:
+            assert made == [2] and res.meta["executors"]["render"]["engine"] == "pool"
+    assert made == [2]  # --jobs 1 starts none
+    for table in KEYS:
+        assert _rows(runs[1], table) == _rows(runs[2], table), table

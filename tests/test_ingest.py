@@ -804,3 +804,22 @@ def test_cli_ingest_jobs(tmp_path: Path) -> None:
     assert got.exit_code == 0, got.output
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["options"]["jobs"] == 2 and meta["ingest"]["exchanges"] == len(read(tmp_path / "run", "exchanges")) == 50  # 20 + 20 + the 10 lines before the cut
+
+
+def test_tool_lists_sharing_a_fingerprint_stay_apart() -> None:
+    """Two tool lists of the same length whose texts differ only in the middle (the cache's
+    fingerprint: length, first and last bytes) are each described from their own declarations."""
+    from replay.capture.v1 import _FP_BYTES, record_row
+
+    def req(desc: str) -> dict:
+        pad = "x" * _FP_BYTES
+        tools = [{"type": "function", "function": {"name": "first", "description": pad}},
+                 {"type": "function", "function": {"name": "mid", "description": desc}},
+                 {"type": "function", "function": {"name": "last", "description": pad}}]
+        return {"route": "chat.completions", "request": {"model": "m", "messages": [], "tools": tools}}
+
+    a, b = req("alpha"), req("bravo")
+    (_, ta), (_, tb), (_, ta2) = (record_row(r, "f", i) for i, r in enumerate((a, b, a)))
+    assert ta.json != tb.json and len(ta.json) == len(tb.json) and ta.json[:_FP_BYTES] == tb.json[:_FP_BYTES]
+    assert '"alpha"' in ta.cols[1]["tool_json"] and '"bravo"' in tb.cols[1]["tool_json"]
+    assert ta2 is ta  # the cache still answers

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["batch_from_rows", "column", "numpy_column", "text_column"]
+__all__ = ["batch_from_rows", "column", "numpy_column", "text_column", "text_view_column"]
 
 _NONE = type(None)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -96,6 +96,37 @@ def numpy_column(arr: np.ndarray) -> pa.Array:
     another dtype."""
     arr = np.ascontiguousarray(arr)
     return pa.Array.from_buffers(_NP_TYPES[arr.dtype], len(arr), [None, pa.py_buffer(arr)])
+
+
+def text_view_column(values: list) -> pa.Array:
+    """A ``string_view`` array of ``values`` (``str``, UTF-8 ``bytes``, or None) that points into the
+    ``bytes`` values themselves instead of copying them into one buffer: for a column of large
+    texts (a batch's ~16 MiB of request JSON), the copy :func:`text_column` makes was a tenth of
+    ingest's CPU. Each ``bytes`` value becomes one of the array's data buffers (kept alive by it);
+    values of at most 12 bytes are stored in their view, as the format requires. Raises as
+    :func:`text_column`."""
+    validity, nulls = _validity(values)
+    n = len(values)
+    kinds = set(map(type, values))
+    kinds.discard(_NONE)
+    if not kinds <= {str, bytes}:
+        raise TypeError(f"expected text, got {sorted(t.__name__ for t in kinds - {str, bytes})[0]}")
+    data = [b"" if v is None else v if type(v) is bytes else v.encode("utf-8") for v in values]
+    lengths = np.fromiter(map(len, data), dtype=np.int64, count=n)
+    if n and lengths.max() > _MAX_OFFSET:
+        raise OverflowError("a value past 2 GiB")
+    views = np.zeros((n, 4), np.int32)  # per value: length, then 12 inline bytes or (prefix, buffer index, offset)
+    views[:, 0] = lengths
+    raw = views.view(np.uint8).reshape(n, 16)
+    buffers = []
+    for i, v in enumerate(data):
+        if len(v) <= 12:
+            raw[i, 4:4 + len(v)] = np.frombuffer(v, np.uint8)
+        else:
+            raw[i, 4:8] = np.frombuffer(v, np.uint8, 4)
+            views[i, 2] = len(buffers)
+            buffers.append(pa.py_buffer(v))
+    return pa.Array.from_buffers(pa.string_view(), n, [validity, pa.py_buffer(views), *buffers], nulls)
 
 
 def _ints(values: list, typ: pa.DataType) -> pa.Array:

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replay.capture import redact as _redact
-from replay.capture.columns import batch_from_rows, numpy_column, text_column
+from replay.capture.columns import batch_from_rows, numpy_column, text_column, text_view_column
 from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
 from replay.capture.filters import REASONS, Filters
 from replay.capture.readers import plan, read_units
@@ -154,13 +154,21 @@ _STATS = ("exchange_id", "source_file", "source_line", "ts", "route", "model", "
           "has_parameters", "has_strict", "strict", "reason", "byte_offset")
 
 
+#: The ``exchanges`` batches as :func:`exchanges_batch` makes them: :data:`replay.tables.EXCHANGES`
+#: with ``request_json`` a ``string_view`` pointing into each row's own JSON bytes (no copy of a
+#: batch's request text into one buffer). Parquet stores it as a string column; the file's Arrow
+#: schema is written as EXCHANGES (:func:`_parquet_writer`).
+EXCHANGES_BATCH = pa.schema([pa.field(f.name, pa.string_view(), nullable=f.nullable) if f.name == "request_json" else f
+                             for f in EXCHANGES])
+
+
 def exchanges_batch(rows: list[dict]) -> pa.RecordBatch:
     """Rows (dicts keyed by :data:`replay.tables.EXCHANGES` column names; ``request_json`` str or
-    UTF-8 ``bytes``) as one record batch of that schema, built column by column
-    (:func:`replay.capture.columns.batch_from_rows`). Raises ``TypeError`` / ``ValueError`` /
-    ``OverflowError`` for a value the schema rejects (including a null in a column that may not
-    hold one)."""
-    return batch_from_rows(rows, EXCHANGES)
+    UTF-8 ``bytes``) as one record batch of :data:`EXCHANGES_BATCH` (the same columns, built
+    column by column: :func:`replay.capture.columns.batch_from_rows`). Raises ``TypeError`` /
+    ``ValueError`` / ``OverflowError`` for a value the schema rejects (including a null in a column
+    that may not hold one)."""
+    return batch_from_rows(rows, EXCHANGES_BATCH, {"request_json": text_view_column([r["request_json"] for r in rows])})
 
 
 #: The ``tools`` batches as :func:`tools_batch` makes them: :data:`replay.tables.TOOLS` with
@@ -399,7 +407,7 @@ class _Sink:
         self.paths = {name: out_dir / f"{name}.parquet" for name in ("exchanges", "tools", "ingest_errors")}
         self.tmp = {name: p.with_name(f".tmp-{os.getpid()}-{p.name}") for name, p in self.paths.items()}
         self.writers = {
-            "exchanges": _parquet_writer(self.tmp["exchanges"], EXCHANGES),
+            "exchanges": _parquet_writer(self.tmp["exchanges"], EXCHANGES, EXCHANGES_BATCH),
             "tools": _parquet_writer(self.tmp["tools"], TOOLS, TOOLS_BATCH),
             "ingest_errors": _parquet_writer(self.tmp["ingest_errors"], INGEST_ERRORS),
         }

@@ -586,8 +586,17 @@ def record_row(rec: dict, source_file: str, line_no: int, capture_format: str = 
 
 #: Tool lists seen, by their JSON text: an agent sends the same tools in every request, so each
 #: distinct list is described (and its declarations serialized) once. Bounded: emptied when full.
-_TOOLS_SEEN: dict[bytes, ToolList] = {}
+#: Keyed by a fingerprint of the text (:func:`_fingerprint`), each entry the lists sharing it, told
+#: apart by their whole text: a dict keyed by the text itself hashed every request's ~14 KB of
+#: tools again (a fresh bytes object has no cached hash), 4% of ingest.
+_TOOLS_SEEN: dict[tuple[int, bytes, bytes], list[ToolList]] = {}
 _TOOLS_SEEN_MAX = 2048
+_FP_BYTES = 256
+
+
+def _fingerprint(text: bytes) -> tuple[int, bytes, bytes]:
+    """The length and the first and last :data:`_FP_BYTES` bytes of ``text``."""
+    return len(text), text[:_FP_BYTES], text[-_FP_BYTES:]
 _NO_TOOLS = ToolList(b"[]", ())
 
 
@@ -607,7 +616,8 @@ def _tool_columns(tools: list) -> ToolList:
         key = orjson.dumps(tools)
     except TypeError:
         key = None  # too deep or not JSON: the loop below raises the declaration's own error
-    known = _TOOLS_SEEN.get(key) if key is not None else None
+    bucket = _TOOLS_SEEN.get(_fingerprint(key)) if key is not None else None
+    known = next((t for t in bucket if t.json == key), None) if bucket else None
     if known is None:
         cols_list = []
         for i, tool in enumerate(tools):
@@ -623,7 +633,7 @@ def _tool_columns(tools: list) -> ToolList:
         known = ToolList(key, tuple(cols_list))
         if len(_TOOLS_SEEN) >= _TOOLS_SEEN_MAX:
             _TOOLS_SEEN.clear()
-        _TOOLS_SEEN[key] = known
+        _TOOLS_SEEN.setdefault(_fingerprint(key), []).append(known)
     return known
 
 

@@ -127,6 +127,8 @@ class FenceWake(TokenWake):
         self._stage, self._pos = "sep", seek  # sep -> line -> fence -> off
 
     def wake(self, buf: str, final: bool) -> bool:
+        """True when a marker arrived (:class:`~replay.parsers._sections.TokenWake`) or the fence
+        after the name line can now be told (``buf``: the block from index 0)."""
         hit = super().wake(buf, final)
         if self._stage == "sep":
             q = buf.find(SEP, self._pos)
