@@ -96,6 +96,7 @@ def parse_blocks(
     if grammar is None:
         assert read is not None
         grammar = lambda text, s, mark, final: read(text, s, mark)  # noqa: E731
+    n = len(text)
     stops = starts
     out = content  # where the text outside blocks goes (a region's kind; None: dropped)
     virtual = HEAD if head else first
@@ -111,7 +112,7 @@ def parse_blocks(
         if virtual:
             s, mark = pos, virtual
         else:
-            s, mark = first_marker(text, stops, pos)
+            s, mark = first_marker(text, stops, pos) if pos < n else (-1, "")
             if s < 0:
                 if out is not None:
                     out.append(text[pos:])

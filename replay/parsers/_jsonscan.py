@@ -304,6 +304,10 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
+#: a character without which a decoded value holds no NaN / Infinity / overflowing number
+_NON_FINITE_HINT = re.compile("[NIeE]")
+
+
 def _checked(value: Any, text: str, j: int, k: int) -> Any:
     """``value`` (decoded from ``text[j:k]``), or :data:`TOO_DEEP` when it is no usable JSON value:
     nested too deeply, or holding ``NaN`` / ``Infinity`` / a number that overflows to infinity
@@ -313,7 +317,7 @@ def _checked(value: Any, text: str, j: int, k: int) -> Any:
     if text.count("[", j, k) + text.count("{", j, k) > MAX_DEPTH and deeper_than(value):
         return TOO_DEEP
     segment = text[j:k] if (j or k != len(text)) else text
-    if any(c in segment for c in "NIeE") and _has_non_finite(value):
+    if _NON_FINITE_HINT.search(segment) is not None and _has_non_finite(value):
         return TOO_DEEP
     return value
 
