@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterator
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replay import tables
@@ -389,9 +390,7 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
         plan.done = True
         return plan
     try:
-        decode_request(ex)
-        request = ex.pop("_request") if "_request" in ex else orjson.loads(ex["request_json"])
-        plan.tools = openai_tools(ex.get("route"), request.get("tools"))
+        plan.tools = exchange_tools(ex)  # from tools_json: the request is not decoded
         sides = plan.sides = resolver.sides(family)
     except Exception as exc:
         plan.streams.append(
@@ -595,8 +594,10 @@ def stage_context(spec: Any) -> _StageContext:
 
 #: Columns of ``exchanges`` each stage reads.
 RENDER_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_prompt_token_ids"]
+#: The stream stage reads ``tools_json``, not ``request_json`` (:func:`read_batch` adds
+#: ``request_json`` for a batch where ``tools_json`` is missing or null: :func:`exchange_tools`).
 STREAM_COLUMNS = [
-    "exchange_id", "route", "model", "request_json", "server_prompt", "server_output_text", "server_steps", "served_finish_reason",
+    "exchange_id", "route", "model", "tools_json", "server_prompt", "server_output_text", "server_steps", "served_finish_reason",
     "served_content",
 ]
 
@@ -624,15 +625,55 @@ def exchange_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     the whole batch first would keep 512 decoded requests alive at once: more memory, and
     Python's garbage collector walking them). A batch without ``request_json`` is ``to_pylist()``."""
     names = batch.schema.names
-    if "request_json" not in names:
+    if "request_json" not in names and "tools_json" not in names:
         return batch.to_pylist()
-    rows = batch.select([n for n in names if n != "request_json"]).to_pylist()
-    for ex, body in zip(rows, _bodies(batch.column(names.index("request_json")))):
-        if body == b"{}":
-            ex["request_json"] = "{}"
-        else:
-            ex["request_json"], ex["_body"] = None, body
+    rows = batch.select([n for n in names if n not in ("request_json", "tools_json")]).to_pylist()
+    if "tools_json" in names:
+        for ex, text in zip(rows, _shared_texts(batch.column(names.index("tools_json")))):
+            ex["tools_json"] = text
+    if "request_json" in names:
+        for ex, body in zip(rows, _bodies(batch.column(names.index("request_json")))):
+            if body == b"{}":
+                ex["request_json"] = "{}"
+            else:
+                ex["request_json"], ex["_body"] = None, body
     return rows
+
+
+def _shared_texts(column: pa.Array) -> list[str | None]:
+    """The values of a string column with each distinct text one shared ``str`` object (its hash
+    computed once): a dictionary array's dictionary values, else the column dictionary-encoded."""
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    values = column.dictionary.to_pylist()
+    return [None if i is None else values[i] for i in column.indices.to_pylist()]
+
+
+#: Tools of the tool lists seen by this process (:func:`exchange_tools`), by ``(route,
+#: tools_json)``: each distinct list decoded and put in OpenAI form once. Bounded: emptied when full.
+_TOOLS_SEEN: dict[tuple[Any, str], Any] = {}
+_TOOLS_SEEN_MAX = 1024
+
+
+def exchange_tools(ex: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The OpenAI-form tools (:func:`replay.prepare.base.openai_tools`) of an exchanges row (of
+    :func:`exchange_rows`, or a plain dict): from its ``tools_json`` (the request's ``tools`` text)
+    when known, each distinct list decoded once per process and the same list object returned
+    for every exchange that sends it (read-only: never modified by the stages); else from the
+    decoded request (``request_json``). Raises for an unreadable request or tools text."""
+    text = ex.get("tools_json")
+    if text is None:
+        decode_request(ex)
+        request = ex.pop("_request") if "_request" in ex else orjson.loads(ex["request_json"])
+        return openai_tools(ex.get("route"), request.get("tools"))
+    key = (ex.get("route"), text)
+    tools = _TOOLS_SEEN.get(key, _TOOLS_SEEN)
+    if tools is _TOOLS_SEEN:
+        tools = openai_tools(ex.get("route"), orjson.loads(text))
+        if len(_TOOLS_SEEN) >= _TOOLS_SEEN_MAX:
+            _TOOLS_SEEN.clear()
+        _TOOLS_SEEN[key] = tools
+    return tools
 
 
 def _bodies(column: pa.Array) -> list[Any]:
@@ -731,9 +772,7 @@ def remote_renders(chunk: list[dict[str, Any]], cfg: AuditConfig, remote: dict[s
 def _request_tools(ex: dict[str, Any]) -> list[dict[str, Any]] | None:
     """The OpenAI-form tools of an :func:`exchange_rows` row (or a plain row); raises for an
     unreadable request."""
-    decode_request(ex)
-    request = ex.pop("_request") if "_request" in ex else orjson.loads(ex["request_json"])
-    return openai_tools(ex.get("route"), request.get("tools"))
+    return exchange_tools(ex)
 
 
 def family_fit_rows(chunk: list[dict[str, Any]], plans: list[StreamPlan] | None, cfg: AuditConfig, resolver: ParserResolver) -> list[dict[str, Any]]:
@@ -917,8 +956,11 @@ def read_batch(path: Path, ref: BatchRef, columns: Any) -> pa.RecordBatch:
     key = (str(path), st.st_size, st.st_mtime_ns)
     if _OPEN.get("key") != key:
         _OPEN.clear()
-        _OPEN.update(key=key, file=pq.ParquetFile(path))
-    table = _OPEN["file"].read_row_group(ref.row_group, columns=list(columns))
+        pf = pq.ParquetFile(path)
+        if "tools_json" in pf.schema_arrow.names:  # read as a dictionary array: each tool list's text once
+            pf = pq.ParquetFile(path, read_dictionary=["tools_json"])
+        _OPEN.update(key=key, file=pf)
+    table = _read_row_group(_OPEN["file"], ref.row_group, list(columns))
     if ref.start or ref.rows != table.num_rows:
         table = table.slice(ref.start, ref.rows)
     batches = table.combine_chunks().to_batches()
@@ -927,6 +969,23 @@ def read_batch(path: Path, ref: BatchRef, columns: Any) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=table.schema) if not batches else pa.RecordBatch.from_struct_array(
         pa.concat_arrays([b.to_struct_array() for b in batches])
     )
+
+
+def _read_row_group(pf: pq.ParquetFile, row_group: int, columns: list[str]) -> pa.Table:
+    """Row group ``row_group`` of ``pf``, ``columns`` only; when they name ``tools_json``: without
+    it for a file that has no such column (written before it existed), and with ``request_json``
+    too when ``tools_json`` is missing or holds a null there (:func:`exchange_tools` then decodes
+    those rows' requests)."""
+    names = pf.schema_arrow.names
+    if "tools_json" not in columns:
+        return pf.read_row_group(row_group, columns=columns)
+    if "tools_json" not in names:
+        columns = [c for c in columns if c != "tools_json"]
+        return pf.read_row_group(row_group, columns=columns + ["request_json"] if "request_json" not in columns else columns)
+    table = pf.read_row_group(row_group, columns=columns)
+    if table.column("tools_json").null_count and "request_json" not in columns:
+        table = table.append_column("request_json", pf.read_row_group(row_group, columns=["request_json"]).column(0))
+    return table
 
 
 #: Exchanges a stage function gets at a time within a batch (:func:`run_batch`): the Python rows

@@ -61,6 +61,9 @@ EXCHANGES = pa.schema(
         pa.field("served_stop_with_calls", pa.bool_()),  # finish_reason stop (end_turn) while calls were sent
         pa.field("served_id_faults", pa.int32()),  # calls whose id is missing, sent twice (the SDK concatenates) or another call's
         pa.field("served_client_error", pa.string()),  # what the client SDK raised assembling the stream (replay/assemble.py); null: none
+        # `request.tools` as JSON text ("null" when absent or null), the value request_json holds: the stream stage reads it
+        # instead of decoding the whole request (each distinct list once per process); null: not known (the request's own)
+        pa.field("tools_json", pa.string()),
     ]
 )
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -158,17 +159,45 @@ _STATS = ("exchange_id", "source_file", "source_line", "ts", "route", "model", "
 #: with ``request_json`` a ``string_view`` pointing into each row's own JSON bytes (no copy of a
 #: batch's request text into one buffer). Parquet stores it as a string column; the file's Arrow
 #: schema is written as EXCHANGES (:func:`_parquet_writer`).
-EXCHANGES_BATCH = pa.schema([pa.field(f.name, pa.string_view(), nullable=f.nullable) if f.name == "request_json" else f
-                             for f in EXCHANGES])
+EXCHANGES_BATCH = pa.schema([pa.field(f.name, pa.string_view(), nullable=f.nullable) if f.name == "request_json"
+                             else pa.field(f.name, pa.dictionary(pa.int32(), pa.string()), nullable=f.nullable) if f.name == "tools_json"
+                             else f for f in EXCHANGES])
 
 
 def exchanges_batch(rows: list[dict]) -> pa.RecordBatch:
     """Rows (dicts keyed by :data:`replay.tables.EXCHANGES` column names; ``request_json`` str or
     UTF-8 ``bytes``) as one record batch of :data:`EXCHANGES_BATCH` (the same columns, built
-    column by column: :func:`replay.capture.columns.batch_from_rows`). Raises ``TypeError`` /
+    column by column: :func:`replay.capture.columns.batch_from_rows`; ``tools_json`` a dictionary
+    array of each distinct tool list text once, :func:`_tools_json_column`). Raises ``TypeError`` /
     ``ValueError`` / ``OverflowError`` for a value the schema rejects (including a null in a column
     that may not hold one)."""
-    return batch_from_rows(rows, EXCHANGES_BATCH, {"request_json": text_view_column([r["request_json"] for r in rows])})
+    return batch_from_rows(rows, EXCHANGES_BATCH, {"request_json": text_view_column([r["request_json"] for r in rows]),
+                                                   "tools_json": _tools_json_column([r.get("tools_json") for r in rows])})
+
+
+def _tools_json_column(values: list) -> pa.DictionaryArray:
+    """``values`` (``tools_json`` of each row: UTF-8 ``bytes`` or ``str``, mostly the same shared
+    object per distinct tool list, or None) as a dictionary array whose dictionary holds each
+    distinct text once: objects are told apart by identity first, so a list's ~14 KB text is hashed
+    once per batch, not once per row (then Parquet writes one dictionary page per row group)."""
+    by_id: dict[int, int] = {}
+    by_text: dict[Any, int] = {}
+    texts: list[Any] = []
+    idx: list[int | None] = []
+    for v in values:
+        if v is None:
+            idx.append(None)
+            continue
+        i = by_id.get(id(v))
+        if i is None:
+            t = v.decode("utf-8") if isinstance(v, bytes) else v
+            i = by_text.get(t)
+            if i is None:
+                i = by_text[t] = len(texts)
+                texts.append(t)
+            by_id[id(v)] = i
+        idx.append(i)
+    return pa.DictionaryArray.from_arrays(pa.array(idx, pa.int32()), pa.array(texts, pa.string()))
 
 
 #: The ``tools`` batches as :func:`tools_batch` makes them: :data:`replay.tables.TOOLS` with
@@ -225,6 +254,19 @@ def tools_batch(units: list[tuple[str, Any]]) -> pa.RecordBatch:
         else:
             arrays[f.name] = col.take(take)
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in TOOLS_BATCH], schema=TOOLS_BATCH)
+
+
+def _tools_json_of(request_json: Any) -> Any:
+    """The ``tools_json`` of a scrubbed ``request_json`` (str or bytes):
+    ``orjson.dumps`` of its decoded ``tools`` when a list, else ``b"null"``; None (the stream stage
+    then decodes the request itself) when it does not decode."""
+    text = request_json.encode("utf-8") if isinstance(request_json, str) else request_json
+    try:
+        request = orjson.loads(text)
+        tools = request.get("tools") if isinstance(request, dict) else None
+        return orjson.dumps(tools) if isinstance(tools, list) else b"null"
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return None
 
 
 def _parquet_writer(path: Path, schema: pa.Schema, batches: pa.Schema | None = None) -> pq.ParquetWriter:
@@ -340,10 +382,14 @@ class _Rows:
         # the one gate every reader's rows pass: secrets out (and message text hashed with
         # --redact); a v1 line's own bytes are what the key gate scans; the decoded request is
         # where the names are dropped, without decoding request_json again
+        before = row["request_json"]
         scrubbed = _redact.redact_exchange(row, tools, hash_text_too=self.hash_text, counts=self.redactions,
                                            raw=raw if line else None, request=rec.get("request"))
         if scrubbed is not None:
             tools = scrubbed
+        after = row["request_json"]
+        if after is not before and not (isinstance(after, str) and isinstance(before, bytes) and after.encode("utf-8") == before):
+            row["tools_json"] = _tools_json_of(after)  # the scrub rewrote the request: its tools text is the new one's
         self.units.append((row, tools, raw, offset))
 
     def add_error(self, source_file: str, line: int | None, offset: int | None, reason: str, detail: str, raw: bytes) -> None:

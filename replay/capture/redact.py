@@ -674,7 +674,10 @@ def hash_messages(value: Any, counts: Counter | None = None) -> Any:
 RAW_TEXT_COLUMNS = ("server_prompt", "server_prompt_token_ids", "server_output_text", "server_output_token_ids", "server_steps")
 #: Columns holding captured JSON text besides those ending in ``_json``.
 _JSON_COLUMNS = frozenset({"headers", "request_headers", "response_headers", "metadata"})
-_KEEP_COLUMNS = frozenset({"exchange_id", "source_file", "route", "model", "ts"})
+#: ``tools_json`` is the text of the request's tools inside ``request_json``: never scrubbed on its
+#: own; ingest takes it again from the scrubbed request when the scrub rewrote the request
+#: (:func:`replay.capture.ingest`), so it always equals what ``request_json`` holds.
+_KEEP_COLUMNS = frozenset({"exchange_id", "source_file", "route", "model", "ts", "tools_json"})
 
 
 def _is_json_column(name: str) -> bool:
@@ -694,7 +697,7 @@ _LINE_GATED = _VERBATIM_COLUMNS | _KEEP_COLUMNS | {"capture_format", "capture_la
 #: The ``exchanges`` columns (the keys of a row made by replay.capture.v1): of them, only
 #: ``request_json`` is JSON text.
 _EXCHANGE_COLUMNS = frozenset(EXCHANGES.names)
-assert [c for c in _EXCHANGE_COLUMNS if _is_json_column(c)] == ["request_json"]
+assert [c for c in _EXCHANGE_COLUMNS - _KEEP_COLUMNS if _is_json_column(c)] == ["request_json"]
 
 
 def _row_rules(row: dict, tools: Any, raw: bytes | None = None) -> tuple[int, ...]:

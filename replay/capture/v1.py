@@ -432,6 +432,7 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
     """
     row, tools = record_row(rec, source_file, line_no, capture_format)
     row["request_json"] = row["request_json"].decode()
+    row["tools_json"] = row["tools_json"].decode()
     return row, tools.rows(row["exchange_id"])
 
 
@@ -570,6 +571,8 @@ def record_row(rec: dict, source_file: str, line_no: int, capture_format: str = 
         "server_steps": steps,
         "capture_format": capture_format,
         "capture_lacks": _lacks(rec.get("capture_lacks")),
+        # the text request_json holds for `tools` (the shared list's own bytes), b"null" when it holds none
+        "tools_json": tool_list.json if rec_tools_is_list(request) else _NULL_TOOLS,
     }
     row.update(check_served(route, model, payloads, content, calls, finish))
     row["served_client_error"] = client.error if client is not None else None
@@ -598,6 +601,8 @@ def _fingerprint(text: bytes) -> tuple[int, bytes, bytes]:
     """The length and the first and last :data:`_FP_BYTES` bytes of ``text``."""
     return len(text), text[:_FP_BYTES], text[-_FP_BYTES:]
 _NO_TOOLS = ToolList(b"[]", ())
+#: ``tools_json`` of a request without a ``tools`` list (absent or null): JSON null.
+_NULL_TOOLS = b"null"
 
 
 def rec_tools_is_list(request: dict) -> bool:
