@@ -154,6 +154,7 @@ def expected_rows(source: str) -> list[dict]:
             "served_stop_with_calls": False,
             "served_id_faults": 0,
             "served_client_error": None,
+            "tools_json": orjson.dumps(EX_RESPONSE["request"]["tools"]).decode(),
         },
         {
             "exchange_id": "42",
@@ -185,6 +186,7 @@ def expected_rows(source: str) -> list[dict]:
             "served_stop_with_calls": False,
             "served_id_faults": 0,
             "served_client_error": None,
+            "tools_json": orjson.dumps(EX_STREAM["request"]["tools"]).decode(),
         },
     ]
 
