@@ -738,7 +738,7 @@ def ingest(
         console.print(
             rich_table(
                 run_sql(con, "SELECT source_file, source_line, reason, detail FROM ingest_errors ORDER BY source_file, source_line LIMIT 20"),
-                title="ingest errors (first 20; all in ingest_errors.parquet)",
+                title="ingest errors (first 20; `replay query ingest_errors --run RUN` lists all)",
             )
         )
 

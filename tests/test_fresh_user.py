@@ -355,3 +355,30 @@ def test_non_utf8_bytes_in_an_sse_capture_are_an_error_of_their_stream(tmp_path:
     assert query_json(tmp_path / "run", "SELECT source_line AS line, served_content AS c FROM exchanges") == [{"line": 1, "c": "fine"}]
     errors = query_json(tmp_path / "run", "SELECT source_line AS line, reason, detail FROM ingest_errors")
     assert errors == [{"line": 5, "reason": "not-utf8", "detail": "line 5: invalid UTF-8 at byte 117: invalid start byte"}]  # the 0xff byte's offset in its line
+
+
+def test_replay_query_ingest_errors_lists_every_error_by_file_and_line(tmp_path: Path) -> None:
+    """The README and the messages sent users to the `ingest_errors` table, but `replay query
+    ingest_errors` said "no query 'ingest_errors'". Now it is a query of queries/: every error by
+    file, line, kind and message, in file then line order; the report and the no-exchange message
+    point to it."""
+    caps = tmp_path / "caps"
+    write_capture(caps / "a.jsonl", NAMES)
+    (caps / "b.jsonl").write_bytes(b'{"route": "chat.completions"}\n[1]\n')
+    (caps / "a.jsonl").write_bytes((caps / "a.jsonl").read_bytes() + b"{oops\n")
+    out = tmp_path / "run"
+    result = invoke("audit", caps, "--out", out, "-q", "--chunkings", "whole")
+    assert result.exit_code == 0, result.output
+    result = invoke("query", "ingest_errors", "--run", out, "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(Path(r["file"]).name, r["line"], r["kind"]) for r in rows] == [
+        ("a.jsonl", 3, "bad-json"), ("b.jsonl", 1, "missing-request"), ("b.jsonl", 2, "not-object")]
+    assert rows[2]["message"] == "line is a JSON list, not an object" and rows[2]["excerpt"] == "[1]"
+    assert "replay query ingest_errors" in (out / "report.md").read_text(encoding="utf-8")
+
+    only_bad = tmp_path / "bad.jsonl"
+    only_bad.write_bytes(b"[1]\n")
+    result = invoke("ingest", only_bad, "--out", tmp_path / "run2")
+    assert result.exit_code == 1
+    assert "`replay query ingest_errors --run RUN` lists them" in result.stderr
