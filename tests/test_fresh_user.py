@@ -382,3 +382,63 @@ def test_replay_query_ingest_errors_lists_every_error_by_file_and_line(tmp_path:
     result = invoke("ingest", only_bad, "--out", tmp_path / "run2")
     assert result.exit_code == 1
     assert "`replay query ingest_errors --run RUN` lists them" in result.stderr
+
+
+def test_a_capture_file_that_gave_no_exchange_is_named_on_stderr_and_in_run_json(tmp_path: Path) -> None:
+    """An empty capture among good ones was silent (exit 0, never named). Now each file that gave
+    no exchange gets a warning line on stderr saying why (empty, only blank lines, only errors) and
+    a row in run.json's ingest section; the run still exits 0 as the good file gave exchanges."""
+    caps = tmp_path / "caps"
+    write_capture(caps / "good.jsonl", NAMES)
+    (caps / "empty.jsonl").write_bytes(b"")
+    (caps / "blank.jsonl").write_bytes(b"\n  \n")
+    (caps / "bad.jsonl").write_bytes(b"{oops\n\n[1]\n")
+    out = tmp_path / "run"
+    result = invoke("audit", caps, "--out", out, "-q", "--chunkings", "whole")
+    assert result.exit_code == 0, result.output
+    warnings = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
+    assert warnings == [
+        f"warning: no exchange from {caps / 'bad.jsonl'}: only ingest errors (2, and 1 blank lines); "
+        "`replay query ingest_errors --run RUN` lists them",
+        f"warning: no exchange from {caps / 'blank.jsonl'}: only blank lines (2)",
+        f"warning: no exchange from {caps / 'empty.jsonl'}: empty (no lines)",
+    ]
+    meta = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert meta["ingest"]["exchanges"] == 2
+    assert [(Path(f["file"]).name, f["lines"], f["blank_lines"], f["errors"]) for f in meta["ingest"]["files_without_exchanges"]] == [
+        ("bad.jsonl", 3, 1, 2), ("blank.jsonl", 2, 2, 0), ("empty.jsonl", 0, 0, 0)]
+
+
+def test_files_without_exchanges_do_not_depend_on_jobs_and_count_filtered_records(tmp_path: Path) -> None:
+    """The per-file counts come from the batches each file gave (also on a pool), and a file whose
+    records the filters all dropped says so."""
+    from replay.capture import ingest
+    from replay.capture.filters import Filters
+
+    caps = tmp_path / "caps"
+    write_capture(caps / "a.jsonl", NAMES)
+    (caps / "b.jsonl").write_bytes(b"\n")
+    got = [ingest(sorted(caps.iterdir()), tmp_path / f"run{j}", jobs=j, batch_rows=1).files_without_exchanges for j in (1, 2)]
+    assert got[0] == got[1] == [{"file": str(caps / "b.jsonl"), "lines": 1, "blank_lines": 1, "skipped": 0, "errors": 0,
+                                 "filtered": 0, "why": "only blank lines (1)"}]
+    stats = ingest(sorted(caps.iterdir()), tmp_path / "run3", filters=Filters(models=("other/*",)))
+    assert [(Path(f["file"]).name, f["filtered"], f["why"]) for f in stats.files_without_exchanges] == [
+        ("a.jsonl", 2, "2 dropped by the filters"), ("b.jsonl", 0, "only blank lines (1)")]
+
+
+def test_a_file_the_filters_emptied_is_in_run_json_but_not_warned_about(tmp_path: Path) -> None:
+    """--model keeping none of a file's exchanges is what was asked: no warning line for it (the
+    filters' sentence says what was kept), though run.json lists it; a blank file is still named."""
+    caps = tmp_path / "caps"
+    write_capture(caps / "a.jsonl", NAMES)
+    other = caps / "b.jsonl"
+    other.write_text(write_capture(tmp_path / "x.jsonl", NAMES).read_text().replace("Qwen/Qwen3-8B", "other/m"), encoding="utf-8")
+    (caps / "c.jsonl").write_bytes(b"\n")
+    out = tmp_path / "run"
+    result = invoke("ingest", caps, "--out", out, "--model", "Qwen/*")
+    assert result.exit_code == 0, result.output
+    assert [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")] == [
+        f"warning: no exchange from {caps / 'c.jsonl'}: only blank lines (1)"]
+    meta = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert [(Path(f["file"]).name, f["filtered"], f["why"]) for f in meta["ingest"]["files_without_exchanges"]] == [
+        ("b.jsonl", 2, "2 dropped by the filters"), ("c.jsonl", 0, "only blank lines (1)")]
