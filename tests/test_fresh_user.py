@@ -426,6 +426,30 @@ def test_files_without_exchanges_do_not_depend_on_jobs_and_count_filtered_record
         ("a.jsonl", 2, "2 dropped by the filters"), ("b.jsonl", 0, "only blank lines (1)")]
 
 
+def test_non_utf8_bytes_in_a_base64_har_body_are_an_error_of_their_entry(tmp_path: Path) -> None:
+    """A HAR response body with `encoding: base64` was decoded with replacement: bytes that are not
+    UTF-8 became U+FFFD, which the JSON check accepts, so the entry became an exchange with mangled
+    served text and nothing was counted (as the SSE reader did before). Now the entry is a
+    `not-utf8` error naming the entry and the byte; the entry after it is still an exchange."""
+    import base64
+
+    from bad_inputs import _BODY, har, har_entry
+    from replay.capture import ingest
+
+    bad = _BODY.encode().replace(b'"content":null', b'"content":"caf\xe9"', 1)  # Latin-1 where UTF-8 belongs
+    assert b"\xe9" in bad
+    cap = tmp_path / "g.har"
+    cap.write_bytes(har([har_entry(base64.b64encode(bad).decode(), encoding="base64"),
+                         har_entry(base64.b64encode(_BODY.encode()).decode(), encoding="base64")]))
+    stats = ingest([cap], tmp_path / "run")
+    assert (stats.exchanges, stats.errors, stats.errors_by_reason) == (1, 1, {"not-utf8": 1})
+    assert query_json(tmp_path / "run", "SELECT source_line AS entry FROM exchanges") == [{"entry": 2}]
+    errors = query_json(tmp_path / "run", "SELECT source_line AS entry, reason, detail FROM ingest_errors")
+    at = bad.index(b"\xe9")
+    assert errors == [{"entry": 1, "reason": "not-utf8",
+                       "detail": f"entry 1: response.content.text (base64) is not UTF-8: invalid UTF-8 at byte {at}: invalid continuation byte"}]
+
+
 def test_a_file_the_filters_emptied_is_in_run_json_but_not_warned_about(tmp_path: Path) -> None:
     """--model keeping none of a file's exchanges is what was asked: no warning line for it (the
     filters' sentence says what was kept), though run.json lists it; a blank file is still named."""
