@@ -383,12 +383,22 @@ def _fail(msg: str, code: int = 1) -> None:
 
 
 def _nothing_ingested(meta: dict) -> None:
-    """Exit 1 naming the files when the run ingested no exchange (:func:`replay.runmeta.nothing_ingested`)."""
+    """Exit 1 naming the files when the run ingested no exchange (:func:`replay.runmeta.nothing_ingested`);
+    when it did, print a warning line on stderr per capture file that gave none
+    (``run.json`` ``ingest.files_without_exchanges``, :func:`replay.capture.ingest.no_exchange_why`),
+    except a file the filters dropped records of (what was asked; the filters' sentence says what was kept)."""
     from replay.runmeta import nothing_ingested
 
-    why = nothing_ingested(meta.get("ingest") or {}, [i["path"] for i in meta.get("inputs") or []])
+    stats = meta.get("ingest") or {}
+    why = nothing_ingested(stats, [i["path"] for i in meta.get("inputs") or []])
     if why:
         _fail(why)
+    for f in stats.get("files_without_exchanges") or []:
+        if f.get("filtered"):
+            continue
+        hint = "; `replay query ingest_errors --run RUN` lists them" if f.get("errors") else ""
+        err.print(f"[bold yellow]warning:[/] no exchange from {escape(str(f['file']))}: {escape(f['why'] + hint)}",
+                  highlight=False, soft_wrap=True)
 
 
 def _gates(fail_on: Optional[list[str]]) -> list[Any]:
@@ -738,7 +748,7 @@ def ingest(
         console.print(
             rich_table(
                 run_sql(con, "SELECT source_file, source_line, reason, detail FROM ingest_errors ORDER BY source_file, source_line LIMIT 20"),
-                title="ingest errors (first 20; all in ingest_errors.parquet)",
+                title="ingest errors (first 20; `replay query ingest_errors --run RUN` lists all)",
             )
         )
 

@@ -117,7 +117,7 @@ def nothing_ingested(stats: dict[str, Any], files: list[str | Path]) -> str | No
         if stats.get("errors"):
             reasons = ", ".join(f"{r}: {n:,}" for r, n in sorted((stats.get("errors_by_reason") or {}).items()))
             parts.append(f"{stats['errors']:,} ingest error{'s' if stats['errors'] != 1 else ''} ({reasons}; "
-                         "`replay query --sql 'SELECT * FROM ingest_errors'` lists them by file and line)")
+                         "`replay query ingest_errors --run RUN` lists them by file and line)")
         if stats.get("skipped"):
             parts.append(f"{stats['skipped']:,} skipped (not an LLM exchange)")
         if stats.get("filtered"):

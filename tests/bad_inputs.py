@@ -399,6 +399,9 @@ FORMAT_CASES: list[Case] = [
     Case("har-base64-body", _files(g__har=har([har_entry(__import__("base64").b64encode(_BODY.encode()).decode(), encoding="base64")])),
          exchanges=1, lines=1),
     Case("har-bad-base64", _files(g__har=har([har_entry("@@ not base64 @@", encoding="base64")])), {"bad-field": 1}, lines=1),
+    # a base64 body whose bytes are Latin-1, not UTF-8: the entry is an error, the next one an exchange
+    Case("har-base64-not-utf8", _files(g__har=har([har_entry(__import__("base64").b64encode(_BODY.replace("null", '"caf\u00e9"', 1).encode("latin-1")).decode(), encoding="base64"),
+                                                    har_entry(_BODY)])), {"not-utf8": 1}, exchanges=1, lines=2),
     Case("har-truncated", _files(g__har=har([har_entry(_BODY), har_entry(_BODY)])[:-300]), {"bad-json": 1}, exchanges=1, lines=2),
     Case("har-entries-not-objects", _files(g__har=har([3, "x", har_entry(_BODY)])), {"not-object": 2}, exchanges=1, lines=3),
     Case("har-html-response", _files(g__har=har([har_entry("<html>502 Bad Gateway</html>", mime="text/html")])), {"bad-json": 1}, lines=1),

@@ -355,3 +355,114 @@ def test_non_utf8_bytes_in_an_sse_capture_are_an_error_of_their_stream(tmp_path:
     assert query_json(tmp_path / "run", "SELECT source_line AS line, served_content AS c FROM exchanges") == [{"line": 1, "c": "fine"}]
     errors = query_json(tmp_path / "run", "SELECT source_line AS line, reason, detail FROM ingest_errors")
     assert errors == [{"line": 5, "reason": "not-utf8", "detail": "line 5: invalid UTF-8 at byte 117: invalid start byte"}]  # the 0xff byte's offset in its line
+
+
+def test_replay_query_ingest_errors_lists_every_error_by_file_and_line(tmp_path: Path) -> None:
+    """The README and the messages sent users to the `ingest_errors` table, but `replay query
+    ingest_errors` said "no query 'ingest_errors'". Now it is a query of queries/: every error by
+    file, line, kind and message, in file then line order; the report and the no-exchange message
+    point to it."""
+    caps = tmp_path / "caps"
+    write_capture(caps / "a.jsonl", NAMES)
+    (caps / "b.jsonl").write_bytes(b'{"route": "chat.completions"}\n[1]\n')
+    (caps / "a.jsonl").write_bytes((caps / "a.jsonl").read_bytes() + b"{oops\n")
+    out = tmp_path / "run"
+    result = invoke("audit", caps, "--out", out, "-q", "--chunkings", "whole")
+    assert result.exit_code == 0, result.output
+    result = invoke("query", "ingest_errors", "--run", out, "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(Path(r["file"]).name, r["line"], r["kind"]) for r in rows] == [
+        ("a.jsonl", 3, "bad-json"), ("b.jsonl", 1, "missing-request"), ("b.jsonl", 2, "not-object")]
+    assert rows[2]["message"] == "line is a JSON list, not an object" and rows[2]["excerpt"] == "[1]"
+    assert "replay query ingest_errors" in (out / "report.md").read_text(encoding="utf-8")
+
+    only_bad = tmp_path / "bad.jsonl"
+    only_bad.write_bytes(b"[1]\n")
+    result = invoke("ingest", only_bad, "--out", tmp_path / "run2")
+    assert result.exit_code == 1
+    assert "`replay query ingest_errors --run RUN` lists them" in result.stderr
+
+
+def test_a_capture_file_that_gave_no_exchange_is_named_on_stderr_and_in_run_json(tmp_path: Path) -> None:
+    """An empty capture among good ones was silent (exit 0, never named). Now each file that gave
+    no exchange gets a warning line on stderr saying why (empty, only blank lines, only errors) and
+    a row in run.json's ingest section; the run still exits 0 as the good file gave exchanges."""
+    caps = tmp_path / "caps"
+    write_capture(caps / "good.jsonl", NAMES)
+    (caps / "empty.jsonl").write_bytes(b"")
+    (caps / "blank.jsonl").write_bytes(b"\n  \n")
+    (caps / "bad.jsonl").write_bytes(b"{oops\n\n[1]\n")
+    out = tmp_path / "run"
+    result = invoke("audit", caps, "--out", out, "-q", "--chunkings", "whole")
+    assert result.exit_code == 0, result.output
+    warnings = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
+    assert warnings == [
+        f"warning: no exchange from {caps / 'bad.jsonl'}: only ingest errors (2, and 1 blank lines); "
+        "`replay query ingest_errors --run RUN` lists them",
+        f"warning: no exchange from {caps / 'blank.jsonl'}: only blank lines (2)",
+        f"warning: no exchange from {caps / 'empty.jsonl'}: empty (no lines)",
+    ]
+    meta = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert meta["ingest"]["exchanges"] == 2
+    assert [(Path(f["file"]).name, f["lines"], f["blank_lines"], f["errors"]) for f in meta["ingest"]["files_without_exchanges"]] == [
+        ("bad.jsonl", 3, 1, 2), ("blank.jsonl", 2, 2, 0), ("empty.jsonl", 0, 0, 0)]
+
+
+def test_files_without_exchanges_do_not_depend_on_jobs_and_count_filtered_records(tmp_path: Path) -> None:
+    """The per-file counts come from the batches each file gave (also on a pool), and a file whose
+    records the filters all dropped says so."""
+    from replay.capture import ingest
+    from replay.capture.filters import Filters
+
+    caps = tmp_path / "caps"
+    write_capture(caps / "a.jsonl", NAMES)
+    (caps / "b.jsonl").write_bytes(b"\n")
+    got = [ingest(sorted(caps.iterdir()), tmp_path / f"run{j}", jobs=j, batch_rows=1).files_without_exchanges for j in (1, 2)]
+    assert got[0] == got[1] == [{"file": str(caps / "b.jsonl"), "lines": 1, "blank_lines": 1, "skipped": 0, "errors": 0,
+                                 "filtered": 0, "why": "only blank lines (1)"}]
+    stats = ingest(sorted(caps.iterdir()), tmp_path / "run3", filters=Filters(models=("other/*",)))
+    assert [(Path(f["file"]).name, f["filtered"], f["why"]) for f in stats.files_without_exchanges] == [
+        ("a.jsonl", 2, "2 dropped by the filters"), ("b.jsonl", 0, "only blank lines (1)")]
+
+
+def test_non_utf8_bytes_in_a_base64_har_body_are_an_error_of_their_entry(tmp_path: Path) -> None:
+    """A HAR response body with `encoding: base64` was decoded with replacement: bytes that are not
+    UTF-8 became U+FFFD, which the JSON check accepts, so the entry became an exchange with mangled
+    served text and nothing was counted (as the SSE reader did before). Now the entry is a
+    `not-utf8` error naming the entry and the byte; the entry after it is still an exchange."""
+    import base64
+
+    from bad_inputs import _BODY, har, har_entry
+    from replay.capture import ingest
+
+    bad = _BODY.encode().replace(b'"content":null', b'"content":"caf\xe9"', 1)  # Latin-1 where UTF-8 belongs
+    assert b"\xe9" in bad
+    cap = tmp_path / "g.har"
+    cap.write_bytes(har([har_entry(base64.b64encode(bad).decode(), encoding="base64"),
+                         har_entry(base64.b64encode(_BODY.encode()).decode(), encoding="base64")]))
+    stats = ingest([cap], tmp_path / "run")
+    assert (stats.exchanges, stats.errors, stats.errors_by_reason) == (1, 1, {"not-utf8": 1})
+    assert query_json(tmp_path / "run", "SELECT source_line AS entry FROM exchanges") == [{"entry": 2}]
+    errors = query_json(tmp_path / "run", "SELECT source_line AS entry, reason, detail FROM ingest_errors")
+    at = bad.index(b"\xe9")
+    assert errors == [{"entry": 1, "reason": "not-utf8",
+                       "detail": f"entry 1: response.content.text (base64) is not UTF-8: invalid UTF-8 at byte {at}: invalid continuation byte"}]
+
+
+def test_a_file_the_filters_emptied_is_in_run_json_but_not_warned_about(tmp_path: Path) -> None:
+    """--model keeping none of a file's exchanges is what was asked: no warning line for it (the
+    filters' sentence says what was kept), though run.json lists it; a blank file is still named."""
+    caps = tmp_path / "caps"
+    write_capture(caps / "a.jsonl", NAMES)
+    other = caps / "b.jsonl"
+    other.write_text(write_capture(tmp_path / "x.jsonl", NAMES).read_text().replace("Qwen/Qwen3-8B", "other/m"), encoding="utf-8")
+    (caps / "c.jsonl").write_bytes(b"\n")
+    out = tmp_path / "run"
+    result = invoke("ingest", caps, "--out", out, "--model", "Qwen/*")
+    assert result.exit_code == 0, result.output
+    assert [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")] == [
+        f"warning: no exchange from {caps / 'c.jsonl'}: only blank lines (1)"]
+    meta = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert [(Path(f["file"]).name, f["filtered"], f["why"]) for f in meta["ingest"]["files_without_exchanges"]] == [
+        ("b.jsonl", 2, "2 dropped by the filters"), ("c.jsonl", 0, "only blank lines (1)")]

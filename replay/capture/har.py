@@ -50,22 +50,33 @@ def route_of_url(url: Any) -> str | None:
     return None
 
 
-def _text(content: Any) -> str | None:
+def _text(content: Any, where: str) -> str | None:
+    """``response.content.text`` as text (base64-decoded when ``encoding`` is ``base64``), or None
+    when absent. Raises :class:`CaptureError` ``bad-field`` (not base64) or ``not-utf8`` (decoded
+    bytes that are not UTF-8, strict as a v1 line: replacement would turn them into U+FFFD, which
+    the JSON check accepts, an exchange with mangled text), ``where`` prefixing the detail."""
     if not isinstance(content, dict) or not isinstance(content.get("text"), str):
         return None
     text = content["text"]
     if content.get("encoding") == "base64":
         try:
-            return base64.b64decode(text).decode("utf-8", "replace")
+            data = base64.b64decode(text)
         except (binascii.Error, ValueError):
-            raise CaptureError("bad-field", "response.content.text is not base64") from None
+            raise CaptureError("bad-field", f"{where}response.content.text is not base64") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CaptureError("not-utf8", f"{where}response.content.text (base64) is not UTF-8: "
+                                           f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
     return text
 
 
-def entry_record(entry: Any) -> dict | None:
+def entry_record(entry: Any, number: int | None = None) -> dict | None:
     """The v1-form record of one HAR entry, or None when it is not an LLM API call (mapping:
-    module docstring). Raises :class:`CaptureError`: ``not-object``, ``bad-json`` (a body that is
-    not JSON), ``bad-event`` (a streamed body whose events are not JSON), ``bad-field``."""
+    module docstring). ``number``: the entry's 1-based number in the file, named in a
+    ``not-utf8`` detail. Raises :class:`CaptureError`: ``not-object``, ``bad-json`` (a body that
+    is not JSON), ``bad-event`` (a streamed body whose events are not JSON), ``bad-field``,
+    ``not-utf8`` (a base64 body whose bytes are not UTF-8)."""
     if not isinstance(entry, dict):
         raise CaptureError("not-object", f"entry is a JSON {type(entry).__name__}, not an object")
     req = entry.get("request") if isinstance(entry.get("request"), dict) else {}
@@ -88,7 +99,7 @@ def entry_record(entry: Any) -> dict | None:
     rec: dict[str, Any] = {"route": route, "request": request, "capture_lacks": lacks}
     resp = entry.get("response") if isinstance(entry.get("response"), dict) else {}
     content = resp.get("content") if isinstance(resp.get("content"), dict) else {}
-    text = _text(content)
+    text = _text(content, f"entry {number}: " if number is not None else "")
     mime = str(content.get("mimeType") or "")
     if text is None or not text.strip():
         lacks.append("response")
@@ -127,7 +138,7 @@ def read_har(path: Path, source: str, on_read: Callable[[int], None] | None = No
             for entry in ijson.items(fh, "log.entries.item", use_float=True):
                 n += 1
                 raw = orjson.dumps(entry)[:400] if isinstance(entry, (dict, list)) else b""
-                yield from mapped_units(n, None, raw, entry, lambda e: [entry_record(e)])
+                yield from mapped_units(n, None, raw, entry, lambda e: [entry_record(e, n)])
     except ijson.JSONError as exc:  # yajl's message draws a caret under the text on more lines
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         yield failed(n + 1, None, "bad-json", f"HAR is not JSON after entry {n}: {first}")

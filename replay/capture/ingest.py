@@ -108,6 +108,10 @@ class IngestStats:
     (:mod:`replay.capture.filters`; not errors), split in ``filtered_by`` by the first filter that
     dropped each (``model``, ``route``, ``no-ts``, ``since``, ``until``, ``sample``, ``limit``).
     Invariant: ``lines - blank_lines - skipped - filtered == exchanges + errors``.
+    ``files_without_exchanges``: one dict per capture file (as planned: a Batch input with its
+    output is one file) that gave no exchange, in reading order, from the per-file counts ingest
+    keeps: ``file``, ``lines``, ``blank_lines``, ``skipped``, ``errors``, ``filtered`` (the
+    file's share of the counts above) and ``why``, a sentence (:func:`no_exchange_why`).
     """
 
     files: int = 0
@@ -124,6 +128,7 @@ class IngestStats:
     errors_by_reason: dict[str, int] = field(default_factory=dict)
     formats: dict[str, int] = field(default_factory=dict)
     redactions: dict[str, int] = field(default_factory=dict)
+    files_without_exchanges: list[dict[str, Any]] = field(default_factory=list)
 
     def __str__(self) -> str:
         def n(count: int, noun: str) -> str:
@@ -132,6 +137,29 @@ class IngestStats:
         skipped = f", {self.skipped:,} skipped" if self.skipped else ""
         filtered = f", {self.filtered:,} filtered out" if self.filtered else ""
         return f"{n(self.lines, 'line')}: {n(self.exchanges, 'exchange')}, {n(self.errors, 'error')}{skipped}{filtered}"
+
+
+def no_exchange_why(lines: int, blank_lines: int, skipped: int, errors: int, filtered: int) -> str:
+    """Why a capture file gave no exchange, from its counts (records as :class:`IngestStats`
+    counts them): ``"empty (no lines)"``, ``"only blank lines (N)"``, ``"only ingest errors (N)"``,
+    else the non-zero parts joined (``"2 ingest errors, 3 skipped (not an LLM exchange), 1 dropped
+    by the filters, 4 blank lines"``). Returns the sentence (no trailing period)."""
+    if not lines:
+        return "empty (no lines)"
+    if blank_lines == lines:
+        return f"only blank lines ({blank_lines:,})"
+    if errors and errors + blank_lines == lines:
+        return f"only ingest errors ({errors:,}{f', and {blank_lines:,} blank lines' if blank_lines else ''})"
+    parts = []
+    if errors:
+        parts.append(f"{errors:,} ingest error{'' if errors == 1 else 's'}")
+    if skipped:
+        parts.append(f"{skipped:,} skipped (not an LLM exchange)")
+    if filtered:
+        parts.append(f"{filtered:,} dropped by the filters")
+    if blank_lines:
+        parts.append(f"{blank_lines:,} blank line{'' if blank_lines == 1 else 's'}")
+    return ", ".join(parts)
 
 
 def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str = "v1") -> tuple[dict, Any]:
@@ -404,6 +432,7 @@ class _Sink:
         self.reasons: Counter[str] = Counter()
         self.redactions: Counter[str] = Counter()
         self.filtered: Counter[str] = Counter()
+        self.per_file: dict[str, list[int]] = {}  # source -> [exchanges, errors] written from its batches
         self.paths = {name: out_dir / f"{name}.parquet" for name in ("exchanges", "tools", "ingest_errors")}
         self.tmp = {name: p.with_name(f".tmp-{os.getpid()}-{p.name}") for name, p in self.paths.items()}
         self.writers = {
@@ -412,7 +441,8 @@ class _Sink:
             "ingest_errors": _parquet_writer(self.tmp["ingest_errors"], INGEST_ERRORS),
         }
 
-    def write(self, res: dict[str, Any]) -> None:
+    def write(self, res: dict[str, Any], source: str) -> None:
+        """Write one batch's result; ``source``: the planned file the batch was read from."""
         ex, tl, err, counts = res["exchanges"], res["tools"], res["ingest_errors"], res["tool_counts"]
         if self.limit is not None and self.kept + ex.num_rows > self.limit:
             k = max(self.limit - self.kept, 0)
@@ -430,6 +460,9 @@ class _Sink:
         self.stats.exchanges += ex.num_rows
         self.stats.tools += tl.num_rows
         self.stats.errors += err.num_rows
+        mine = self.per_file.setdefault(source, [0, 0])
+        mine[0] += ex.num_rows
+        mine[1] += err.num_rows
         self.reasons.update(res["reasons"])
         self.redactions.update(res["redactions"])
         self.filtered.update(res["filtered_by"])
@@ -537,11 +570,14 @@ def ingest(
 
 
 def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callable[[int], None], tokenizer: Any,
-             max_line_bytes: int, formats: dict[str, int], flush_bytes: int = _FLUSH_BYTES) -> Iterator[LineBatch]:
+             max_line_bytes: int, formats: dict[str, int], flush_bytes: int = _FLUSH_BYTES,
+             per_file: dict[str, list[int]] | None = None) -> Iterator[LineBatch]:
     """Every planned file read into :class:`LineBatch` es, in reading order (a batch holds one
-    file's records); ``stats`` counts lines, blank lines and skipped records as they are read."""
+    file's records); ``stats`` counts lines, blank lines and skipped records as they are read, and
+    ``per_file`` (when given) the same three per planned file: ``source -> [lines, blank, skipped]``."""
     for pf in planned:
         source = str(pf.path)
+        lines0, blank0, skipped0 = stats.lines, stats.blank_lines, stats.skipped
         formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
         batch = LineBatch(source)
         last_line = 0
@@ -579,8 +615,28 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
         except OSError as exc:
             stats.lines += 1
             batch.entries.append(("error", last_line + 1, last_end, b"", "unreadable-file", f"{type(exc).__name__}: {exc}", None))
+        if per_file is not None:
+            mine = per_file.setdefault(source, [0, 0, 0])
+            mine[0] += stats.lines - lines0
+            mine[1] += stats.blank_lines - blank0
+            mine[2] += stats.skipped - skipped0
         if batch.entries:
             yield batch
+
+
+def _without_exchanges(read: dict[str, list[int]], written: dict[str, list[int]]) -> list[dict[str, Any]]:
+    """The files of ``read`` (``source -> [lines, blank, skipped]``, reading order) that
+    ``written`` (``source -> [exchanges, errors]``) holds no exchange of, as
+    :attr:`IngestStats.files_without_exchanges` rows; ``filtered`` is what the invariant leaves."""
+    out = []
+    for source, (lines, blank, skipped) in read.items():
+        exchanges, errors = written.get(source, (0, 0))
+        if exchanges:
+            continue
+        filtered = max(lines - blank - skipped - errors, 0)
+        out.append({"file": source, "lines": lines, "blank_lines": blank, "skipped": skipped, "errors": errors,
+                    "filtered": filtered, "why": no_exchange_why(lines, blank, skipped, errors, filtered)})
+    return out
 
 
 def _ingest_planned(
@@ -603,28 +659,30 @@ def _ingest_planned(
     spec = IngestSpec(redact=redact, filters=filters if active else None)
     sink = _Sink(out, stats, filters.limit if active else None)
     formats: dict[str, int] = {}
+    read: dict[str, list[int]] = {}
     ok = False
     try:
         batches = _batches(planned, stats, batch_rows, on_read, tokenizer, max_line_bytes, formats,
-                           _POOL_FLUSH_BYTES if jobs > 1 else _FLUSH_BYTES)
+                           _POOL_FLUSH_BYTES if jobs > 1 else _FLUSH_BYTES, read)
         if jobs > 1:
             from replay.pool import map_batches
 
             pending: dict[int, dict[str, Any]] = {}
             nxt = 0
-            for key, _batch, res in map_batches(ingest_batch, enumerate(batches), spec, jobs, lambda k, b, msg: failed_batch(b, msg)):
-                pending[key] = res
+            for key, batch, res in map_batches(ingest_batch, enumerate(batches), spec, jobs, lambda k, b, msg: failed_batch(b, msg)):
+                pending[key] = (res, batch.source)
                 while nxt in pending:
-                    sink.write(pending.pop(nxt))
+                    sink.write(*pending.pop(nxt))
                     nxt += 1
         else:
             for batch in batches:
-                sink.write(ingest_batch(batch, spec))
+                sink.write(ingest_batch(batch, spec), batch.source)
         ok = True
     finally:
         sink.close(ok)
         stats.formats = dict(sorted(formats.items()))
         stats.filtered = sum(sink.filtered.values())
+        stats.files_without_exchanges = _without_exchanges(read, sink.per_file)
         if active:
             stats.filtered_by = {r: sink.filtered[r] for r in REASONS if r in sink.filtered}
     return stats

@@ -399,7 +399,7 @@ def html_report(con: Any, meta: dict[str, Any], results: dict[str, pa.Table], li
         "FROM ingest_errors ORDER BY source_file, source_line LIMIT 50",
     )
     if first.num_rows:
-        sections.append(html_table(first) + "<p class=note>The first 50; <code>replay query --sql \"SELECT * FROM ingest_errors\"</code> lists them all.</p>")
+        sections.append(html_table(first) + "<p class=note>The first 50; <code>replay query ingest_errors --run RUN</code> lists them all, by file and line.</p>")
 
     sections.append("<h2>Exemplars</h2>")
     docs = []

@@ -472,7 +472,7 @@ def markdown_report(
         "FROM ingest_errors ORDER BY source_file, source_line LIMIT 20",
     )
     if errors.num_rows:
-        parts += ["## Lines that did not become exchanges", "", "`replay query --sql \"SELECT * FROM ingest_errors\"` lists them all.", ""]
+        parts += ["## Lines that did not become exchanges", "", "`replay query ingest_errors --run RUN` lists them all, by file and line.", ""]
         parts += [markdown_table(errors), ""]
     parts.append(f"_replay {meta.get('versions', {}).get('replay', '')}; inputs: {len(meta.get('inputs', []))} files._")
     return "\n".join(parts) + "\n"
