@@ -64,7 +64,7 @@ from typing import ClassVar
 
 from replay.parsers._block import object_arguments, read_json_block
 from replay.parsers._reasoning import THINK
-from replay.parsers._sections import SectionParser, Tokens, TokenWake
+from replay.parsers._sections import Tokens, TokenWake
 from replay.parsers.base import ToolCall
 from replay.parsers.deepseek_v31 import (
     CALL_BEGIN,
@@ -75,6 +75,7 @@ from replay.parsers.deepseek_v31 import (
     MARKERS,
     SEP,
     TOKENS,
+    DeepSeekV31Parser,
 )
 
 FENCE_OPEN = "```json"
@@ -150,26 +151,19 @@ class FenceWake(TokenWake):
         return hit
 
 
-class DeepSeekV3Parser(SectionParser):
+class DeepSeekV3Parser(DeepSeekV31Parser):
     """Tool parser for DeepSeek V3, V3-0324, R1 and R1-0528 (fenced-JSON call format).
 
     Mirrors SGLang ``DeepSeekV3Detector`` and vLLM ``DeepSeekV3ToolParser`` in syntax; the rules
     for malformed output are this module's (see the module docstring), and the closing fence need
-    not be preceded by a newline. ``tools`` is accepted and ignored. ``reasoning_open=True``: the
-    prompt opened ``<think>`` (R1).
+    not be preceded by a newline. The tokens, sections and end token are V3.1's (the class it
+    extends); the call grammar and its wake rule are V3's own. ``tools`` is accepted and ignored.
+    ``reasoning_open=True``: the prompt opened ``<think>`` (R1).
     """
 
     name: ClassVar[str] = "deepseek_v3"
     markers: ClassVar[tuple[str, ...]] = (*MARKERS, *THINK)
-    call_starts: ClassVar[tuple[str, ...]] = (CALLS_BEGIN, CALL_BEGIN)  # distinctive call openers (replay.family_fit)
-    end_tokens: ClassVar[tuple[str, ...]] = (EOS,)
     covers: ClassVar[str] = "deepseek-ai/DeepSeek-V3, V3-0324, DeepSeek-R1, R1-0528 (and R1 distills served with their tool template)"
-    CALL_BEGIN = CALL_BEGIN
-    SECTION_BEGINS = (CALLS_BEGIN,)
-    SECTION_ENDS = (CALLS_END,)
-    CALL_END = CALL_END
-    WAKE = MARKERS
-    THINK = THINK
 
     def read_call(self, text: str, s: int, final: bool) -> tuple[int, list[ToolCall] | None] | None:
         """The call grammar (:func:`read_call`)."""
