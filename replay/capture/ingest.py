@@ -192,15 +192,33 @@ EXCHANGES_BATCH = pa.schema([pa.field(f.name, pa.string_view(), nullable=f.nulla
                              else f for f in EXCHANGES])
 
 
+#: The ``exchanges`` columns :func:`exchanges_batch` converts from the rows' values in one pass
+#: (all but the two it builds itself), as the fields of one struct type.
+_PLAIN_FIELDS = [f for f in EXCHANGES_BATCH if f.name not in ("request_json", "tools_json")]
+_PLAIN_STRUCT = pa.struct(_PLAIN_FIELDS)
+
+
 def exchanges_batch(rows: list[dict]) -> pa.RecordBatch:
     """Rows (dicts keyed by :data:`replay.tables.EXCHANGES` column names; ``request_json`` str or
-    UTF-8 ``bytes``) as one record batch of :data:`EXCHANGES_BATCH` (the same columns, built
-    column by column: :func:`replay.capture.columns.batch_from_rows`; ``tools_json`` a dictionary
-    array of each distinct tool list text once, :func:`_tools_json_column`). Raises ``TypeError`` /
-    ``ValueError`` / ``OverflowError`` for a value the schema rejects (including a null in a column
-    that may not hold one)."""
-    return batch_from_rows(rows, EXCHANGES_BATCH, {"request_json": text_view_column([r["request_json"] for r in rows]),
-                                                   "tools_json": _tools_json_column([r.get("tools_json") for r in rows])})
+    UTF-8 ``bytes``) as one record batch of :data:`EXCHANGES_BATCH` (``request_json`` a view of
+    each row's text, :func:`replay.capture.columns.text_view_column`; ``tools_json`` a dictionary
+    array of each distinct tool list text once, :func:`_tools_json_column`; the other columns
+    converted by ``pa.array`` of the rows as one struct array, whose children are the columns:
+    one pass over the dicts in C, half the time of a list and a ``pa.array`` per column, with the
+    same converters). Raises ``TypeError`` / ``ValueError`` / ``OverflowError`` for a value the
+    schema rejects (including a null in a column that may not hold one), as
+    :func:`replay.capture.columns.batch_from_rows` of the columns one by one does: a batch the
+    one-pass conversion rejects is converted again that way, for its error."""
+    built = {"request_json": text_view_column([r["request_json"] for r in rows]),
+             "tools_json": _tools_json_column([r.get("tools_json") for r in rows])}
+    try:
+        children = pa.array(rows, _PLAIN_STRUCT).flatten()
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        children = None
+    if children is None or any(a.null_count and not f.nullable for f, a in zip(_PLAIN_FIELDS, children)):
+        return batch_from_rows(rows, EXCHANGES_BATCH, built)  # raises the column's own error
+    built.update(zip((f.name for f in _PLAIN_FIELDS), children))
+    return pa.RecordBatch.from_arrays([built[f.name] for f in EXCHANGES_BATCH], schema=EXCHANGES_BATCH)
 
 
 def _tools_json_column(values: list) -> pa.DictionaryArray:
