@@ -98,3 +98,21 @@ def test_exchanges_batch_rejects_what_the_columns_reject_with_their_error(bad):
     with pytest.raises(type(want.value)) as got:
         exchanges_batch([row])
     assert str(got.value) == str(want.value)
+
+
+def test_ingest_of_v1_lines_imports_neither_pyarrow_compute_nor_other_readers(tmp_path):
+    """Start-up counts in every `replay ingest`: a v1 capture is ingested without pyarrow.compute
+    (~25 ms: `take` is called as a kernel, the tool_json dictionary built here) and without the
+    readers of the other formats (imported when a file of theirs is read)."""
+    cap = tmp_path / "c.jsonl"
+    cap.write_text('{"id": "a", "route": "chat.completions", "request": {"model": "m", "messages": [], '
+                   '"tools": [{"type": "function", "function": {"name": "f"}}]}}\n')
+    code = (
+        "import sys; from replay.capture import ingest; "
+        f"s = ingest([{str(cap)!r}], {str(tmp_path / 'run')!r}); assert s.exchanges == 1 and s.tools == 1, s; "
+        "print(sorted(m for m in sys.modules if m == 'pyarrow.compute' or m in "
+        "('replay.capture.sse', 'replay.capture.har', 'replay.capture.batch', 'replay.capture.otel', 'replay.capture.litellm', "
+        "'replay.capture.serverlog', 'replay.capture.jsonlines')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

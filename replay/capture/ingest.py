@@ -31,11 +31,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replay.capture import redact as _redact
-from replay.capture.columns import batch_from_rows, numpy_column, text_column, text_view_column
+from replay.capture.columns import batch_from_rows, numpy_column, take as _take, text_column, text_view_column
 from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
 from replay.capture.filters import REASONS, Filters
 from replay.capture.readers import plan, read_units
@@ -289,16 +288,17 @@ def tools_batch(units: list[tuple[str, Any]]) -> pa.RecordBatch:
     take = numpy_column(np.concatenate(parts))
     table = batch_from_rows(decls, _DECL)
     counts_np = np.asarray(counts, dtype=np.int64)
-    xids = text_column([u[0] for u in units]).take(numpy_column(np.repeat(np.arange(len(units)), counts_np)))
+    xids = _take(text_column([u[0] for u in units]), numpy_column(np.repeat(np.arange(len(units)), counts_np)))
     starts = np.repeat(np.cumsum(counts_np) - counts_np, counts_np)
     arrays = {"exchange_id": xids, "tool_index": numpy_column((np.arange(n) - starts).astype(np.int32))}
     for f in _DECL:
         col = table.column(f.name)
         if f.name == "tool_json":  # the dictionary's values unique (else Parquet falls back to plain pages)
-            enc = pc.dictionary_encode(col)
-            arrays[f.name] = pa.DictionaryArray.from_arrays(enc.indices.take(take), enc.dictionary)
+            codes: dict[Any, int] = {}  # each distinct text, in order of first occurrence (as dictionary_encode)
+            idx = [None if t is None else codes.setdefault(t, len(codes)) for t in col.to_pylist()]
+            arrays[f.name] = pa.DictionaryArray.from_arrays(_take(pa.array(idx, pa.int32()), take), text_column(list(codes)))
         else:
-            arrays[f.name] = col.take(take)
+            arrays[f.name] = _take(col, take)
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in TOOLS_BATCH], schema=TOOLS_BATCH)
 
 
@@ -551,7 +551,7 @@ class _Sink:
 
         new_ids = text_column(renamed)
         ex = pa.RecordBatch.from_arrays([new_ids, *ex.columns[1:]], schema=ex.schema)
-        tool_ids = new_ids.take(numpy_column(np.repeat(np.arange(len(renamed)), counts).astype(np.int64)))
+        tool_ids = _take(new_ids, numpy_column(np.repeat(np.arange(len(renamed)), counts).astype(np.int64)))
         return ex, pa.RecordBatch.from_arrays([tool_ids, *tl.columns[1:]], schema=tl.schema)
 
     def close(self, ok: bool) -> None:
