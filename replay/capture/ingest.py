@@ -383,6 +383,25 @@ def failed_batch(batch: LineBatch, message: str) -> dict[str, Any]:
     return rows.tables()
 
 
+@contextmanager
+def _mapped(path: str, size: int) -> Iterator[Any]:
+    """The first ``size`` bytes of the file at ``path`` memory-mapped read-only with its pages
+    mapped at once (``MAP_POPULATE`` where there is one: one call instead of a page fault per
+    4 KiB; the file lives in ``/dev/shm``, so no disk is read): an ``mmap`` (slices are bytes),
+    or ``b""`` for ``size`` 0. Raises ``OSError`` when the file cannot be opened or is shorter."""
+    import mmap
+
+    if not size:
+        yield b""
+        return
+    with open(path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+    try:
+        yield mm
+    finally:
+        mm.close()
+
+
 @dataclass
 class SharedLines:
     """One work item of the parallel ingest (``jobs > 1``): part of a :class:`LineBatch` whose
@@ -401,17 +420,17 @@ class SharedLines:
     def line_batch(self) -> LineBatch:
         """The :class:`LineBatch` this item stands for (the lines read back from ``blob``).
         Raises ``OSError`` when ``blob`` cannot be read."""
-        with open(self.blob, "rb") as fh:
-            data = fh.read()
+        size = sum(e[3] for e in self.entries if e[0] == "line")
         entries: list[tuple] = []
-        pos = 0
-        for e in self.entries:
-            if e[0] == "line":
-                n = e[3]
-                entries.append(("line", e[1], e[2], data[pos:pos + n]))
-                pos += n
-            else:
-                entries.append(e)
+        with _mapped(self.blob, size) as data:
+            pos = 0
+            for e in self.entries:
+                if e[0] == "line":
+                    n = e[3]
+                    entries.append(("line", e[1], e[2], data[pos:pos + n]))
+                    pos += n
+                else:
+                    entries.append(e)
         return LineBatch(self.source, entries)
 
 
@@ -445,10 +464,13 @@ def _read_shared(res: dict[str, Any]) -> dict[str, Any]:
     is unlinked at once). Other results are returned as they are."""
     if "ipc" not in res:
         return res
+    import mmap
+
     path, spans = res.pop("ipc")
-    mm = pa.memory_map(path)
+    with open(path, "rb") as fh:  # mapped with its pages at once (MAP_POPULATE), as _mapped
+        mm = mmap.mmap(fh.fileno(), spans[-1][1], flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
     os.unlink(path)
-    buf = mm.read_buffer()
+    buf = pa.py_buffer(mm)  # unmapped when the last batch reading it is gone
     for name, (a, b) in zip(_RESULT_TABLES, spans):
         got = list(pa.ipc.open_stream(buf.slice(a, b - a)))
         res[name] = got[0]
@@ -842,17 +864,22 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
     (:func:`_combine`) and written as that batch. This process only reads (decompresses, splits
     lines), copies lines out and writes Parquet. A batch holding readers' records (HAR, OTel,
     SSE, server logs, LiteLLM, Batch: their readers keep state across records, and the records
-    are dicts already) is parsed here, in its turn. A pool process that dies is retried once
+    are dicts already) is parsed here, in its turn, and so are the items met while the pool's
+    processes are still starting (:func:`replay.pool.started`: an audit's pool builds the run's
+    renderers and parsers first, ~0.6 s, which would leave this process waiting). A pool process that dies is retried once
     alone, then its item's records become ``internal-error`` rows (:func:`failed_batch`);
     ``pool_stats`` (a :class:`replay.pool.PoolStats`, or None) counts them."""
     import shutil
     import tempfile
 
-    from replay.pool import map_batches
+    from replay.pool import map_batches, started
 
+    on = pool_spec if pool_spec is not None else spec
     tmp = Path(tempfile.mkdtemp(prefix=f"replay-ingest-{os.getpid()}-", dir=_shm_dir(out)))
     ready: dict[int, tuple[list[dict[str, Any]], str]] = {}  # batch -> its parts' results, source
-    parts_of: dict[int, list[Any]] = {}
+    parts_of: dict[int, list[Any]] = {}  # batch -> its parts' results as they land (None: not yet)
+    source_of: dict[int, str] = {}
+    free_blobs: list[str] = []  # blob files whose items came back
     nxt = 0
 
     def flush() -> None:
@@ -862,6 +889,13 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
             sink.write(_combine([_read_shared(p) for p in parts]), source)
             nxt += 1
 
+    def landed(b: int, j: int, res: dict[str, Any]) -> None:
+        parts = parts_of[b]
+        parts[j] = res
+        if all(p is not None for p in parts):
+            ready[b] = (parts_of.pop(b), source_of.pop(b))
+            flush()
+
     def items() -> Iterator[tuple[tuple[int, int], SharedLines]]:
         for b, batch in enumerate(batches):
             if any(e[0] == "record" for e in batch.entries):
@@ -870,9 +904,16 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
                 continue
             runs = _cut(batch.entries, _POOL_ITEM_BYTES)
             parts_of[b] = [None] * len(runs)
+            source_of[b] = batch.source
             for j, run in enumerate(runs):
-                item = SharedLines(spec, batch.source, str(tmp / f"{b}-{j}.lines"), str(tmp / f"{b}-{j}.arrow"))
-                with open(item.blob, "wb") as fh:
+                if not started(on, jobs):  # the pool's processes are still starting: parse this one here
+                    landed(b, j, ingest_batch(LineBatch(batch.source, run), spec))
+                    continue
+                # a blob file whose item came back is written over (its pages kept: tmpfs pages
+                # are not allocated and zeroed again); the item's lengths say how much is its own
+                blob = free_blobs.pop() if free_blobs else str(tmp / f"{b}-{j}.lines")
+                item = SharedLines(spec, batch.source, blob, str(tmp / f"{b}-{j}.arrow"))
+                with open(blob, "r+b" if os.path.exists(blob) else "wb") as fh:
                     for e in run:
                         if e[0] == "line":
                             fh.write(e[3])
@@ -885,13 +926,9 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
         return failed_batch(item.line_batch(), message)
 
     try:
-        for (b, j), item, res in map_batches(_POOL_FUNCTION, items(), pool_spec if pool_spec is not None else spec, jobs, failed, pool_stats):
-            os.unlink(item.blob)
-            parts = parts_of[b]
-            parts[j] = res
-            if all(p is not None for p in parts):
-                ready[b] = (parts_of.pop(b), item.source)
-                flush()
+        for (b, j), item, res in map_batches(_POOL_FUNCTION, items(), on, jobs, failed, pool_stats):
+            free_blobs.append(item.blob)
+            landed(b, j, res)
         flush()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
