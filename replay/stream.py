@@ -133,9 +133,9 @@ def split(
     n = len(text)
     if chunking == "char-raw":
         return list(text)
-    bad = forbidden_cuts(text, markers)
-    if chunking == "whole":
+    if chunking == "whole":  # no cut: the marker positions are not needed
         return [text]
+    bad = forbidden_cuts(text, markers)
     if chunking == "char":
         return _cut(text, range(1, n), bad)
     if chunking == "token":
