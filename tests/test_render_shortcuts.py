@@ -86,11 +86,10 @@ def test_prepare_tools_has_prepares_outcome_and_tools(messages, fmt, route):
 def test_plain_chat_turns_down_what_it_cannot_promise():
     deep = {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "[" * 1200 + "]" * 1200}}]}
     big = {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "1" * 4400}}]}
-    # orjson reads 1,000 levels; json.loads, under Python's recursion limit, raises RecursionError
+    # orjson reads 1,000 levels; whether json.loads does depends on the recursion limit and the
+    # stack in use (RecursionError at the default limit from a shallow stack): never promised
     thousand = {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "[" * 1000 + "]" * 1000}}]}
     assert not plain_chat([thousand])
-    with pytest.raises(RecursionError):
-        chat_messages([thousand], "string")
     nested = {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"a": {"b": 1}}}}]}
     assert not plain_chat([deep]) and not plain_chat([big]) and not plain_chat([nested])
     with pytest.raises(ValueError):  # what the full path does with the 4,400-digit integer
