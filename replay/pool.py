@@ -43,9 +43,10 @@ def _init(spec: Any) -> None:
     import os
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    from replay.memory import arrow_without_pandas
+    from replay.memory import arrow_without_pandas, single_threaded_arrow
 
     arrow_without_pandas()  # pa.array would import pandas: 44 MiB a process, which no stage uses
+    single_threaded_arrow()  # one process per core already: Arrow's own threads only kept memory
     from replay.runspec import close_built, config_for
 
     config_for(spec)

@@ -31,11 +31,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replay.capture import redact as _redact
-from replay.capture.columns import batch_from_rows, numpy_column, text_column, text_view_column
+from replay.capture.columns import batch_from_rows, numpy_column, take as _take, text_column, text_view_column
 from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
 from replay.capture.filters import REASONS, Filters
 from replay.capture.readers import plan, read_units
@@ -193,15 +192,33 @@ EXCHANGES_BATCH = pa.schema([pa.field(f.name, pa.string_view(), nullable=f.nulla
                              else f for f in EXCHANGES])
 
 
+#: The ``exchanges`` columns :func:`exchanges_batch` converts from the rows' values in one pass
+#: (all but the two it builds itself), as the fields of one struct type.
+_PLAIN_FIELDS = [f for f in EXCHANGES_BATCH if f.name not in ("request_json", "tools_json")]
+_PLAIN_STRUCT = pa.struct(_PLAIN_FIELDS)
+
+
 def exchanges_batch(rows: list[dict]) -> pa.RecordBatch:
     """Rows (dicts keyed by :data:`replay.tables.EXCHANGES` column names; ``request_json`` str or
-    UTF-8 ``bytes``) as one record batch of :data:`EXCHANGES_BATCH` (the same columns, built
-    column by column: :func:`replay.capture.columns.batch_from_rows`; ``tools_json`` a dictionary
-    array of each distinct tool list text once, :func:`_tools_json_column`). Raises ``TypeError`` /
-    ``ValueError`` / ``OverflowError`` for a value the schema rejects (including a null in a column
-    that may not hold one)."""
-    return batch_from_rows(rows, EXCHANGES_BATCH, {"request_json": text_view_column([r["request_json"] for r in rows]),
-                                                   "tools_json": _tools_json_column([r.get("tools_json") for r in rows])})
+    UTF-8 ``bytes``) as one record batch of :data:`EXCHANGES_BATCH` (``request_json`` a view of
+    each row's text, :func:`replay.capture.columns.text_view_column`; ``tools_json`` a dictionary
+    array of each distinct tool list text once, :func:`_tools_json_column`; the other columns
+    converted by ``pa.array`` of the rows as one struct array, whose children are the columns:
+    one pass over the dicts in C, half the time of a list and a ``pa.array`` per column, with the
+    same converters). Raises ``TypeError`` / ``ValueError`` / ``OverflowError`` for a value the
+    schema rejects (including a null in a column that may not hold one), as
+    :func:`replay.capture.columns.batch_from_rows` of the columns one by one does: a batch the
+    one-pass conversion rejects is converted again that way, for its error."""
+    built = {"request_json": text_view_column([r["request_json"] for r in rows]),
+             "tools_json": _tools_json_column([r.get("tools_json") for r in rows])}
+    try:
+        children = pa.array(rows, _PLAIN_STRUCT).flatten()
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        children = None
+    if children is None or any(a.null_count and not f.nullable for f, a in zip(_PLAIN_FIELDS, children)):
+        return batch_from_rows(rows, EXCHANGES_BATCH, built)  # raises the column's own error
+    built.update(zip((f.name for f in _PLAIN_FIELDS), children))
+    return pa.RecordBatch.from_arrays([built[f.name] for f in EXCHANGES_BATCH], schema=EXCHANGES_BATCH)
 
 
 def _tools_json_column(values: list) -> pa.DictionaryArray:
@@ -272,16 +289,17 @@ def tools_batch(units: list[tuple[str, Any]]) -> pa.RecordBatch:
     take = numpy_column(np.concatenate(parts))
     table = batch_from_rows(decls, _DECL)
     counts_np = np.asarray(counts, dtype=np.int64)
-    xids = text_column([u[0] for u in units]).take(numpy_column(np.repeat(np.arange(len(units)), counts_np)))
+    xids = _take(text_column([u[0] for u in units]), numpy_column(np.repeat(np.arange(len(units)), counts_np)))
     starts = np.repeat(np.cumsum(counts_np) - counts_np, counts_np)
     arrays = {"exchange_id": xids, "tool_index": numpy_column((np.arange(n) - starts).astype(np.int32))}
     for f in _DECL:
         col = table.column(f.name)
         if f.name == "tool_json":  # the dictionary's values unique (else Parquet falls back to plain pages)
-            enc = pc.dictionary_encode(col)
-            arrays[f.name] = pa.DictionaryArray.from_arrays(enc.indices.take(take), enc.dictionary)
+            codes: dict[Any, int] = {}  # each distinct text, in order of first occurrence (as dictionary_encode)
+            idx = [None if t is None else codes.setdefault(t, len(codes)) for t in col.to_pylist()]
+            arrays[f.name] = pa.DictionaryArray.from_arrays(_take(pa.array(idx, pa.int32()), take), text_column(list(codes)))
         else:
-            arrays[f.name] = col.take(take)
+            arrays[f.name] = _take(col, take)
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in TOOLS_BATCH], schema=TOOLS_BATCH)
 
 
@@ -661,7 +679,7 @@ class _Sink:
 
         new_ids = text_column(renamed)
         ex = pa.RecordBatch.from_arrays([new_ids, *ex.columns[1:]], schema=ex.schema)
-        tool_ids = new_ids.take(numpy_column(np.repeat(np.arange(len(renamed)), counts).astype(np.int64)))
+        tool_ids = _take(new_ids, numpy_column(np.repeat(np.arange(len(renamed)), counts).astype(np.int64)))
         return ex, pa.RecordBatch.from_arrays([tool_ids, *tl.columns[1:]], schema=tl.schema)
 
     def close(self, ok: bool) -> None:

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from replay.sql import run_query, run_sql
 
-__all__ = ["write_html_report", "html_report", "vega_runtime", "VL_VERSION"]
+__all__ = ["write_html_report", "html_report", "html_queries", "vega_runtime", "VL_VERSION"]
 
 #: The Vega-Lite version the specs are compiled with (altair 6 writes v6 specs).
 VL_VERSION = "6.4"
@@ -336,11 +336,39 @@ def exemplar_html(doc: dict[str, Any]) -> str:
     )
 
 
-def html_report(con: Any, meta: dict[str, Any], results: dict[str, pa.Table], lines: list[str], exemplars: list[Any], run_dir: Path) -> str:
-    """The whole page as text. ``con``: a connection from :func:`replay.sql.connect`; ``meta``:
-    ``run.json``; ``results``: the report queries' results (:func:`replay.report.run_report_queries`);
-    ``lines``: the headline sentences; ``exemplars``: :class:`replay.report.exemplars.Exemplar` list."""
+def html_queries(con: Any) -> dict[str, pa.Table]:
+    """The page's own query results, beyond the report queries', as Arrow tables: ``judged`` (one
+    row, ``n``: renders + streams rows), ``faults_by_family``, ``extra_prompt_tokens_histogram``,
+    ``errors_by_reason`` and ``first_errors`` (the first 50 ingest errors). ``con``: a connection
+    from :func:`replay.sql.connect`. Run before the page is built, so that the connection can be
+    closed first: altair's import (~26 MiB) then never adds to DuckDB's memory at its limit.
+    Raises :class:`replay.sql.QueryError` as :func:`replay.sql.run_sql` does."""
+    return {
+        "judged": run_sql(con, "SELECT (SELECT count(*) FROM renders) + (SELECT count(*) FROM streams) AS n"),
+        "faults_by_family": run_query(con, "faults_by_family"),
+        "extra_prompt_tokens_histogram": run_query(con, "extra_prompt_tokens_histogram"),
+        "errors_by_reason": run_sql(con, "SELECT reason, count(*) AS n FROM ingest_errors GROUP BY reason ORDER BY n DESC, reason"),
+        "first_errors": run_sql(
+            con,
+            "SELECT source_file || ':' || coalesce(source_line::VARCHAR, '?') AS line, reason, detail "
+            "FROM ingest_errors ORDER BY source_file, source_line LIMIT 50",
+        ),
+    }
+
+
+def html_report(
+    con: Any, meta: dict[str, Any], results: dict[str, pa.Table], lines: list[str], exemplars: list[Any], run_dir: Path,
+    data: dict[str, pa.Table] | None = None,
+) -> str:
+    """The whole page as text. ``con``: a connection from :func:`replay.sql.connect` (unused when
+    ``data`` is given; may then be None); ``meta``: ``run.json``; ``results``: the report queries'
+    results (:func:`replay.report.run_report_queries`); ``lines``: the headline sentences;
+    ``exemplars``: :class:`replay.report.exemplars.Exemplar` list; ``data``: the page's own query
+    results (:func:`html_queries`; None: run now on ``con``)."""
     from replay.report.markdown import fidelity_sentence
+
+    if data is None:
+        data = html_queries(con)
 
     specs: dict[str, Any] = {}
     sections: list[str] = []
@@ -353,7 +381,7 @@ def html_report(con: Any, meta: dict[str, Any], results: dict[str, pa.Table], li
         return f'<div class="chart" id="{cid}"></div>'
 
     verdicts = results["verdicts"]
-    judged = run_sql(con, "SELECT (SELECT count(*) FROM renders) + (SELECT count(*) FROM streams) AS n").column("n")[0].as_py()
+    judged = data["judged"].column("n")[0].as_py()
     sections.append("<h2>Verdicts</h2>")
     if judged:
         sections.append(
@@ -378,9 +406,9 @@ def html_report(con: Any, meta: dict[str, Any], results: dict[str, pa.Table], li
         sections.append(html_table(mismatch, table_id="family-mismatch"))
     sections.append("<h2>Faults</h2>")
     sections.append(chart("chart-checks", verdict_chart(verdicts)))
-    sections.append(chart("chart-families", family_chart(run_query(con, "faults_by_family"))))
+    sections.append(chart("chart-families", family_chart(data["faults_by_family"])))
     sections.append("<h2>Prompts</h2>")
-    sections.append(chart("chart-extra-tokens", extra_tokens_chart(run_query(con, "extra_prompt_tokens_histogram"))))
+    sections.append(chart("chart-extra-tokens", extra_tokens_chart(data["extra_prompt_tokens_histogram"])))
     sections.append(chart("chart-nulls", null_chart(results["null_leaks"])))
     sections.append(html_table(results["null_leaks"]) if results["null_leaks"].num_rows else "")
     sections.append(html_table(results["divergent_prompts"]) if results["divergent_prompts"].num_rows else "")
@@ -391,13 +419,9 @@ def html_report(con: Any, meta: dict[str, Any], results: dict[str, pa.Table], li
         sections.append(html_table(results["served_checks"]))
 
     sections.append("<h2>Ingest errors</h2>")
-    by_reason = run_sql(con, "SELECT reason, count(*) AS n FROM ingest_errors GROUP BY reason ORDER BY n DESC, reason")
+    by_reason = data["errors_by_reason"]
     sections.append(chart("chart-errors", errors_chart(by_reason)))
-    first = run_sql(
-        con,
-        "SELECT source_file || ':' || coalesce(source_line::VARCHAR, '?') AS line, reason, detail "
-        "FROM ingest_errors ORDER BY source_file, source_line LIMIT 50",
-    )
+    first = data["first_errors"]
     if first.num_rows:
         sections.append(html_table(first) + "<p class=note>The first 50; <code>replay query ingest_errors --run RUN</code> lists them all, by file and line.</p>")
 
@@ -461,10 +485,14 @@ def _options_html(meta: dict[str, Any], run_dir: Path) -> str:
     return "".join(out)
 
 
-def write_html_report(con: Any, run_dir: Path, meta: dict[str, Any], results: dict[str, pa.Table], lines: list[str], exemplars: list[Any]) -> Path:
-    """Write ``RUN/report.html`` (see :func:`html_report`) and return its path."""
+def write_html_report(
+    con: Any, run_dir: Path, meta: dict[str, Any], results: dict[str, pa.Table], lines: list[str], exemplars: list[Any],
+    data: dict[str, pa.Table] | None = None,
+) -> Path:
+    """Write ``RUN/report.html`` (see :func:`html_report`; ``data``: :func:`html_queries`' results,
+    None to run them on ``con``) and return its path."""
     path = Path(run_dir) / "report.html"
     tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(html_report(con, meta, results, lines, exemplars, Path(run_dir)), encoding="utf-8")
+    tmp.write_text(html_report(con, meta, results, lines, exemplars, Path(run_dir), data), encoding="utf-8")
     os.replace(tmp, path)
     return path
