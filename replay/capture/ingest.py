@@ -50,11 +50,12 @@ EXCERPT_CHARS = 120
 #: row costs ~8x its line in memory (decoded strings, tool rows, the Arrow copy, Parquet's pages):
 #: 16 MiB keeps ingest near 280 MiB peak RSS on 30 KB exchanges (64 MiB: 430 MiB), at the same CPU.
 _FLUSH_BYTES = 16 << 20
-#: The same with ``jobs > 1``: a batch of lines crosses to a pool process and its tables come back,
-#: and three processes hold batches at once (this one, reading and writing, and two parsing), so
-#: batches are smaller: a pool process stays near 110 MiB instead of 220, and its freed buffers are
-#: reused by the next batch instead of being mapped and faulted in again.
-_POOL_FLUSH_BYTES = 4 << 20
+#: With ``jobs > 1`` the batches are the same (so are the row groups of the tables), and each is
+#: cut into work items of about this many bytes of lines for the pool processes: three processes
+#: hold batches at once (this one, reading and writing, and two parsing), so a pool process
+#: parses a quarter of a batch at a time and stays near 110 MiB instead of 220; the parts are
+#: joined again before they are written (:func:`_combine`).
+_POOL_ITEM_BYTES = 4 << 20
 
 #: Columns whose values are (nearly) all distinct texts: written without a dictionary, which
 #: Parquet would build and then drop past its page limit (``tool_json`` repeats: it keeps one).
@@ -367,7 +368,8 @@ def ingest_batch(batch: LineBatch, spec: IngestSpec) -> dict[str, Any]:
     (:mod:`replay.capture.redact`) and converted to Arrow. Returns ``{"exchanges": table,
     "tools": table, "ingest_errors": table}`` (schemas of :mod:`replay.tables`; rows in the
     batch's order, errors in the order met, a value the schema rejects last) plus ``"tool_counts"``
-    (tool rows per exchange row), ``"reasons"``, ``"redactions"``, ``"filtered_by"`` (counts).
+    (tool rows per exchange row), ``"reasons"``, ``"redactions"``, ``"filtered_by"`` (counts) and
+    ``"late_errors"`` (how many of the last ``ingest_errors`` rows are values the schema rejected).
     Duplicate ids are not renamed here: that needs the whole run (see :func:`ingest`).
     Never raises for the data: a record that fails is an ``ingest_errors`` row (``internal-error``
     for an unexpected exception), naming its file and line."""
@@ -381,7 +383,12 @@ def ingest_batch(batch: LineBatch, spec: IngestSpec) -> dict[str, Any]:
                 rows.add(batch.source, e[1], e[2], e[3], None, "v1")
             else:
                 rows.add(e[6] or batch.source, e[1], e[2], e[3], e[4], e[5])
-        return rows.tables()
+        met = len(rows.errors)
+        res = rows.tables()
+        # errors for values the schema rejects come after those met while parsing: a batch cut in
+        # parts (--jobs) puts them back there (_combine)
+        res["late_errors"] = len(rows.errors) - met
+        return res
 
 
 def failed_batch(batch: LineBatch, message: str) -> dict[str, Any]:
@@ -392,6 +399,127 @@ def failed_batch(batch: LineBatch, message: str) -> dict[str, Any]:
         src = (e[6] if e[0] != "line" else None) or batch.source
         rows.add_error(src, e[1], e[2], "internal-error", message, e[3])
     return rows.tables()
+
+
+@contextmanager
+def _mapped(path: str, size: int) -> Iterator[Any]:
+    """The first ``size`` bytes of the file at ``path`` memory-mapped read-only with its pages
+    mapped at once (``MAP_POPULATE`` where there is one: one call instead of a page fault per
+    4 KiB; the file lives in ``/dev/shm``, so no disk is read): an ``mmap`` (slices are bytes),
+    or ``b""`` for ``size`` 0. Raises ``OSError`` when the file cannot be opened or is shorter."""
+    import mmap
+
+    if not size:
+        yield b""
+        return
+    with open(path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+    try:
+        yield mm
+    finally:
+        mm.close()
+
+
+@dataclass
+class SharedLines:
+    """One work item of the parallel ingest (``jobs > 1``): part of a :class:`LineBatch` whose
+    lines' bytes wait in a file (``blob``, in ``/dev/shm`` when there is one) instead of crossing
+    the pipe, so that what is pickled is small. ``entries``: as :attr:`LineBatch.entries`, but a
+    capture-v1 line is ``("line", line_no, offset, length)``, its ``length`` bytes the next ones
+    of ``blob`` (lines back to back, in entry order). ``out``: the file :func:`ingest_shared`
+    writes its tables to (Arrow IPC). ``spec``: the batch's :class:`IngestSpec`."""
+
+    spec: IngestSpec
+    source: str
+    blob: str
+    out: str
+    entries: list[tuple] = field(default_factory=list)
+
+    def line_batch(self) -> LineBatch:
+        """The :class:`LineBatch` this item stands for (the lines read back from ``blob``).
+        Raises ``OSError`` when ``blob`` cannot be read."""
+        size = sum(e[3] for e in self.entries if e[0] == "line")
+        entries: list[tuple] = []
+        with _mapped(self.blob, size) as data:
+            pos = 0
+            for e in self.entries:
+                if e[0] == "line":
+                    n = e[3]
+                    entries.append(("line", e[1], e[2], data[pos:pos + n]))
+                    pos += n
+                else:
+                    entries.append(e)
+        return LineBatch(self.source, entries)
+
+
+#: The tables of an ingest result, in the order :func:`ingest_shared` writes them to its file.
+_RESULT_TABLES = ("exchanges", "tools", "ingest_errors")
+
+
+def ingest_shared(item: SharedLines, _pool_spec: Any = None) -> dict[str, Any]:
+    """:func:`ingest_batch` of a :class:`SharedLines` item, run in a pool process: the lines are
+    read from ``item.blob`` and the three tables written to ``item.out`` as three Arrow IPC
+    streams back to back (nothing large is pickled back). ``_pool_spec``: the pool's own run spec
+    (:func:`replay.pool.map_batches` passes it; unused: ingest needs only ``item.spec``).
+    Returns the result of :func:`ingest_batch` with each table replaced by ``"ipc"``: the file
+    and the byte offsets ``[start, end)`` of its three streams. Raises ``OSError`` when a file
+    cannot be read or written."""
+    res = ingest_batch(item.line_batch(), item.spec)
+    spans = []
+    with pa.OSFile(item.out, "wb") as sink:
+        for name in _RESULT_TABLES:
+            start = sink.tell()
+            with pa.ipc.new_stream(sink, res[name].schema) as w:
+                w.write_batch(res.pop(name))
+            spans.append((start, sink.tell()))
+    res["ipc"] = (item.out, spans)
+    return res
+
+
+def _read_shared(res: dict[str, Any]) -> dict[str, Any]:
+    """A result of :func:`ingest_shared` with its tables read back (memory-mapped, not copied:
+    the batches' buffers point into the file's pages, which stay mapped while they live; the file
+    is unlinked at once). Other results are returned as they are."""
+    if "ipc" not in res:
+        return res
+    import mmap
+
+    path, spans = res.pop("ipc")
+    with open(path, "rb") as fh:  # mapped with its pages at once (MAP_POPULATE), as _mapped
+        mm = mmap.mmap(fh.fileno(), spans[-1][1], flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+    os.unlink(path)
+    buf = pa.py_buffer(mm)  # unmapped when the last batch reading it is gone
+    for name, (a, b) in zip(_RESULT_TABLES, spans):
+        got = list(pa.ipc.open_stream(buf.slice(a, b - a)))
+        res[name] = got[0]
+    return res
+
+
+def _combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result of a whole :class:`LineBatch` from the results of its parts, in order (each as
+    :func:`ingest_batch` returns it): rows concatenated (dictionaries unified, so ``tools_json``
+    and ``tool_json`` keep one dictionary each), ``ingest_errors`` in the order one batch gives
+    them (those met while parsing, then the schema rejects), counts summed."""
+    if len(parts) == 1:
+        return parts[0]
+    met, late = [], []
+    for p in parts:
+        err, k = p["ingest_errors"], p.get("late_errors", 0)
+        met.append(err.slice(0, err.num_rows - k))
+        late.append(err.slice(err.num_rows - k))
+    out: dict[str, Any] = {
+        "exchanges": pa.concat_batches([p["exchanges"] for p in parts]),
+        "tools": pa.concat_batches([p["tools"] for p in parts]),
+        "ingest_errors": pa.concat_batches(met + late),
+        "tool_counts": [c for p in parts for c in p["tool_counts"]],
+        "late_errors": sum(p.get("late_errors", 0) for p in parts),
+    }
+    for key in ("reasons", "redactions", "filtered_by"):
+        total: Counter[str] = Counter()
+        for p in parts:
+            total.update(p[key])
+        out[key] = dict(total)
+    return out
 
 
 class _Rows:
@@ -578,6 +706,8 @@ def ingest(
     max_line_bytes: int = MAX_LINE_BYTES,
     filters: Filters | None = None,
     jobs: int = 1,
+    pool_spec: Any = None,
+    pool_stats: Any = None,
 ) -> IngestStats:
     """Read capture files (format v1) and write the ingest tables to ``out_dir``.
 
@@ -590,10 +720,18 @@ def ingest(
     progress bar. ``redact``: hash message text (``--redact``, see :mod:`replay.capture.redact`);
     secrets are dropped whatever its value. ``max_line_bytes``: a longer line (decompressed bytes)
     is read past without being held and becomes an ``ingest_errors`` row ``line-too-long``.
-    ``jobs``: with more than 1, the batches are parsed by :func:`ingest_batch` on a pool of that
-    many processes (:func:`replay.pool.map_batches`) while this one reads, decompresses and writes;
-    the rows and their order do not depend on ``jobs`` (a pool process that dies twice on a batch
-    turns its records into ``internal-error`` rows).
+    ``jobs``: with more than 1, the batches of capture-v1 lines are parsed by :func:`ingest_batch`
+    on a pool of that many processes (:func:`_on_pool`; lines and tables pass through files in
+    ``/dev/shm``) while this one reads, decompresses and writes; the rows, their order, the row
+    groups and the counts do not depend on ``jobs`` (a pool process that dies twice on an item
+    turns its records into ``internal-error`` rows). Records of the other formats are parsed in
+    this process whatever ``jobs`` is (their readers keep state across records). ``pool_spec``:
+    the run spec of a pool already started (:func:`replay.pool.prestart`) to parse on, as
+    ``replay audit`` passes its stages' one; None: a pool of its own (about 0.3 CPU s per process
+    to start, so a small capture is faster with ``jobs=1``; :func:`replay.pool.close_pools` ends it).
+    ``pool_stats``: a :class:`replay.pool.PoolStats` the pool's restarts and failed items are
+    counted in (``run.json`` ``executors.ingest`` of an audit); they are not :class:`IngestStats`,
+    which do not depend on ``jobs``.
 
     Reading stays in this process: a zstd or gzip stream cannot be decompressed from the middle
     (zstd frames can, but writers put a whole capture in one frame), so one file is split into
@@ -630,7 +768,8 @@ def ingest(
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     files = discover(paths)
     with line_limit(max_line_bytes), _fewer_collections(), _system_allocator():  # every reader's open_lines reads with this limit
-        return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs)
+        return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs,
+                               pool_spec, pool_stats)
 
 
 def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callable[[int], None], tokenizer: Any,
@@ -703,13 +842,124 @@ def _without_exchanges(read: dict[str, list[int]], written: dict[str, list[int]]
     return out
 
 
+def _shm_dir(fallback: Path) -> Path:
+    """Where the parallel ingest's work files go: ``/dev/shm`` (memory, never the disk) when it
+    is a writable folder, else ``fallback`` (the run folder)."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else fallback
+
+
+def _cut(entries: list[tuple], item_bytes: int) -> list[list[tuple]]:
+    """``entries`` (a :class:`LineBatch` 's) in consecutive runs of at least one entry and about
+    ``item_bytes`` bytes of raw lines each (the last one shorter)."""
+    runs: list[list[tuple]] = [[]]
+    size = 0
+    for e in entries:
+        if size >= item_bytes:
+            runs.append([])
+            size = 0
+        runs[-1].append(e)
+        size += len(e[3]) if e[0] == "line" else 0
+    return runs
+
+
+#: The function the pool runs on each :class:`SharedLines` item (a module attribute, looked up
+#: at each run: a test puts a function of its own here that kills its process on some lines).
+_POOL_FUNCTION: Callable[[SharedLines, Any], dict[str, Any]] = ingest_shared
+
+
+def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: int, pool_spec: Any, out: Path,
+             pool_stats: Any = None) -> None:
+    """Run ``batches`` through :func:`ingest_batch` on a pool of ``jobs`` processes
+    (:func:`replay.pool.map_batches`, the pool of ``pool_spec`` when given, so that an audit's
+    stages pool, already started, parses its ingest too; else one of ``spec``) and write them to
+    ``sink`` in reading order, the same results as in this process.
+
+    A batch of capture-v1 lines is cut into :class:`SharedLines` items of about
+    :data:`_POOL_ITEM_BYTES` (:func:`_cut`): the lines go to the pool through files in
+    ``/dev/shm`` (:func:`_shm_dir`), and the tables come back the same way
+    (:func:`ingest_shared`, :func:`_read_shared`); the parts of a batch are joined
+    (:func:`_combine`) and written as that batch. This process only reads (decompresses, splits
+    lines), copies lines out and writes Parquet. A batch holding readers' records (HAR, OTel,
+    SSE, server logs, LiteLLM, Batch: their readers keep state across records, and the records
+    are dicts already) is parsed here, in its turn, and so are the items met while the pool's
+    processes are still starting (:func:`replay.pool.started`: an audit's pool builds the run's
+    renderers and parsers first, ~0.6 s, which would leave this process waiting). A pool process that dies is retried once
+    alone, then its item's records become ``internal-error`` rows (:func:`failed_batch`);
+    ``pool_stats`` (a :class:`replay.pool.PoolStats`, or None) counts them."""
+    import shutil
+    import tempfile
+
+    from replay.pool import map_batches, started
+
+    on = pool_spec if pool_spec is not None else spec
+    tmp = Path(tempfile.mkdtemp(prefix=f"replay-ingest-{os.getpid()}-", dir=_shm_dir(out)))
+    ready: dict[int, tuple[list[dict[str, Any]], str]] = {}  # batch -> its parts' results, source
+    parts_of: dict[int, list[Any]] = {}  # batch -> its parts' results as they land (None: not yet)
+    source_of: dict[int, str] = {}
+    free_blobs: list[str] = []  # blob files whose items came back
+    nxt = 0
+
+    def flush() -> None:
+        nonlocal nxt
+        while nxt in ready:
+            parts, source = ready.pop(nxt)
+            sink.write(_combine([_read_shared(p) for p in parts]), source)
+            nxt += 1
+
+    def landed(b: int, j: int, res: dict[str, Any]) -> None:
+        parts = parts_of[b]
+        parts[j] = res
+        if all(p is not None for p in parts):
+            ready[b] = (parts_of.pop(b), source_of.pop(b))
+            flush()
+
+    def items() -> Iterator[tuple[tuple[int, int], SharedLines]]:
+        for b, batch in enumerate(batches):
+            if any(e[0] == "record" for e in batch.entries):
+                ready[b] = ([ingest_batch(batch, spec)], batch.source)
+                flush()
+                continue
+            runs = _cut(batch.entries, _POOL_ITEM_BYTES)
+            parts_of[b] = [None] * len(runs)
+            source_of[b] = batch.source
+            for j, run in enumerate(runs):
+                if not started(on, jobs):  # the pool's processes are still starting: parse this one here
+                    landed(b, j, ingest_batch(LineBatch(batch.source, run), spec))
+                    continue
+                # a blob file whose item came back is written over (its pages kept: tmpfs pages
+                # are not allocated and zeroed again); the item's lengths say how much is its own
+                blob = free_blobs.pop() if free_blobs else str(tmp / f"{b}-{j}.lines")
+                item = SharedLines(spec, batch.source, blob, str(tmp / f"{b}-{j}.arrow"))
+                with open(blob, "r+b" if os.path.exists(blob) else "wb") as fh:
+                    for e in run:
+                        if e[0] == "line":
+                            fh.write(e[3])
+                            item.entries.append(("line", e[1], e[2], len(e[3])))
+                        else:
+                            item.entries.append(e)
+                yield (b, j), item
+
+    def failed(_key: Any, item: SharedLines, message: str) -> dict[str, Any]:
+        return failed_batch(item.line_batch(), message)
+
+    try:
+        for (b, j), item, res in map_batches(_POOL_FUNCTION, items(), on, jobs, failed, pool_stats):
+            free_blobs.append(item.blob)
+            landed(b, j, res)
+        flush()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _ingest_planned(
     planned: list, files: list[Path], out_dir: str | os.PathLike, batch_rows: int,
     progress: Callable[[int], None] | None, redact: bool, max_line_bytes: int, tokenizer: Any,
-    filters: Filters | None = None, jobs: int = 1,
+    filters: Filters | None = None, jobs: int = 1, pool_spec: Any = None, pool_stats: Any = None,
 ) -> IngestStats:
     """The body of :func:`ingest` once the files are planned: batches read here, run through
-    :func:`ingest_batch` (here, or on a pool of ``jobs`` processes), written in reading order."""
+    :func:`ingest_batch` (here, or on a pool of ``jobs`` processes: :func:`_on_pool`), written
+    in reading order."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stats = IngestStats(files=len(files))
@@ -726,18 +976,9 @@ def _ingest_planned(
     read: dict[str, list[int]] = {}
     ok = False
     try:
-        batches = _batches(planned, stats, batch_rows, on_read, tokenizer, max_line_bytes, formats,
-                           _POOL_FLUSH_BYTES if jobs > 1 else _FLUSH_BYTES, read)
+        batches = _batches(planned, stats, batch_rows, on_read, tokenizer, max_line_bytes, formats, _FLUSH_BYTES, read)
         if jobs > 1:
-            from replay.pool import map_batches
-
-            pending: dict[int, dict[str, Any]] = {}
-            nxt = 0
-            for key, batch, res in map_batches(ingest_batch, enumerate(batches), spec, jobs, lambda k, b, msg: failed_batch(b, msg)):
-                pending[key] = (res, batch.source)
-                while nxt in pending:
-                    sink.write(*pending.pop(nxt))
-                    nxt += 1
+            _on_pool(batches, spec, sink, jobs, pool_spec, out, pool_stats)
         else:
             for batch in batches:
                 sink.write(ingest_batch(batch, spec), batch.source)
