@@ -780,6 +780,9 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
     ``per_file`` (when given) the same three per planned file: ``source -> [lines, blank, skipped]``."""
     for pf in planned:
         source = str(pf.path)
+        if pf.consumed:  # a Batch output read with its input (its lines count under the input's file)
+            formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
+            continue
         lines0, blank0, skipped0 = stats.lines, stats.blank_lines, stats.skipped
         formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
         batch = LineBatch(source)
