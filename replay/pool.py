@@ -245,23 +245,30 @@ def map_batches(
     running: dict[Future, tuple[int, Any]] = {}
     it = iter(batches)
     ok = False
+    pending: tuple[int, Any] | None = None  # a batch the broken pool refused: sent to the next pool
     try:
         exhausted = False
         while True:
+            refused = False
             while not exhausted and len(running) < jobs * IN_FLIGHT:
-                nxt = next(it, None)
+                nxt, pending = (pending, None) if pending is not None else (next(it, None), None)
                 if nxt is None:
                     exhausted = True
-                else:
+                    continue
+                try:
                     running[pool.submit(_call, function, nxt[1], spec)] = nxt
-            if not running:
+                except BrokenProcessPool:  # a process died while this generator's caller held a result
+                    pending, refused = nxt, True
+                    break
+            if not running and not refused:
                 ok = True
                 return
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
             orphans: list[tuple[int, Any]] = []
-            yield from _collect(finished, running, take, orphans)
-            if not orphans:
-                continue
+            if not refused:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                yield from _collect(finished, running, take, orphans)
+                if not orphans:
+                    continue
             # a process died and broke the pool: the batches still in flight end at once, each
             # with its result or BrokenProcessPool; those without one are run again, one by one
             yield from _collect(list(running), running, take, orphans)
