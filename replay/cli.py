@@ -33,6 +33,24 @@ from rich.markup import escape  # noqa: E402
 
 from replay import __version__  # noqa: E402
 
+def _interrupted(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _terminate_as_interrupt() -> None:
+    """Make SIGTERM (``kill PID``, a CI runner's or container's stop) end the command as Ctrl-C
+    does: ``KeyboardInterrupt`` in the main thread, so that every ``finally`` runs (the pool's
+    processes stopped, ingest's ``/dev/shm`` files and the run's temporary tables removed, run.json
+    left saying which stage is incomplete). With the default action the process died at once and
+    left its pool processes running and its work files behind. Only where SIGTERM still has its
+    default action, and only in the main thread (``signal.signal`` raises ``ValueError`` elsewhere)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupted)
+
+
 class _OneLineErrors(typer.core.TyperGroup):
     """The command group: a usage error (a bad option value, a missing argument) is one line on
     stderr, ``error: Invalid value for '--replay-timeout': 'abc' is not a valid float.``, with
@@ -45,6 +63,7 @@ class _OneLineErrors(typer.core.TyperGroup):
     def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None, standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        _terminate_as_interrupt()
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except self._usage as exc:

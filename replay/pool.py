@@ -51,9 +51,39 @@ def _init(spec: Any) -> None:
 
     config_for(spec)
     atexit.register(close_built)
+    parent = multiprocessing.parent_process()
+    _exit_with_parent(parent.pid if parent is not None and parent.pid is not None else os.getppid())
     import gc
 
     gc.freeze()  # the imports' and the config's objects: never garbage, so no collection walks them again (~4% of a batch)
+
+
+#: Seconds between a pool process's checks that the process that started it is alive.
+PARENT_POLL = 0.5
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Start a daemon thread that ends this pool process once ``parent`` (the pid that started it)
+    is gone (``os.getppid()`` changes: the process was re-parented), stopping its out-of-process
+    sides first (:func:`replay.runspec.close_built`). A ``ProcessPoolExecutor`` process otherwise
+    waits on its call queue for ever when the parent is killed (SIGKILL, the OOM killer): each
+    such ``replay`` left two idle processes and multiprocessing's resource tracker running."""
+    import os
+    import threading
+
+    def watch() -> None:
+        import time
+
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL)
+        try:
+            from replay.runspec import close_built
+
+            close_built()
+        finally:
+            os._exit(1)
+
+    threading.Thread(target=watch, name="replay-parent-watch", daemon=True).start()
 
 
 @dataclass

@@ -45,3 +45,154 @@ def test_a_process_that_dies_while_the_caller_holds_a_result_is_retried_not_rais
     assert {k: v for k, v in got.items() if k != 1} == {k: {"value": b} for k, b in batches if k != 1}
     assert got[1]["failed"].startswith("WorkerError: the pool process died on this batch")
     assert stats.restarts >= 1 and stats.failed == 1
+
+
+def _slow_ingest(tmp_path: Path) -> tuple[list[str], Path, Path, Path]:
+    """A ``replay ingest --jobs 2`` command line whose pool function records its pid in ``pids/``
+    and then sleeps 2 s an item before parsing it; its capture, --out and pids folder."""
+    import orjson
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    (tmp_path / "slow_ingest.py").write_text(
+        "import os, time\n"
+        "from replay.capture.ingest import ingest_shared\n"
+        f"PIDS = {str(pids)!r}\n"
+        "def slow(item, spec):\n"
+        "    open(os.path.join(PIDS, str(os.getpid())), 'w').close()\n"
+        "    time.sleep(2)\n"
+        "    return ingest_shared(item, spec)\n")
+    (tmp_path / "run_cli.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "if __name__ == '__main__':  # the spawned pool processes import this file too\n"
+        "    import slow_ingest\n"
+        "    import replay.capture.ingest\n"
+        "    m = sys.modules['replay.capture.ingest']  # the package's `ingest` is the function\n"
+        "    m._POOL_FUNCTION = slow_ingest.slow\n"
+        "    m._POOL_ITEM_BYTES = 1\n"
+        "    from replay.cli import app\n"
+        "    sys.argv = ['replay'] + sys.argv[1:]\n"
+        "    sys.exit(app())\n")
+    cap = tmp_path / "cap.jsonl"
+    rec = {"route": "chat.completions", "model": "m", "request": {"messages": [{"role": "user", "content": "hi"}]}}
+    cap.write_bytes(b"".join(orjson.dumps({**rec, "id": f"x{i}"}) + b"\n" for i in range(8)))
+    out = tmp_path / "run"
+    return [sys.executable, str(tmp_path / "run_cli.py"), "ingest", str(cap), "--out", str(out), "--jobs", "2", "-q"], cap, out, pids
+
+
+def _wait_for(cond, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
+
+
+def _end(pids: list[int]) -> None:
+    """SIGKILL what is left of ``pids`` (a failed test leaves no process behind)."""
+    import os
+    import signal
+
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not running
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals and /proc as on Linux")
+def test_sigterm_ends_a_parallel_ingest_as_ctrl_c_does(tmp_path: Path) -> None:
+    """``kill PID`` (SIGTERM) of ``replay ingest --jobs 2`` while its pool works: the pool
+    processes end, no work folder is left in /dev/shm nor a temporary table in the run folder,
+    and run.json says the ingest is incomplete (``replay query`` refuses it). With SIGTERM's
+    default action the parent died at once: its two pool processes stayed, waiting for ever,
+    and so did ``/dev/shm/replay-ingest-PID-*`` and ``RUN/.tmp-PID-*.parquet``."""
+    import signal
+    import subprocess
+
+    from sides_data import invoke
+
+    cmd, _cap, out, pids = _slow_ingest(tmp_path)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(lambda: len(list(pids.iterdir())) >= 1, 60), "the pool never started"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    workers = [int(p.name) for p in pids.iterdir()]
+    assert proc.returncode != 0
+    try:
+        assert _wait_for(lambda: not any(_alive(w) for w in workers), 10), f"pool processes still running: {workers}"
+    finally:
+        _end(workers)
+    assert not list(Path("/dev/shm").glob(f"replay-ingest-{proc.pid}-*"))
+    assert not [p.name for p in out.iterdir() if p.name.startswith((".tmp-", "replay-ingest-"))]
+    result = invoke("query", "summary", "--run", out)
+    assert result.exit_code != 0 and "stopped during ingest" in result.stderr, result.stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals and /proc as on Linux")
+def test_pool_processes_end_when_their_parent_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of ``replay ingest --jobs 2`` (nothing of it runs again): its pool processes notice
+    within about a second that their parent is gone and exit, instead of waiting on their call
+    queue for ever; the next parallel ingest removes the work folder the killed one left in
+    /dev/shm."""
+    import signal
+    import subprocess
+
+    from replay.capture.ingest import _remove_stale_work_dirs, _shm_dir
+
+    cmd, _cap, out, pids = _slow_ingest(tmp_path)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait_for(lambda: len(list(pids.iterdir())) >= 1, 60), "the pool never started"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    workers = [int(p.name) for p in pids.iterdir()]
+    try:
+        assert _wait_for(lambda: not any(_alive(w) for w in workers), 15), f"pool processes still running: {workers}"
+    finally:
+        _end(workers)
+    left = list(_shm_dir(out).glob(f"replay-ingest-{proc.pid}-*"))
+    assert left, "the killed ingest left no work folder: nothing to test"
+    _remove_stale_work_dirs(_shm_dir(out))  # (a parallel test's ingest may have removed them first)
+    assert not any(p.exists() for p in left)
+
+
+def test_only_work_folders_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    """:func:`_remove_stale_work_dirs` removes ``replay-ingest-<pid>-*`` folders of pids that no
+    longer exist, and keeps those of live processes, its own, and names of another shape."""
+    import os
+    import subprocess
+
+    from replay.capture.ingest import _remove_stale_work_dirs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    names = [f"replay-ingest-{dead.pid}-abc", f"replay-ingest-{os.getppid()}-def", f"replay-ingest-{os.getpid()}-ghi",
+             "replay-ingest-x-1", "other-1-2"]
+    for n in names:
+        (tmp_path / n).mkdir()
+        (tmp_path / n / "0-0.lines").write_bytes(b"x")
+    assert _remove_stale_work_dirs(tmp_path) == [tmp_path / names[0]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
