@@ -196,3 +196,25 @@ def test_only_work_folders_of_dead_processes_are_removed(tmp_path: Path) -> None
         (tmp_path / n / "0-0.lines").write_bytes(b"x")
     assert _remove_stale_work_dirs(tmp_path) == [tmp_path / names[0]]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
+
+
+def test_force_removes_the_temporary_tables_a_killed_ingest_left(tmp_path: Path) -> None:
+    """A ``replay ingest`` killed while writing leaves ``RUN/.tmp-<pid>-<table>.parquet``; the
+    rerun with ``--force`` replaces the run and those with it (they were kept for ever, each as
+    big as its table). A file of another name is left."""
+    import orjson
+
+    from sides_data import invoke
+
+    cap = tmp_path / "cap.jsonl"
+    cap.write_bytes(orjson.dumps({"id": "a", "route": "chat.completions", "model": "m",
+                                  "request": {"messages": [{"role": "user", "content": "hi"}]}}) + b"\n")
+    out = tmp_path / "run"
+    assert invoke("ingest", cap, "--out", out, "-q").exit_code == 0
+    left = [out / ".tmp-99999-exchanges.parquet", out / ".tmp-99999-tools.parquet", out / ".tmp-run.json"]
+    for p in left:
+        p.write_bytes(b"partial")
+    (out / "notes.txt").write_text("mine")
+    result = invoke("ingest", cap, "--out", out, "-q", "--force")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["exchanges.parquet", "ingest_errors.parquet", "notes.txt", "run.json", "tools.parquet"]
