@@ -294,8 +294,10 @@ def replay_stream(
     not checked: the check ran on every delta of every replay)."""
     parser = new_parser(parser_cls, tools, reasoning_open=reasoning_open)
     if parser_cls in _builtin_classes():
+        # an event with no content, reasoning or call delta sends no chunk and changes nothing the
+        # client assembles (replay.assemble): most deltas inside a block give one, left out here
         feed = parser.feed
-        events = [feed(d) for d in deltas]
+        events = [e for e in map(feed, deltas) if e.content or e.calls or e.reasoning]
         last = parser.finish()
     else:
         from replay.plugin_check import check_stream_delta
