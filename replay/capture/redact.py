@@ -623,17 +623,23 @@ def scrub_json(value: Any, counts: Counter | None = None, *, names: bool = True)
 _NAME_GATE_WORDS = ("auth", "cookie", "passw", "passphrase", "pwd", "secret", "credential", "jwt", "bearer", 'token"', 'key"')
 
 
-def _drop_secret_names(value: Any, counts: Counter) -> None:
+def _drop_secret_names(value: Any) -> int:
     """Rules 2-3 alone, in place: the envelope's secret-named keys and header pairs dropped;
-    :data:`NAME_FREE_KEYS` subtrees and strings are not visited."""
+    :data:`NAME_FREE_KEYS` subtrees and strings are not visited. Returns how many were dropped
+    (each a ``name`` in :data:`Redactions`)."""
+    dropped = 0
+    cache = _NAME_CACHE
     stack = [value]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             for k in list(node):
-                if isinstance(k, str) and is_secret_name(k):
+                hit = cache.get(k) if type(k) is str else None  # is_secret_name's own cache, without the call
+                if hit is None:
+                    hit = isinstance(k, str) and is_secret_name(k)
+                if hit:
                     del node[k]
-                    counts["name"] += 1
+                    dropped += 1
                 elif k not in NAME_FREE_KEYS and isinstance(node[k], (dict, list)):
                     stack.append(node[k])
         else:
@@ -641,13 +647,14 @@ def _drop_secret_names(value: Any, counts: Counter) -> None:
             for item in node:
                 hn = _header_pair_name(item)
                 if hn is not None and is_secret_name(hn):
-                    counts["name"] += 1
+                    dropped += 1
                     continue
                 keep.append(item)
                 if isinstance(item, (dict, list)):
                     stack.append(item)
             if len(keep) != len(node):
                 node[:] = keep
+    return dropped
 
 
 def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = True, values: bool = True) -> str:
@@ -669,12 +676,11 @@ def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = T
         obj = orjson.loads(text)
     except orjson.JSONDecodeError:
         return text
-    local: Counter = Counter()
-    _drop_secret_names(obj, local)
-    if not local:
+    dropped = _drop_secret_names(obj)
+    if not dropped:
         return text
     if counts is not None:
-        counts.update(local)
+        counts["name"] += dropped
     return orjson.dumps(obj).decode()
 
 
@@ -807,6 +813,8 @@ _LINE_GATED = _VERBATIM_COLUMNS | _KEEP_COLUMNS | {"capture_format", "capture_la
 #: The ``exchanges`` columns (the keys of a row made by replay.capture.v1): of them, only
 #: ``request_json`` is JSON text.
 _EXCHANGE_COLUMNS = frozenset(EXCHANGES.names)
+#: The ``exchanges`` columns a v1 line's gate does not cover (made from it, not copied), in table order.
+_DERIVED_COLUMNS = tuple(c for c in EXCHANGES.names if c not in _LINE_GATED)
 assert [c for c in _EXCHANGE_COLUMNS - _KEEP_COLUMNS if _is_json_column(c)] == ["request_json"]
 
 
@@ -820,7 +828,8 @@ def _row_rules(row: dict, tools: Any, raw: bytes | None = None) -> tuple[int, ..
     line = _line_rules(raw) if raw is not None else None
     if line is not None:
         # numbers and booleans hold no text; the columns of _LINE_GATED hold the line's own strings
-        derived = {k: v for k, v in row.items() if v is not None and type(v) is not int and type(v) is not bool and k not in _LINE_GATED}
+        keys = _DERIVED_COLUMNS if row.keys() <= _EXCHANGE_COLUMNS else (k for k in row if k not in _LINE_GATED)
+        derived = {k: v for k in keys if (v := row.get(k)) is not None and type(v) is not int and type(v) is not bool}
         if not derived:
             return line
         try:
@@ -894,12 +903,11 @@ def redact_exchange(
                     counts["raw-dropped"] += 1
     names_done = False
     if isinstance(request, dict) and isinstance(row.get("request_json"), (str, bytes)):
-        local: Counter = Counter()
-        _drop_secret_names(request, local)
-        if local:
+        dropped = _drop_secret_names(request)
+        if dropped:
             row["request_json"] = orjson.dumps(request).decode()
             if counts is not None:
-                counts.update(local)
+                counts["name"] += dropped
         names_done = True
     st = scrub_text if _row_rules(row, tools, raw) else _same
     if st is _same and not hash_text_too and names_done and row.keys() <= _EXCHANGE_COLUMNS:
