@@ -355,11 +355,13 @@ class LineBatch:
     - ``("error", line_no, offset, raw, reason, detail, source)``: a record that failed before
       parsing (a reader's error, a line over the limit, a stream fault).
 
-    ``nbytes``: the raw bytes it holds (for batch sizing)."""
+    ``nbytes``: the raw bytes it holds (for batch sizing). ``last``: False for a part of a batch
+    read in parts (``--jobs``) but its last one, True for a whole batch."""
 
     source: str
     entries: list[tuple] = field(default_factory=list)
     nbytes: int = 0
+    last: bool = True
 
 
 def ingest_batch(batch: LineBatch, spec: IngestSpec) -> dict[str, Any]:
@@ -774,10 +776,14 @@ def ingest(
 
 def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callable[[int], None], tokenizer: Any,
              max_line_bytes: int, formats: dict[str, int], flush_bytes: int = _FLUSH_BYTES,
-             per_file: dict[str, list[int]] | None = None) -> Iterator[LineBatch]:
+             per_file: dict[str, list[int]] | None = None, part_bytes: int | None = None) -> Iterator[LineBatch]:
     """Every planned file read into :class:`LineBatch` es, in reading order (a batch holds one
-    file's records); ``stats`` counts lines, blank lines and skipped records as they are read, and
-    ``per_file`` (when given) the same three per planned file: ``source -> [lines, blank, skipped]``."""
+    file's records, at most ``batch_rows`` and about ``flush_bytes`` of them); ``stats`` counts
+    lines, blank lines and skipped records as they are read, and ``per_file`` (when given) the
+    same three per planned file: ``source -> [lines, blank, skipped]``. ``part_bytes``: yield each
+    batch in parts of about that many bytes instead (the batches are the same: a part never spans
+    two), each with ``last`` False but the batch's last one (which may be empty), so that no more
+    than a part is held here at a time."""
     for pf in planned:
         source = str(pf.path)
         if pf.consumed:  # a Batch output read with its input (its lines count under the input's file)
@@ -786,6 +792,7 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
         lines0, blank0, skipped0 = stats.lines, stats.blank_lines, stats.skipped
         formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
         batch = LineBatch(source)
+        rows = size_of = 0  # records and bytes of the batch so far (of all its parts)
         last_line = 0
         last_end = 0
         try:
@@ -812,7 +819,14 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
                 else:
                     batch.entries.append(("record", line_no, offset, raw, unit.record, "v1" if unit.v1_raw else pf.fmt, unit.source))
                 batch.nbytes += len(raw)
-                if len(batch.entries) >= batch_rows or batch.nbytes >= flush_bytes:
+                rows += 1
+                size_of += len(raw)
+                if rows >= batch_rows or size_of >= flush_bytes:
+                    yield batch
+                    batch = LineBatch(source)
+                    rows = size_of = 0
+                elif part_bytes is not None and batch.nbytes >= part_bytes:
+                    batch.last = False
                     yield batch
                     batch = LineBatch(source)
         except StreamFault as fault:
@@ -826,7 +840,7 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
             mine[0] += stats.lines - lines0
             mine[1] += stats.blank_lines - blank0
             mine[2] += stats.skipped - skipped0
-        if batch.entries:
+        if batch.entries or rows:  # rows: the batch's earlier parts were yielded, this is its (empty) last
             yield batch
 
 
@@ -879,20 +893,6 @@ def _remove_stale_work_dirs(where: Path) -> list[Path]:
     return removed
 
 
-def _cut(entries: list[tuple], item_bytes: int) -> list[list[tuple]]:
-    """``entries`` (a :class:`LineBatch` 's) in consecutive runs of at least one entry and about
-    ``item_bytes`` bytes of raw lines each (the last one shorter)."""
-    runs: list[list[tuple]] = [[]]
-    size = 0
-    for e in entries:
-        if size >= item_bytes:
-            runs.append([])
-            size = 0
-        runs[-1].append(e)
-        size += len(e[3]) if e[0] == "line" else 0
-    return runs
-
-
 #: The function the pool runs on each :class:`SharedLines` item (a module attribute, looked up
 #: at each run: a test puts a function of its own here that kills its process on some lines).
 _POOL_FUNCTION: Callable[[SharedLines, Any], dict[str, Any]] = ingest_shared
@@ -905,8 +905,8 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
     stages pool, already started, parses its ingest too; else one of ``spec``) and write them to
     ``sink`` in reading order, the same results as in this process.
 
-    A batch of capture-v1 lines is cut into :class:`SharedLines` items of about
-    :data:`_POOL_ITEM_BYTES` (:func:`_cut`): the lines go to the pool through files in
+    ``batches`` come in parts of about :data:`_POOL_ITEM_BYTES` (:func:`_batches`,
+    ``part_bytes``); a part of capture-v1 lines is a :class:`SharedLines` item: its lines go to the pool through files in
     ``/dev/shm`` (:func:`_shm_dir`), and the tables come back the same way
     (:func:`ingest_shared`, :func:`_read_shared`); the parts of a batch are joined
     (:func:`_combine`) and written as that batch. This process only reads (decompresses, splits
@@ -928,6 +928,7 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
     tmp = Path(tempfile.mkdtemp(prefix=f"replay-ingest-{os.getpid()}-", dir=shm))
     ready: dict[int, tuple[list[dict[str, Any]], str]] = {}  # batch -> its parts' results, source
     parts_of: dict[int, list[Any]] = {}  # batch -> its parts' results as they land (None: not yet)
+    closed: set[int] = set()  # batches whose last part was read
     source_of: dict[int, str] = {}
     free_blobs: list[str] = []  # blob files whose items came back
     nxt = 0
@@ -939,38 +940,50 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
             sink.write(_combine([_read_shared(p) for p in parts]), source)
             nxt += 1
 
-    def landed(b: int, j: int, res: dict[str, Any]) -> None:
+    def landed(b: int, j: int | None, res: dict[str, Any] | None) -> None:
+        """Part ``j`` of batch ``b`` is in (None: nothing new, the batch's last part was empty)."""
         parts = parts_of[b]
-        parts[j] = res
-        if all(p is not None for p in parts):
+        if j is not None:
+            parts[j] = res
+        if b in closed and all(p is not None for p in parts):
+            closed.discard(b)
             ready[b] = (parts_of.pop(b), source_of.pop(b))
             flush()
 
     def items() -> Iterator[tuple[tuple[int, int], SharedLines]]:
-        for b, batch in enumerate(batches):
-            if any(e[0] == "record" for e in batch.entries):
-                ready[b] = ([ingest_batch(batch, spec)], batch.source)
-                flush()
-                continue
-            runs = _cut(batch.entries, _POOL_ITEM_BYTES)
-            parts_of[b] = [None] * len(runs)
-            source_of[b] = batch.source
-            for j, run in enumerate(runs):
-                if not started(on, jobs):  # the pool's processes are still starting: parse this one here
-                    landed(b, j, ingest_batch(LineBatch(batch.source, run), spec))
-                    continue
+        warm = False  # True once a pool process has started
+        b = 0  # the batch the next part belongs to
+        for part in batches:  # parts of about _POOL_ITEM_BYTES (_batches), each batch's last one marked
+            parts = parts_of.setdefault(b, [])
+            source_of[b] = part.source
+            j = len(parts) if part.entries else None
+            if j is not None:
+                parts.append(None)
+            if part.last:
+                closed.add(b)
+            if j is None:
+                landed(b, None, None)
+            elif any(e[0] == "record" for e in part.entries):  # other formats: parsed here
+                landed(b, j, ingest_batch(part, spec))
+            elif not warm and not started(on, jobs):  # the pool's processes are still starting: parse it here
+                landed(b, j, ingest_batch(part, spec))
+            else:
+                warm = True
                 # a blob file whose item came back is written over (its pages kept: tmpfs pages
                 # are not allocated and zeroed again); the item's lengths say how much is its own
                 blob = free_blobs.pop() if free_blobs else str(tmp / f"{b}-{j}.lines")
-                item = SharedLines(spec, batch.source, blob, str(tmp / f"{b}-{j}.arrow"))
+                item = SharedLines(spec, part.source, blob, str(tmp / f"{b}-{j}.arrow"))
                 with open(blob, "r+b" if os.path.exists(blob) else "wb") as fh:
-                    for e in run:
+                    for e in part.entries:
                         if e[0] == "line":
                             fh.write(e[3])
                             item.entries.append(("line", e[1], e[2], len(e[3])))
                         else:
                             item.entries.append(e)
+                part.entries = []  # its lines are in the file now
                 yield (b, j), item
+            if part.last:
+                b += 1
 
     def failed(_key: Any, item: SharedLines, message: str) -> dict[str, Any]:
         return failed_batch(item.line_batch(), message)
@@ -1008,7 +1021,8 @@ def _ingest_planned(
     read: dict[str, list[int]] = {}
     ok = False
     try:
-        batches = _batches(planned, stats, batch_rows, on_read, tokenizer, max_line_bytes, formats, _FLUSH_BYTES, read)
+        batches = _batches(planned, stats, batch_rows, on_read, tokenizer, max_line_bytes, formats, _FLUSH_BYTES, read,
+                           _POOL_ITEM_BYTES if jobs > 1 else None)
         if jobs > 1:
             _on_pool(batches, spec, sink, jobs, pool_spec, out, pool_stats)
         else:
