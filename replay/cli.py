@@ -748,8 +748,11 @@ def ingest(
     mark_incomplete(out, {}, "ingest")
     with _progress(quiet) as stage:
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
-            stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact, max_line_bytes=max_line_bytes,
-                               filters=filters, jobs=jobs)
+            try:
+                stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact,
+                                   max_line_bytes=max_line_bytes, filters=filters, jobs=jobs)
+            except OSError as exc:  # the run folder or the pool's work files cannot be written; no pool
+                _fail(f"ingest into {out} stopped: {exc}")
         if jobs > 1:
             from replay.pool import close_pools
 

@@ -175,7 +175,16 @@ def _size(item: Any) -> str:
 
 
 def _pool(jobs: int, spec: Any) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init, initargs=(spec,))
+    """A pool of ``jobs`` spawned processes running :func:`_init` on ``spec``. Raises ``OSError``
+    naming ``--jobs`` when multiprocessing cannot make its locks (POSIX semaphores, which live in
+    a writable ``/dev/shm``: a read-only or missing one raised a bare ``[Errno 30] Read-only file
+    system``)."""
+    try:
+        return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init, initargs=(spec,))
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot start the pool of {jobs} processes (--jobs {jobs}): Python's multiprocessing "
+                                 f"could not create its semaphores ({exc.strerror or exc}; they need a writable /dev/shm); "
+                                 "run with --jobs 1") from exc
 
 
 #: Pools kept open between stages (render, then re-stream), by (spec, jobs): a spawned process

@@ -218,3 +218,82 @@ def test_force_removes_the_temporary_tables_a_killed_ingest_left(tmp_path: Path)
     result = invoke("ingest", cap, "--out", out, "-q", "--force")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["exchanges.parquet", "ingest_errors.parquet", "notes.txt", "run.json", "tools.parquet"]
+
+
+def test_the_work_files_go_to_the_run_folder_when_dev_shm_is_too_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`_shm_dir`: ``/dev/shm`` only when writable with the bytes a parallel ingest may hold
+    there free (:func:`_shm_need`), else the run folder."""
+    import os
+
+    from replay.capture.ingest import _shm_dir, _shm_need
+
+    shm, run = tmp_path / "shm", tmp_path / "run"
+    shm.mkdir()
+    need = _shm_need(2)
+    assert need >= 2 * 2 * (4 << 20)
+    real = os.statvfs
+
+    class Small:
+        f_bavail, f_frsize = (need - 1) // 4096, 4096
+
+    assert _shm_dir(run, need, shm) == shm  # tmp_path's file system has room
+    monkeypatch.setattr(os, "statvfs", lambda p: Small() if Path(p) == shm else real(p))
+    assert _shm_dir(run, need, shm) == run
+    assert _shm_dir(run, 0, shm) == shm
+    assert _shm_dir(run, 0, tmp_path / "missing") == run
+
+
+def _private_shm(tmp_path: Path, opts: str, *args: str):
+    """``python -m replay ARGS`` with a tmpfs of mount options ``opts`` on /dev/shm, in a mount
+    namespace of its own (``unshare -m``); skips where that is not permitted."""
+    import shutil
+    import subprocess
+
+    if sys.platform != "linux" or shutil.which("unshare") is None:
+        pytest.skip("needs Linux and unshare")
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1M tmpfs /dev/shm"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a private /dev/shm here: {probe.stderr.decode(errors='replace').strip()}")
+    script = 'mount -t tmpfs -o "$1" tmpfs /dev/shm || exit 99; shift; exec "$@"'
+    return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", opts, sys.executable, "-m", "replay", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def _capture(tmp_path: Path, n: int) -> Path:
+    import orjson
+
+    cap = tmp_path / "cap.jsonl"
+    rec = {"route": "chat.completions", "model": "m",
+           "request": {"messages": [{"role": "user", "content": "x" * 2000}],
+                       "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}}
+    cap.write_bytes(b"".join(orjson.dumps({**rec, "id": f"x{i}"}) + b"\n" for i in range(n)))
+    return cap
+
+
+def test_a_parallel_ingest_with_a_tiny_dev_shm_writes_the_same_tables(tmp_path: Path) -> None:
+    """``replay ingest --jobs 2`` where /dev/shm is a 1 MiB tmpfs (a container's is often 64 MiB):
+    the work files go to the run folder, the tables are --jobs 1's, nothing is left behind. It
+    raised ``OSError: [Errno 28] No space left on device`` (a traceback) writing an item's lines."""
+    cap = _capture(tmp_path, 6000)  # ~12 MiB: several 4 MiB items
+    r2 = _private_shm(tmp_path, "size=1M", "ingest", str(cap), "--out", str(tmp_path / "j2"), "--jobs", "2", "-q")
+    assert r2.returncode == 0, r2.stderr[-2000:]
+    r1 = _private_shm(tmp_path, "size=1M", "ingest", str(cap), "--out", str(tmp_path / "j1"), "--jobs", "1", "-q")
+    assert r1.returncode == 0, r1.stderr[-2000:]
+    for name in ("exchanges.parquet", "tools.parquet", "ingest_errors.parquet"):
+        assert (tmp_path / "j1" / name).read_bytes() == (tmp_path / "j2" / name).read_bytes(), name
+    assert sorted(p.name for p in (tmp_path / "j2").iterdir()) == ["exchanges.parquet", "ingest_errors.parquet", "run.json", "tools.parquet"]
+
+
+def test_a_read_only_dev_shm_is_a_one_line_error_naming_jobs(tmp_path: Path) -> None:
+    """multiprocessing's semaphores need a writable /dev/shm: with a read-only one, ``replay ingest
+    --jobs 2`` and ``replay audit --jobs 2`` end with one line saying so and what to do (it was a
+    traceback ending in ``OSError: [Errno 30] Read-only file system`` for ingest, and that bare
+    sentence for audit)."""
+    cap = _capture(tmp_path, 3)
+    for cmd in ("ingest", "audit"):
+        more = ("--batch-rows", "1") if cmd == "audit" else ()  # (an audit of 3 exchanges in one batch runs here)
+        r = _private_shm(tmp_path, "size=1M,ro", cmd, str(cap), "--out", str(tmp_path / cmd), "--jobs", "2", *more, "-q")
+        assert r.returncode == 1, (cmd, r.stderr[-2000:])
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:"), (cmd, r.stderr[-2000:])
+        assert "(--jobs 2)" in lines[0] and "writable /dev/shm" in lines[0] and "run with --jobs 1" in lines[0]

@@ -859,11 +859,26 @@ def _without_exchanges(read: dict[str, list[int]], written: dict[str, list[int]]
     return out
 
 
-def _shm_dir(fallback: Path) -> Path:
-    """Where the parallel ingest's work files go: ``/dev/shm`` (memory, never the disk) when it
-    is a writable folder, else ``fallback`` (the run folder)."""
-    shm = Path("/dev/shm")
-    return shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else fallback
+def _shm_dir(fallback: Path, need: int = 0, shm: Path = Path("/dev/shm")) -> Path:
+    """Where the parallel ingest's work files go: ``shm`` (``/dev/shm``: memory, never the disk)
+    when it is a writable folder with at least ``need`` bytes free, else ``fallback`` (the run
+    folder). A container's /dev/shm is often 64 MiB: writing the items' lines there failed with
+    ``ENOSPC`` and a traceback."""
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return fallback
+    free = st.f_bavail * st.f_frsize
+    return shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) and free >= need else fallback
+
+
+def _shm_need(jobs: int) -> int:
+    """Bytes of work files a parallel ingest of ``jobs`` processes may hold at once: the items in
+    flight (:data:`replay.pool.IN_FLIGHT` a process) and a spare, each its lines and its tables
+    back, with room to spare (measured: ~35 MiB at the peak for ``jobs=2``)."""
+    from replay.pool import IN_FLIGHT
+
+    return 4 * _POOL_ITEM_BYTES * (jobs * IN_FLIGHT + 1)
 
 
 def _remove_stale_work_dirs(where: Path) -> list[Path]:
@@ -923,7 +938,7 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
     from replay.pool import map_batches, started
 
     on = pool_spec if pool_spec is not None else spec
-    shm = _shm_dir(out)
+    shm = _shm_dir(out, _shm_need(jobs))
     _remove_stale_work_dirs(shm)
     tmp = Path(tempfile.mkdtemp(prefix=f"replay-ingest-{os.getpid()}-", dir=shm))
     ready: dict[int, tuple[list[dict[str, Any]], str]] = {}  # batch -> its parts' results, source
