@@ -391,9 +391,11 @@ def _finished_run(run: Optional[Path]) -> None:
     except ValueError as exc:  # run.json not JSON
         _fail(str(exc))
     if stage:
-        redo = {"render": "replay render --run RUN, then replay stream --run RUN", "re-stream": "replay stream --run RUN"}.get(stage, "replay audit")
-        _fail(f"{run}: the command that wrote this run stopped during {stage} (interrupted?): its tables are incomplete; "
-              f"run `replay audit` again (or finish it: {redo.replace('RUN', str(run))})")
+        redo = {"render": "replay render --run RUN, then replay stream --run RUN", "re-stream": "replay stream --run RUN",
+                "report": "replay report --run RUN"}.get(stage)
+        again = ("run the command again: `replay audit` resumes; `replay ingest` needs --force"
+                 + (f" (or finish it: {redo.replace('RUN', str(run))})" if redo else ""))
+        _fail(f"{run}: the command that wrote this run stopped during {stage} (interrupted?): its tables are incomplete; {again}")
 
 
 def _fail(msg: str, code: int = 1) -> None:

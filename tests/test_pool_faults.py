@@ -145,6 +145,10 @@ def test_sigterm_ends_a_parallel_ingest_as_ctrl_c_does(tmp_path: Path) -> None:
     assert not [p.name for p in out.iterdir() if p.name.startswith((".tmp-", "replay-ingest-"))]
     result = invoke("query", "summary", "--run", out)
     assert result.exit_code != 0 and "stopped during ingest" in result.stderr, result.stderr
+    # what to do, without the "run `replay audit` again (or finish it: replay audit)" it said for
+    # a `replay ingest` run, whose rerun without --force is refused
+    assert result.stderr.strip().endswith("its tables are incomplete; run the command again: `replay audit` resumes; "
+                                          "`replay ingest` needs --force"), result.stderr
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="signals and /proc as on Linux")
