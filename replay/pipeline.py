@@ -1255,8 +1255,14 @@ def run_stage(
             merge_part, joins, cfg.spec, min(jobs, len(refs)), lambda k, item, msg: merge_part(item, None), stats)}
     else:
         cfg.executor_stats[stage.name] = {"engine": "local", "jobs": 1}
+        from replay.memory import release_above
+        from replay.pool import RELEASE_ABOVE
+
         for ref in todo:
             write_parts(run_dir, stage, ref.key, run_ref(stage, path, ref, cfg))
+            # as a pool process does after each batch: --jobs 1 re-stream of the 20k bench run,
+            # peak 174 -> 156 MiB, 150 -> 139 MiB after the stage, the same CPU
+            release_above(RELEASE_ABOVE)
             if progress:
                 progress(ref.rows)
     if not pooled:
