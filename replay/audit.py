@@ -31,7 +31,7 @@ from replay.memory import arrow_without_pandas, release_memory, single_threaded_
 from replay.pipeline import RENDER, STREAM, AuditConfig, chunking_plan, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
-from replay.pool import close_pools
+from replay.pool import PoolStats, close_pools
 from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries, write_exemplars, write_html_report
 from replay.report.html import html_queries
@@ -168,18 +168,21 @@ def audit(
 PRESTART_BYTES = 8 << 20
 
 
-def _prestart_pool(files: list[Path], cfg: AuditConfig, engine: Any) -> None:
+def _prestart_pool(files: list[Path], cfg: AuditConfig, engine: Any) -> bool:
     """Start the render/re-stream pool (:func:`replay.pool.prestart`) before ingest, so its
-    processes' start-up runs on the other cores while this one ingests, when the stages will run
-    on it: no ``--engine``, a run spec, ``--jobs`` above 1, and captures of at least
-    :data:`PRESTART_BYTES` (a smaller one may make a single batch, which runs in this process)."""
+    processes' start-up overlaps this one's reading, when the stages will run on it: no
+    ``--engine``, a run spec, ``--jobs`` above 1, and captures of at least
+    :data:`PRESTART_BYTES` (a smaller one may make a single batch, which runs in this process).
+    Returns True when it started it: ingest then parses on it too
+    (:func:`replay.capture.ingest`, ``pool_spec``)."""
     if engine is not None or cfg.spec is None or cfg.jobs <= 1:
-        return
+        return False
     if sum(file_size(f) or 0 for f in files) < PRESTART_BYTES:
-        return
+        return False
     from replay.pool import prestart
 
     prestart(cfg.spec, cfg.jobs)
+    return True
 
 
 class RunExistsError(ValueError):
@@ -285,12 +288,16 @@ def _run(
             meta["filters"] = state["filters"]
     else:
         _write_state(run_dir, state)  # from here an interrupted audit can be resumed
-        _prestart_pool(files, cfg, engine)
+        pooled = _prestart_pool(files, cfg, engine)
+        ingest_pool = PoolStats(workers=cfg.pool_workers) if pooled else None
+        cfg.executor_stats["ingest"] = ingest_pool if pooled else {"engine": "local", "jobs": 1}
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
             # row groups of at most batch_rows exchanges: each stage batch is then one row group,
-            # which a pool process reads alone (replay.pipeline.batch_refs)
+            # which a pool process reads alone (replay.pipeline.batch_refs); with the stages' pool
+            # started, its processes parse the capture's lines too (the same rows and row groups)
             stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.tokenizer,
-                           redact=hash_text, max_line_bytes=max_line_bytes, filters=filters, batch_rows=cfg.batch_rows)
+                           redact=hash_text, max_line_bytes=max_line_bytes, filters=filters, batch_rows=cfg.batch_rows,
+                           jobs=cfg.jobs if pooled else 1, pool_spec=cfg.spec if pooled else None, pool_stats=ingest_pool)
         meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
         if filters is not None and filters.active:
             meta["filters"] = filters_meta(filters, stats)

@@ -665,21 +665,25 @@ def audit(
 
 
 IngestJobsOpt = Annotated[
-    int,
+    Optional[int],
     typer.Option(
         "--jobs", min=1,
-        help="Processes that parse the capture's batches of lines (reading, decompressing and writing stay in this one; "
-             "the rows do not depend on it). Default 1: on the bench capture 2 processes cost about twice the CPU seconds "
-             "(lines and tables cross the process boundary) for no shorter wall time on a busy 2-core machine.",
+        help="Processes that parse the capture-v1 lines (reading, decompressing and writing Parquet stay in this one; "
+             "other formats are parsed here; the rows do not depend on it). Default: the CPU count for captures of at "
+             "least 8 MiB on disk, else 1 (starting the pool costs more than it saves on a small capture).",
     ),
 ]
+
+#: Capture bytes (on disk) from which ``replay ingest`` parses on a pool by default (as
+#: :data:`replay.audit.PRESTART_BYTES` for ``replay audit``).
+INGEST_POOL_BYTES = 8 << 20
 
 
 @app.command(short_help="Ingest captures into the run's Parquet tables.")
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
-    jobs: IngestJobsOpt = 1,
+    jobs: IngestJobsOpt = None,
     redact: RedactOpt = False,
     max_line_bytes: MaxLineOpt = 32 << 20,
     capture_format: CaptureFormatOpt = None,
@@ -716,6 +720,8 @@ def ingest(
     if held and not force:
         _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
     files = _captures(paths)
+    if jobs is None:
+        jobs = (os.cpu_count() or 1) if sum(file_size(f) or 0 for f in files) >= INGEST_POOL_BYTES else 1
     tok = _tokenizer(tokenizer)
     if held:
         clear_run(out)

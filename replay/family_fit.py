@@ -56,13 +56,34 @@ def call_starts_of(cls: Any) -> tuple[str, ...] | None:
     return tuple(starts) if starts else None
 
 
+@functools.cache
+def _groups() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The distinct call-start markers of :func:`_table`, grouped by their first two characters:
+    ``((prefix, markers), ...)`` (a marker can occur in a text only where its prefix does)."""
+    groups: dict[str, list[str]] = {}
+    for _, starts in _table():
+        for m in starts:
+            ms = groups.setdefault(m[:2], [])
+            if m not in ms:
+                ms.append(m)
+    return tuple((p, tuple(ms)) for p, ms in groups.items())
+
+
 def families_in(text: str) -> dict[str, str]:
     """``{family: the first of its call-start markers found in text}`` for every built-in family
-    whose call starts occur in ``text``, in registry order (plain substring search)."""
+    whose call starts occur in ``text``, in registry order (plain substring search; each distinct
+    marker searched once, and only when its first two characters occur: 26 searches of a
+    completion became about 7)."""
+    present: set[str] = set()
+    for prefix, ms in _groups():
+        if prefix in text:
+            present.update(m for m in ms if m in text)
+    if not present:
+        return {}
     found: dict[str, str] = {}
     for name, starts in _table():
         for m in starts:
-            if m in text:
+            if m in present:
                 found[name] = m
                 break
     return found

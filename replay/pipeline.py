@@ -271,6 +271,7 @@ class ParserResolver:
         self.cfg = cfg
         self.cache: dict[str, _Sides] = {}
         self.plugins: dict[str, type] = {}
+        self._families: dict[Any, str | None] = {}  # model name -> family_for_model (family())
         if sides is None and (cfg.old_python or cfg.new_python):
             sides = open_sides(cfg)
         self.remote = sides
@@ -291,8 +292,20 @@ class ParserResolver:
         return cls
 
     def family(self, model: str | None) -> str | None:
-        """The family for ``model``: ``--parser`` when given, else the model-name table."""
-        return self.cfg.parser or family_for_model(model)
+        """The family for ``model``: ``--parser`` when given, else the model-name table
+        (:func:`replay.parsers.family_for_model`, looked up once per distinct model name: a
+        capture holds a few names, asked twice per exchange)."""
+        if self.cfg.parser:
+            return self.cfg.parser
+        try:
+            return self._families[model]
+        except KeyError:
+            if len(self._families) >= 4096:  # a capture of many distinct names stays bounded
+                self._families.clear()
+            got = self._families[model] = family_for_model(model)
+            return got
+        except TypeError:  # an unhashable model value (never from the tables)
+            return family_for_model(model)
 
     def _for(self, side: str, spec: str | None, family: str) -> Any:
         worker = self.remote.remote(side) if self.remote is not None else None
@@ -593,7 +606,7 @@ def stage_context(spec: Any) -> _StageContext:
 
 
 #: Columns of ``exchanges`` each stage reads.
-RENDER_COLUMNS = ["exchange_id", "route", "model", "request_json", "server_prompt", "server_prompt_token_ids"]
+RENDER_COLUMNS = ["exchange_id", "route", "model", "request_json", "tools_json", "server_prompt", "server_prompt_token_ids"]
 #: The stream stage reads ``tools_json``, not ``request_json`` (:func:`read_batch` adds
 #: ``request_json`` for a batch where ``tools_json`` is missing or null: :func:`exchange_tools`).
 STREAM_COLUMNS = [
@@ -689,17 +702,109 @@ def _bodies(column: pa.Array) -> list[Any]:
     return [view[a:b] for a, b in zip(ends, ends[1:])]
 
 
-def decode_request(ex: dict[str, Any]) -> dict[str, Any]:
+def decode_request(ex: dict[str, Any], *, share_tools: bool = False) -> dict[str, Any]:
     """``ex`` (a row of :func:`exchange_rows`) with its request decoded: ``_request`` =
     ``orjson.loads`` of its body; a body orjson cannot read becomes ``request_json`` text again,
-    so the stage decodes it itself and records its own error, as for any row. Returns ``ex``."""
+    so the stage decodes it itself and records its own error, as for any row. Returns ``ex``.
+
+    ``share_tools``: the request's ``tools`` is taken from the row's ``tools_json`` when the body
+    holds that text as its top-level ``"tools":`` member (:func:`_decode_sharing_tools`): the
+    same decoded list object for every exchange that sends the same tools, read-only (about half
+    the bytes of an agent's request are its tools: they are decoded once per distinct list).
+    ``ex["_tools_key"]`` is then that text (:func:`replay.render.exchange.render_rows` keys its
+    tool-list caches by it). The decoded request is equal either way."""
     body = ex.pop("_body", None)
     if body is not None:
         try:
-            ex["_request"] = orjson.loads(body)
+            got = _decode_sharing_tools(body, ex.get("tools_json")) if share_tools else None
+            if got is not None:
+                ex["_request"], ex["_tools_key"] = got, ex["tools_json"]
+            else:
+                ex["_request"] = orjson.loads(body)
         except orjson.JSONDecodeError:
             ex["request_json"] = bytes(body).decode("utf-8")
     return ex
+
+
+#: ``tools_json`` text -> ``(b'"tools":' + its UTF-8, its decoded value)``, or None when the text
+#: does not decode (:func:`_decode_sharing_tools`). Bounded: emptied when full.
+_SHARED_TOOLS: dict[str, tuple[bytes, Any] | None] = {}
+_SHARED_TOOLS_MAX = 1024
+#: Tool lists shorter than this (chars) are decoded with their request (nothing to gain).
+_SHARE_MIN_CHARS = 256
+
+
+def _decode_sharing_tools(body: Any, text: str | None) -> dict[str, Any] | None:
+    """The request in ``body`` (bytes or a memoryview of orjson's compact JSON) decoded with its
+    top-level ``tools`` replaced by the shared decoded value of ``text`` (the row's
+    ``tools_json``), or None when that cannot be shown equal to ``orjson.loads(body)`` (the caller
+    then decodes the whole body).
+
+    The first ``"tools":`` + ``text`` in the body is replaced by a placeholder string
+    (:data:`_TOOLS_PLACEHOLDER`, which the body must not hold) and the rest decoded: an unescaped
+    ``"tools":`` is a member name (a quote inside a string is escaped), so the replaced text is a
+    whole JSON value and the body is valid exactly when the rest is. The result is used only when
+    its top-level ``tools`` is then the placeholder (the occurrence replaced is the member orjson
+    keeps: a nested member of the same text, or a duplicate key after it, leaves another value
+    there); ``tools`` is then set to the shared value, the same a decode of the whole body gives
+    there. (``text`` is the row's ``tools_json``, orjson's text of the value the body's ``tools``
+    decodes to, as ingest writes it: a long text, never the placeholder's.) Raises ``orjson.JSONDecodeError`` only as ``orjson.loads`` would
+    on the rest."""
+    if text is None or len(text) < _SHARE_MIN_CHARS:
+        return None
+    try:
+        entry = _SHARED_TOOLS[text]
+    except KeyError:
+        try:
+            entry = (b'"tools":' + text.encode("utf-8"), orjson.loads(text))
+        except (orjson.JSONDecodeError, UnicodeEncodeError):
+            entry = None
+        if len(_SHARED_TOOLS) >= _SHARED_TOOLS_MAX:
+            _SHARED_TOOLS.clear()
+        _SHARED_TOOLS[text] = entry
+    if entry is None:
+        return None
+    pattern, tools = entry
+    raw = body if type(body) is bytes else bytes(body)
+    # the first occurrence of the whole pattern: found by its head (a long needle makes
+    # bytes.find preprocess all of it, as slow as decoding), then compared in place
+    head = pattern[:64]
+    i = raw.find(head)
+    while i >= 0 and not raw.startswith(pattern, i):
+        i = raw.find(head, i + 1)
+    if i < 0:
+        return None
+    if raw.find(_TOOLS_PLACEHOLDER) >= 0:  # the body holds the placeholder itself: it would not tell
+        return None
+    j = i + 8  # just after '"tools":'
+    try:
+        request = orjson.loads(b"".join((raw[:j], _TOOLS_PLACEHOLDER, raw[i + len(pattern):])))
+    except orjson.JSONDecodeError:
+        return None
+    if type(request) is not dict or request.get("tools") != _PLACEHOLDER_VALUE:
+        return None
+    request["tools"] = tools
+    return request
+
+
+#: The JSON text :func:`_decode_sharing_tools` puts where the tools were, and its value: a string
+#: a body that does not hold these bytes cannot decode to anywhere else.
+_TOOLS_PLACEHOLDER = b'"\\u0000replay:shared-tools"'
+_PLACEHOLDER_VALUE = orjson.loads(_TOOLS_PLACEHOLDER)
+
+
+def shares_tools(cfg: AuditConfig) -> bool:
+    """True when the render stage may hand every exchange that sends the same tools one shared,
+    read-only decoded list (:func:`decode_request` ``share_tools``): every side's tool serializer
+    and request preparer is a built-in (:data:`replay.tools.SERIALIZERS`,
+    :data:`replay.prepare.PREPARERS`; none modifies what it is given). A plugin might modify the
+    declarations it gets, which must then stay the exchange's own."""
+    from replay.prepare import PREPARERS
+    from replay.tools import SERIALIZERS
+
+    return all(spec in SERIALIZERS for spec in cfg.serializer_specs().values()) and all(
+        getattr(cfg, f"{side}_preparer", None) in (None, *PREPARERS) for side in SIDES
+    )
 
 
 def _render_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Table]:
@@ -707,13 +812,14 @@ def _render_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
     serializers = ctx.sides.serializers
     remote = {side: w for side in SIDES if (w := ctx.sides.remote(side)) is not None}
     rows: list[dict[str, Any]] = []
+    share = shares_tools(cfg)
     # in process, the requests are read as bytes and decoded one at a time (exchange_rows); the
     # out-of-process sides' path (remote_renders) sends the request text to the workers
     for chunk in _batches(exchange_rows(batch) if not remote else batch.to_pylist(), BATCH if remote else len(batch) or 1, chars=1 << 62):
         pre = remote_renders(chunk, cfg, remote) if remote else None
         for i, ex in enumerate(chunk):
             if ex["request_json"] != "{}":  # a capture without its request (capture_lacks) has nothing to render
-                rows.extend(render_exchange(decode_request(ex), cfg, serializers, pre[i] if pre is not None else None))
+                rows.extend(render_exchange(decode_request(ex, share_tools=share), cfg, serializers, pre[i] if pre is not None else None))
                 ex.pop("_request", None)  # decoded requests are not kept past their exchange
     return {"renders": rows_table(rows, tables.RENDERS)}
 

@@ -164,19 +164,38 @@ def _noop() -> None:
     """A work item that does nothing (:func:`prestart`)."""
 
 
+#: The no-op work items :func:`prestart` sent to each kept pool, by (spec, jobs): done once a
+#: process of the pool has started (:func:`started`).
+_STARTING: dict[tuple[Any, int], list[Future]] = {}
+
+
 def prestart(spec: Any, jobs: int) -> None:
     """Start the pool of ``spec`` with ``jobs`` processes now, without waiting for them: each
     imports replay and builds the spec's config (:func:`_init`, about 0.6 CPU s) while this
     process goes on (``replay audit`` ingests meanwhile), and :func:`map_batches` with the same
     ``spec`` and ``jobs`` then finds them ready. :func:`close_pools` ends them as any kept pool."""
     pool = _shared(jobs, spec)
-    for _ in range(jobs):
-        pool.submit(_noop)
+    _STARTING[(spec, jobs)] = [pool.submit(_noop) for _ in range(jobs)]
+
+
+def started(spec: Any, jobs: int) -> bool:
+    """False while the pool :func:`prestart` started for ``spec`` and ``jobs`` has no process
+    ready yet (none has run its no-op: each is still importing and building the spec's config),
+    so that a caller can do some of the work itself meanwhile (ingest parses its first items);
+    True once one has, or when no prestarted pool is kept for them. Never blocks."""
+    futures = _STARTING.get((spec, jobs))
+    if futures is None or (spec, jobs) not in _KEPT:
+        return True
+    if any(f.done() for f in futures):
+        del _STARTING[(spec, jobs)]
+        return True
+    return False
 
 
 def close_pools() -> None:
     """Shut down the pools :func:`map_batches` kept open (their processes exit; each stops the
     out-of-process sides it started). Called at the end of an audit or stage command."""
+    _STARTING.clear()
     while _KEPT:
         _, pool = _KEPT.popitem()
         pool.shutdown(wait=True, cancel_futures=True)

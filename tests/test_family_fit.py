@@ -282,3 +282,37 @@ def test_formats_lists_the_call_starts() -> None:
     assert "call starts" in result.output
     rows = {line.split("│")[1].strip(): line for line in result.output.splitlines() if line.count("│") > 5}
     assert "[TOOL_CALLS]" in rows["mistral"].split("│")[5] and "to=functions." in rows["harmony"].split("│")[5]
+
+
+def _families_in_naive(text):
+    from replay.family_fit import _table
+
+    found = {}
+    for name, starts in _table():
+        for m in starts:
+            if m in text:
+                found[name] = m
+                break
+    return found
+
+
+def test_families_in_is_the_plain_substring_search():
+    """families_in searches each distinct marker once, behind its two-character prefix: the same
+    answer, in the same order, as searching every family's markers in turn."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from replay.family_fit import _table, families_in
+
+    pieces = sorted({m for _, starts in _table() for m in starts} | {m[:2] for _, starts in _table() for m in starts}
+                    | {m[:-1] for _, starts in _table() for m in starts} | {"x", "<", "|", "{\"a\": 1}", "\n"})
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(pieces), max_size=8))
+    def check(parts):
+        text = "".join(parts)
+        got = families_in(text)
+        want = _families_in_naive(text)
+        assert got == want and list(got) == list(want)
+
+    check()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -768,6 +769,112 @@ def test_jobs_2_writes_the_same_rows_as_jobs_1(tmp_path: Path, filters) -> None:
     assert not [p for p in (tmp_path / "j2").iterdir() if p.name.startswith(".tmp-")]
 
 
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+
+
+def _table_bytes(run: Path) -> dict[str, bytes]:
+    return {name: (run / f"{name}.parquet").read_bytes() for name in ("exchanges", "tools", "ingest_errors")}
+
+
+@pytest.mark.parametrize("item_bytes", [1, 600])
+def test_jobs_2_cuts_batches_into_items_and_writes_the_same_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, item_bytes: int) -> None:
+    """With ``jobs=2`` each batch is cut into items of about ``_POOL_ITEM_BYTES`` of lines (1: a
+    line per item), parsed on the pool through /dev/shm files and joined again: the three tables
+    are the very bytes ``jobs=1`` writes (rows, order, row groups, dictionaries), the stats equal,
+    for v1 captures (plain, zstd, a truncated gzip, duplicate ids, bad lines) mixed with the other
+    formats of ``samples/formats`` (parsed in the parent, in their turn), and no work file is left."""
+    import sys
+
+    from replay.pool import close_pools
+
+    monkeypatch.setattr(sys.modules["replay.capture.ingest"], "_POOL_ITEM_BYTES", item_bytes)
+    caps = _capture_folder(tmp_path)
+    paths = [caps, *sorted(p for p in (SAMPLES / "formats").iterdir() if p.is_file() and not p.name.endswith(".py")),
+             SAMPLES / "malformed.jsonl", SAMPLES / "coding-agent.jsonl"]
+    s1 = ingest(paths, tmp_path / "j1", batch_rows=8)
+    before = set(Path("/dev/shm").iterdir()) if Path("/dev/shm").is_dir() else set()
+    try:
+        s2 = ingest(paths, tmp_path / "j2", batch_rows=8, jobs=2)
+    finally:
+        close_pools()
+    assert s1 == s2 and s1.exchanges > 40 and s1.errors > 5 and s1.duplicate_ids > 0 and len(s1.formats) > 3
+    assert _table_bytes(tmp_path / "j1") == _table_bytes(tmp_path / "j2")
+    assert pq.ParquetFile(tmp_path / "j2" / "exchanges.parquet").metadata.num_row_groups > 5
+    left = (set(Path("/dev/shm").iterdir()) if Path("/dev/shm").is_dir() else set()) - before
+    assert not [p for p in left if p.name.startswith(f"replay-ingest-{os.getpid()}-")]
+    assert not [p for p in (tmp_path / "j2").iterdir() if p.name.startswith((".tmp-", "replay-ingest-"))]
+
+
+def test_a_pool_process_that_dies_costs_its_items_records_not_the_ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool function that kills its process (``os._exit``) on an item holding ``boom``: the
+    item is run again alone, dies again, and its records become ``internal-error`` rows naming
+    their file and line; every other item's rows are written as with ``jobs=1``; the ingest ends."""
+    import sys
+
+    from replay.pool import PoolStats, close_pools
+
+    (tmp_path / "ingest_killer.py").write_text(
+        "import os\n"
+        "from replay.capture.ingest import ingest_shared\n"
+        "def killer(item, spec):\n"
+        "    if any(b'boom' in e[3] for e in item.line_batch().entries if e[0] == 'line'):\n"
+        "        os._exit(3)\n"
+        "    return ingest_shared(item, spec)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the spawned pool processes import it too
+    import ingest_killer
+
+    mod = sys.modules["replay.capture.ingest"]
+    monkeypatch.setattr(mod, "_POOL_FUNCTION", ingest_killer.killer)
+    monkeypatch.setattr(mod, "_POOL_ITEM_BYTES", 1)
+    recs = [{**EX_RESPONSE, "id": f"k{i}"} for i in range(6)]
+    recs[3]["request"] = {**recs[3]["request"], "messages": [{"role": "user", "content": "boom"}]}
+    cap = tmp_path / "cap.jsonl"
+    cap.write_bytes(jl(*recs))
+    stats = PoolStats()
+    try:
+        got = ingest([cap], tmp_path / "j2", jobs=2, pool_stats=stats)
+    finally:
+        close_pools()
+    assert (stats.restarts, stats.failed) == (1, 1) and stats.retried >= 1
+    assert [e["exchange_id"] for e in read(tmp_path / "j2", "exchanges")] == ["k0", "k1", "k2", "k4", "k5"]
+    errs = read(tmp_path / "j2", "ingest_errors")
+    assert [(e["source_file"], e["source_line"], e["reason"]) for e in errs] == [(str(cap), 4, "internal-error")]
+    assert errs[0]["detail"].startswith("WorkerError: the pool process died on this batch of 1 records, twice")
+    assert (got.exchanges, got.errors, got.lines) == (5, 1, 6)
+    check_accounting(got, tmp_path / "j2")
+
+
+def test_parts_of_a_batch_join_as_the_batch() -> None:
+    """:func:`_combine` of a batch's parts is the batch's result: exchanges and tools in order with
+    one dictionary per column, the errors met while parsing in order and the schema rejects
+    (``late_errors``, each part's last rows) after them, as one batch gives them; counts summed."""
+    import pyarrow as pa
+
+    from replay.capture.ingest import IngestSpec, LineBatch, _combine, ingest_batch
+
+    lines = [orjson.dumps({**EX_RESPONSE, "id": f"x{i}"}) if i % 3 else b"[%d]" % i for i in range(9)]
+    whole = ingest_batch(LineBatch("f", [("line", i + 1, i * 10, raw) for i, raw in enumerate(lines)]), IngestSpec())
+    parts = [ingest_batch(LineBatch("f", [("line", i + 1, i * 10, lines[i]) for i in range(a, b)]), IngestSpec()) for a, b in ((0, 4), (4, 5), (5, 9))]
+    got = _combine(parts)
+    for name in ("exchanges", "tools", "ingest_errors"):
+        assert got[name].to_pylist() == whole[name].to_pylist(), name
+        assert got[name].schema == whole[name].schema
+    assert got["exchanges"].column("tools_json").dictionary.to_pylist() == whole["exchanges"].column("tools_json").dictionary.to_pylist()
+    assert got["tool_counts"] == whole["tool_counts"] and got["reasons"] == whole["reasons"] == {"not-object": 3}
+
+    def err(line: int, reason: str) -> dict:
+        return {"source_file": "f", "source_line": line, "byte_offset": 0, "reason": reason, "detail": "d", "excerpt": "e"}
+
+    from replay.capture.columns import batch_from_rows
+    from replay.tables import INGEST_ERRORS as ERRS
+
+    a = {**parts[0], "ingest_errors": batch_from_rows([err(1, "not-json"), err(3, "bad-field")], ERRS), "late_errors": 1}
+    b = {**parts[1], "ingest_errors": batch_from_rows([err(5, "not-json"), err(6, "bad-field"), err(7, "bad-field")], ERRS), "late_errors": 2}
+    lines_of = [(e["source_line"], e["reason"]) for e in _combine([a, b])["ingest_errors"].to_pylist()]
+    assert lines_of == [(1, "not-json"), (5, "not-json"), (3, "bad-field"), (6, "bad-field"), (7, "bad-field")]
+    assert pa.concat_batches  # the join relies on it (pyarrow >= 19)
+
+
 def test_ingest_batch_is_a_function_of_its_lines_and_spec() -> None:
     """The ingest stage as a batch function: entries (lines, readers' records, errors) + a plain
     spec -> Arrow tables, every entry an exchange or an error naming its file and line."""
@@ -806,6 +913,10 @@ def test_cli_ingest_jobs(tmp_path: Path) -> None:
     assert got.exit_code == 0, got.output
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["options"]["jobs"] == 2 and meta["ingest"]["exchanges"] == len(read(tmp_path / "run", "exchanges")) == 50  # 20 + 20 + the 10 lines before the cut
+    got = CliRunner().invoke(app, ["ingest", str(caps), "--out", str(tmp_path / "small"), "-q"])
+    assert got.exit_code == 0, got.output
+    small = json.loads((tmp_path / "small" / "run.json").read_text())
+    assert small["options"]["jobs"] == 1 and small["ingest"] == meta["ingest"]  # below 8 MiB: no pool by default, the same counts
 
 
 def test_tool_lists_sharing_a_fingerprint_stay_apart() -> None:

@@ -325,6 +325,45 @@ def test_scrub_text_is_the_leftmost_first_rule_contract(text: str) -> None:
     assert scrub_text(text) == _reference_scrub(text)
 
 
+@settings(max_examples=examples(1500), deadline=None)
+@given(st.lists(_texts, max_size=4), st.sampled_from(["", "\u00e9", "\u4e2d\U0001f600"]))
+def test_gate_spans_hold_every_match_of_the_rules(parts: list[str], wide: str) -> None:
+    """The scrub tries a rule only inside the spans where its gate matched (_gate_spans): every
+    match of each rule's regex as it runs whose check passes (a match whose check fails replaces
+    nothing) must start inside one of them, at character offsets of texts with 1-, 2- and 4-byte
+    characters alike, in the text and in JSON text holding it; and the scrub must give what
+    searching the whole text gives (spans=None)."""
+    from replay.capture import redact as R
+
+    if R._SPAN_GATES is None:
+        pytest.skip("hyperscan is not installed")
+    text = wide.join(parts)
+    for form in (text, orjson.dumps(text).decode()):
+        rules, spans = R._gate_spans(form)
+        for i, rx in enumerate(R._RULE_RES):
+            check, lead = R._KEY_RULES[i][2], R._RULE_LEADS[i]
+            found = [(q, rx.match(form, q)) for q in range(len(form) + 1)]
+            starts = [q for q, m in found if m and (check is None or check(form[slice(*(m.span(1) if lead else m.span()))]))]
+            if starts:
+                assert i in rules and spans is not None, (R._KEY_RULES[i][0], form)
+                assert all(any(a <= q < b for a, b in spans[i]) for q in starts), (R._KEY_RULES[i][0], form, spans[i])
+        assert R._scrub_rules(form, rules, None, spans) == R._scrub_rules(form, rules, None, None)
+
+
+def test_gate_spans_long_span_and_offsets_past_wide_characters() -> None:
+    """A span longer than _MATCH_LOOP_MAX is searched instead of tried position by position, and
+    offsets after 2- and 4-byte characters are character offsets: the keys are replaced."""
+    from replay.capture import redact as R
+
+    url = "https://" + "u" * 200 + ":" + "p9" * 100 + "@host/x"
+    text = "\u4e2d\U0001f600 " + url + " \u00e9 " + SK
+    _, spans = R._gate_spans(text)
+    if spans is None:
+        pytest.skip("hyperscan is not installed")
+    assert any(b - a > R._MATCH_LOOP_MAX for a, b in spans[R._KEY_RULES.index(next(r for r in R._KEY_RULES if r[0] == "url-password"))])
+    assert scrub_text(text) == "\u4e2d\U0001f600 https://[redacted:url-password]@host/x \u00e9 [redacted:sk]"
+
+
 def test_a_match_whose_check_fails_hides_nothing_after_it() -> None:
     """`?page=` is not a secret's name: its value is not replaced, and a key or a secret-named
     parameter inside that value still is (the old single alternation consumed the whole match)."""
@@ -432,7 +471,7 @@ def test_gate_databases_are_cached_and_a_bad_cache_is_compiled_past(tmp_path):
     env = {**os.environ, "REPLAY_CACHE_DIR": str(tmp_path), "REPLAY_GATES": ""}
     first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     files = sorted(tmp_path.glob("gates-*.hsdb"))
-    assert len(files) == 2 and all(f.stat().st_size > 1000 for f in files)
+    assert len(files) == 3 and all(f.stat().st_size > 1000 for f in files)  # text, line and span gates
     assert first.split() == ["_HyperscanGates", "[1,", "5]", "[13]"]  # bearer and sk; the escape id (len(_KEY_RULES))
     again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert again == first

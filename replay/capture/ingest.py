@@ -31,11 +31,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replay.capture import redact as _redact
-from replay.capture.columns import batch_from_rows, numpy_column, text_column, text_view_column
+from replay.capture.columns import batch_from_rows, numpy_column, take as _take, text_column, text_view_column
 from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
 from replay.capture.filters import REASONS, Filters
 from replay.capture.readers import plan, read_units
@@ -51,11 +50,12 @@ EXCERPT_CHARS = 120
 #: row costs ~8x its line in memory (decoded strings, tool rows, the Arrow copy, Parquet's pages):
 #: 16 MiB keeps ingest near 280 MiB peak RSS on 30 KB exchanges (64 MiB: 430 MiB), at the same CPU.
 _FLUSH_BYTES = 16 << 20
-#: The same with ``jobs > 1``: a batch of lines crosses to a pool process and its tables come back,
-#: and three processes hold batches at once (this one, reading and writing, and two parsing), so
-#: batches are smaller: a pool process stays near 110 MiB instead of 220, and its freed buffers are
-#: reused by the next batch instead of being mapped and faulted in again.
-_POOL_FLUSH_BYTES = 4 << 20
+#: With ``jobs > 1`` the batches are the same (so are the row groups of the tables), and each is
+#: cut into work items of about this many bytes of lines for the pool processes: three processes
+#: hold batches at once (this one, reading and writing, and two parsing), so a pool process
+#: parses a quarter of a batch at a time and stays near 110 MiB instead of 220; the parts are
+#: joined again before they are written (:func:`_combine`).
+_POOL_ITEM_BYTES = 4 << 20
 
 #: Columns whose values are (nearly) all distinct texts: written without a dictionary, which
 #: Parquet would build and then drop past its page limit (``tool_json`` repeats: it keeps one).
@@ -192,15 +192,33 @@ EXCHANGES_BATCH = pa.schema([pa.field(f.name, pa.string_view(), nullable=f.nulla
                              else f for f in EXCHANGES])
 
 
+#: The ``exchanges`` columns :func:`exchanges_batch` converts from the rows' values in one pass
+#: (all but the two it builds itself), as the fields of one struct type.
+_PLAIN_FIELDS = [f for f in EXCHANGES_BATCH if f.name not in ("request_json", "tools_json")]
+_PLAIN_STRUCT = pa.struct(_PLAIN_FIELDS)
+
+
 def exchanges_batch(rows: list[dict]) -> pa.RecordBatch:
     """Rows (dicts keyed by :data:`replay.tables.EXCHANGES` column names; ``request_json`` str or
-    UTF-8 ``bytes``) as one record batch of :data:`EXCHANGES_BATCH` (the same columns, built
-    column by column: :func:`replay.capture.columns.batch_from_rows`; ``tools_json`` a dictionary
-    array of each distinct tool list text once, :func:`_tools_json_column`). Raises ``TypeError`` /
-    ``ValueError`` / ``OverflowError`` for a value the schema rejects (including a null in a column
-    that may not hold one)."""
-    return batch_from_rows(rows, EXCHANGES_BATCH, {"request_json": text_view_column([r["request_json"] for r in rows]),
-                                                   "tools_json": _tools_json_column([r.get("tools_json") for r in rows])})
+    UTF-8 ``bytes``) as one record batch of :data:`EXCHANGES_BATCH` (``request_json`` a view of
+    each row's text, :func:`replay.capture.columns.text_view_column`; ``tools_json`` a dictionary
+    array of each distinct tool list text once, :func:`_tools_json_column`; the other columns
+    converted by ``pa.array`` of the rows as one struct array, whose children are the columns:
+    one pass over the dicts in C, half the time of a list and a ``pa.array`` per column, with the
+    same converters). Raises ``TypeError`` / ``ValueError`` / ``OverflowError`` for a value the
+    schema rejects (including a null in a column that may not hold one), as
+    :func:`replay.capture.columns.batch_from_rows` of the columns one by one does: a batch the
+    one-pass conversion rejects is converted again that way, for its error."""
+    built = {"request_json": text_view_column([r["request_json"] for r in rows]),
+             "tools_json": _tools_json_column([r.get("tools_json") for r in rows])}
+    try:
+        children = pa.array(rows, _PLAIN_STRUCT).flatten()
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        children = None
+    if children is None or any(a.null_count and not f.nullable for f, a in zip(_PLAIN_FIELDS, children)):
+        return batch_from_rows(rows, EXCHANGES_BATCH, built)  # raises the column's own error
+    built.update(zip((f.name for f in _PLAIN_FIELDS), children))
+    return pa.RecordBatch.from_arrays([built[f.name] for f in EXCHANGES_BATCH], schema=EXCHANGES_BATCH)
 
 
 def _tools_json_column(values: list) -> pa.DictionaryArray:
@@ -271,16 +289,17 @@ def tools_batch(units: list[tuple[str, Any]]) -> pa.RecordBatch:
     take = numpy_column(np.concatenate(parts))
     table = batch_from_rows(decls, _DECL)
     counts_np = np.asarray(counts, dtype=np.int64)
-    xids = text_column([u[0] for u in units]).take(numpy_column(np.repeat(np.arange(len(units)), counts_np)))
+    xids = _take(text_column([u[0] for u in units]), numpy_column(np.repeat(np.arange(len(units)), counts_np)))
     starts = np.repeat(np.cumsum(counts_np) - counts_np, counts_np)
     arrays = {"exchange_id": xids, "tool_index": numpy_column((np.arange(n) - starts).astype(np.int32))}
     for f in _DECL:
         col = table.column(f.name)
         if f.name == "tool_json":  # the dictionary's values unique (else Parquet falls back to plain pages)
-            enc = pc.dictionary_encode(col)
-            arrays[f.name] = pa.DictionaryArray.from_arrays(enc.indices.take(take), enc.dictionary)
+            codes: dict[Any, int] = {}  # each distinct text, in order of first occurrence (as dictionary_encode)
+            idx = [None if t is None else codes.setdefault(t, len(codes)) for t in col.to_pylist()]
+            arrays[f.name] = pa.DictionaryArray.from_arrays(_take(pa.array(idx, pa.int32()), take), text_column(list(codes)))
         else:
-            arrays[f.name] = col.take(take)
+            arrays[f.name] = _take(col, take)
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in TOOLS_BATCH], schema=TOOLS_BATCH)
 
 
@@ -336,11 +355,13 @@ class LineBatch:
     - ``("error", line_no, offset, raw, reason, detail, source)``: a record that failed before
       parsing (a reader's error, a line over the limit, a stream fault).
 
-    ``nbytes``: the raw bytes it holds (for batch sizing)."""
+    ``nbytes``: the raw bytes it holds (for batch sizing). ``last``: False for a part of a batch
+    read in parts (``--jobs``) but its last one, True for a whole batch."""
 
     source: str
     entries: list[tuple] = field(default_factory=list)
     nbytes: int = 0
+    last: bool = True
 
 
 def ingest_batch(batch: LineBatch, spec: IngestSpec) -> dict[str, Any]:
@@ -349,7 +370,8 @@ def ingest_batch(batch: LineBatch, spec: IngestSpec) -> dict[str, Any]:
     (:mod:`replay.capture.redact`) and converted to Arrow. Returns ``{"exchanges": table,
     "tools": table, "ingest_errors": table}`` (schemas of :mod:`replay.tables`; rows in the
     batch's order, errors in the order met, a value the schema rejects last) plus ``"tool_counts"``
-    (tool rows per exchange row), ``"reasons"``, ``"redactions"``, ``"filtered_by"`` (counts).
+    (tool rows per exchange row), ``"reasons"``, ``"redactions"``, ``"filtered_by"`` (counts) and
+    ``"late_errors"`` (how many of the last ``ingest_errors`` rows are values the schema rejected).
     Duplicate ids are not renamed here: that needs the whole run (see :func:`ingest`).
     Never raises for the data: a record that fails is an ``ingest_errors`` row (``internal-error``
     for an unexpected exception), naming its file and line."""
@@ -363,7 +385,12 @@ def ingest_batch(batch: LineBatch, spec: IngestSpec) -> dict[str, Any]:
                 rows.add(batch.source, e[1], e[2], e[3], None, "v1")
             else:
                 rows.add(e[6] or batch.source, e[1], e[2], e[3], e[4], e[5])
-        return rows.tables()
+        met = len(rows.errors)
+        res = rows.tables()
+        # errors for values the schema rejects come after those met while parsing: a batch cut in
+        # parts (--jobs) puts them back there (_combine)
+        res["late_errors"] = len(rows.errors) - met
+        return res
 
 
 def failed_batch(batch: LineBatch, message: str) -> dict[str, Any]:
@@ -374,6 +401,127 @@ def failed_batch(batch: LineBatch, message: str) -> dict[str, Any]:
         src = (e[6] if e[0] != "line" else None) or batch.source
         rows.add_error(src, e[1], e[2], "internal-error", message, e[3])
     return rows.tables()
+
+
+@contextmanager
+def _mapped(path: str, size: int) -> Iterator[Any]:
+    """The first ``size`` bytes of the file at ``path`` memory-mapped read-only with its pages
+    mapped at once (``MAP_POPULATE`` where there is one: one call instead of a page fault per
+    4 KiB; the file lives in ``/dev/shm``, so no disk is read): an ``mmap`` (slices are bytes),
+    or ``b""`` for ``size`` 0. Raises ``OSError`` when the file cannot be opened or is shorter."""
+    import mmap
+
+    if not size:
+        yield b""
+        return
+    with open(path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+    try:
+        yield mm
+    finally:
+        mm.close()
+
+
+@dataclass
+class SharedLines:
+    """One work item of the parallel ingest (``jobs > 1``): part of a :class:`LineBatch` whose
+    lines' bytes wait in a file (``blob``, in ``/dev/shm`` when there is one) instead of crossing
+    the pipe, so that what is pickled is small. ``entries``: as :attr:`LineBatch.entries`, but a
+    capture-v1 line is ``("line", line_no, offset, length)``, its ``length`` bytes the next ones
+    of ``blob`` (lines back to back, in entry order). ``out``: the file :func:`ingest_shared`
+    writes its tables to (Arrow IPC). ``spec``: the batch's :class:`IngestSpec`."""
+
+    spec: IngestSpec
+    source: str
+    blob: str
+    out: str
+    entries: list[tuple] = field(default_factory=list)
+
+    def line_batch(self) -> LineBatch:
+        """The :class:`LineBatch` this item stands for (the lines read back from ``blob``).
+        Raises ``OSError`` when ``blob`` cannot be read."""
+        size = sum(e[3] for e in self.entries if e[0] == "line")
+        entries: list[tuple] = []
+        with _mapped(self.blob, size) as data:
+            pos = 0
+            for e in self.entries:
+                if e[0] == "line":
+                    n = e[3]
+                    entries.append(("line", e[1], e[2], data[pos:pos + n]))
+                    pos += n
+                else:
+                    entries.append(e)
+        return LineBatch(self.source, entries)
+
+
+#: The tables of an ingest result, in the order :func:`ingest_shared` writes them to its file.
+_RESULT_TABLES = ("exchanges", "tools", "ingest_errors")
+
+
+def ingest_shared(item: SharedLines, _pool_spec: Any = None) -> dict[str, Any]:
+    """:func:`ingest_batch` of a :class:`SharedLines` item, run in a pool process: the lines are
+    read from ``item.blob`` and the three tables written to ``item.out`` as three Arrow IPC
+    streams back to back (nothing large is pickled back). ``_pool_spec``: the pool's own run spec
+    (:func:`replay.pool.map_batches` passes it; unused: ingest needs only ``item.spec``).
+    Returns the result of :func:`ingest_batch` with each table replaced by ``"ipc"``: the file
+    and the byte offsets ``[start, end)`` of its three streams. Raises ``OSError`` when a file
+    cannot be read or written."""
+    res = ingest_batch(item.line_batch(), item.spec)
+    spans = []
+    with pa.OSFile(item.out, "wb") as sink:
+        for name in _RESULT_TABLES:
+            start = sink.tell()
+            with pa.ipc.new_stream(sink, res[name].schema) as w:
+                w.write_batch(res.pop(name))
+            spans.append((start, sink.tell()))
+    res["ipc"] = (item.out, spans)
+    return res
+
+
+def _read_shared(res: dict[str, Any]) -> dict[str, Any]:
+    """A result of :func:`ingest_shared` with its tables read back (memory-mapped, not copied:
+    the batches' buffers point into the file's pages, which stay mapped while they live; the file
+    is unlinked at once). Other results are returned as they are."""
+    if "ipc" not in res:
+        return res
+    import mmap
+
+    path, spans = res.pop("ipc")
+    with open(path, "rb") as fh:  # mapped with its pages at once (MAP_POPULATE), as _mapped
+        mm = mmap.mmap(fh.fileno(), spans[-1][1], flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+    os.unlink(path)
+    buf = pa.py_buffer(mm)  # unmapped when the last batch reading it is gone
+    for name, (a, b) in zip(_RESULT_TABLES, spans):
+        got = list(pa.ipc.open_stream(buf.slice(a, b - a)))
+        res[name] = got[0]
+    return res
+
+
+def _combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result of a whole :class:`LineBatch` from the results of its parts, in order (each as
+    :func:`ingest_batch` returns it): rows concatenated (dictionaries unified, so ``tools_json``
+    and ``tool_json`` keep one dictionary each), ``ingest_errors`` in the order one batch gives
+    them (those met while parsing, then the schema rejects), counts summed."""
+    if len(parts) == 1:
+        return parts[0]
+    met, late = [], []
+    for p in parts:
+        err, k = p["ingest_errors"], p.get("late_errors", 0)
+        met.append(err.slice(0, err.num_rows - k))
+        late.append(err.slice(err.num_rows - k))
+    out: dict[str, Any] = {
+        "exchanges": pa.concat_batches([p["exchanges"] for p in parts]),
+        "tools": pa.concat_batches([p["tools"] for p in parts]),
+        "ingest_errors": pa.concat_batches(met + late),
+        "tool_counts": [c for p in parts for c in p["tool_counts"]],
+        "late_errors": sum(p.get("late_errors", 0) for p in parts),
+    }
+    for key in ("reasons", "redactions", "filtered_by"):
+        total: Counter[str] = Counter()
+        for p in parts:
+            total.update(p[key])
+        out[key] = dict(total)
+    return out
 
 
 class _Rows:
@@ -533,7 +681,7 @@ class _Sink:
 
         new_ids = text_column(renamed)
         ex = pa.RecordBatch.from_arrays([new_ids, *ex.columns[1:]], schema=ex.schema)
-        tool_ids = new_ids.take(numpy_column(np.repeat(np.arange(len(renamed)), counts).astype(np.int64)))
+        tool_ids = _take(new_ids, numpy_column(np.repeat(np.arange(len(renamed)), counts).astype(np.int64)))
         return ex, pa.RecordBatch.from_arrays([tool_ids, *tl.columns[1:]], schema=tl.schema)
 
     def close(self, ok: bool) -> None:
@@ -560,6 +708,8 @@ def ingest(
     max_line_bytes: int = MAX_LINE_BYTES,
     filters: Filters | None = None,
     jobs: int = 1,
+    pool_spec: Any = None,
+    pool_stats: Any = None,
 ) -> IngestStats:
     """Read capture files (format v1) and write the ingest tables to ``out_dir``.
 
@@ -572,10 +722,18 @@ def ingest(
     progress bar. ``redact``: hash message text (``--redact``, see :mod:`replay.capture.redact`);
     secrets are dropped whatever its value. ``max_line_bytes``: a longer line (decompressed bytes)
     is read past without being held and becomes an ``ingest_errors`` row ``line-too-long``.
-    ``jobs``: with more than 1, the batches are parsed by :func:`ingest_batch` on a pool of that
-    many processes (:func:`replay.pool.map_batches`) while this one reads, decompresses and writes;
-    the rows and their order do not depend on ``jobs`` (a pool process that dies twice on a batch
-    turns its records into ``internal-error`` rows).
+    ``jobs``: with more than 1, the batches of capture-v1 lines are parsed by :func:`ingest_batch`
+    on a pool of that many processes (:func:`_on_pool`; lines and tables pass through files in
+    ``/dev/shm``) while this one reads, decompresses and writes; the rows, their order, the row
+    groups and the counts do not depend on ``jobs`` (a pool process that dies twice on an item
+    turns its records into ``internal-error`` rows). Records of the other formats are parsed in
+    this process whatever ``jobs`` is (their readers keep state across records). ``pool_spec``:
+    the run spec of a pool already started (:func:`replay.pool.prestart`) to parse on, as
+    ``replay audit`` passes its stages' one; None: a pool of its own (about 0.3 CPU s per process
+    to start, so a small capture is faster with ``jobs=1``; :func:`replay.pool.close_pools` ends it).
+    ``pool_stats``: a :class:`replay.pool.PoolStats` the pool's restarts and failed items are
+    counted in (``run.json`` ``executors.ingest`` of an audit); they are not :class:`IngestStats`,
+    which do not depend on ``jobs``.
 
     Reading stays in this process: a zstd or gzip stream cannot be decompressed from the middle
     (zstd frames can, but writers put a whole capture in one frame), so one file is split into
@@ -612,20 +770,26 @@ def ingest(
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     files = discover(paths)
     with line_limit(max_line_bytes), _fewer_collections(), _system_allocator():  # every reader's open_lines reads with this limit
-        return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs)
+        return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs,
+                               pool_spec, pool_stats)
 
 
 def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callable[[int], None], tokenizer: Any,
              max_line_bytes: int, formats: dict[str, int], flush_bytes: int = _FLUSH_BYTES,
-             per_file: dict[str, list[int]] | None = None) -> Iterator[LineBatch]:
+             per_file: dict[str, list[int]] | None = None, part_bytes: int | None = None) -> Iterator[LineBatch]:
     """Every planned file read into :class:`LineBatch` es, in reading order (a batch holds one
-    file's records); ``stats`` counts lines, blank lines and skipped records as they are read, and
-    ``per_file`` (when given) the same three per planned file: ``source -> [lines, blank, skipped]``."""
+    file's records, at most ``batch_rows`` and about ``flush_bytes`` of them); ``stats`` counts
+    lines, blank lines and skipped records as they are read, and ``per_file`` (when given) the
+    same three per planned file: ``source -> [lines, blank, skipped]``. ``part_bytes``: yield each
+    batch in parts of about that many bytes instead (the batches are the same: a part never spans
+    two), each with ``last`` False but the batch's last one (which may be empty), so that no more
+    than a part is held here at a time."""
     for pf in planned:
         source = str(pf.path)
         lines0, blank0, skipped0 = stats.lines, stats.blank_lines, stats.skipped
         formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
         batch = LineBatch(source)
+        rows = size_of = 0  # records and bytes of the batch so far (of all its parts)
         last_line = 0
         last_end = 0
         try:
@@ -652,7 +816,14 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
                 else:
                     batch.entries.append(("record", line_no, offset, raw, unit.record, "v1" if unit.v1_raw else pf.fmt, unit.source))
                 batch.nbytes += len(raw)
-                if len(batch.entries) >= batch_rows or batch.nbytes >= flush_bytes:
+                rows += 1
+                size_of += len(raw)
+                if rows >= batch_rows or size_of >= flush_bytes:
+                    yield batch
+                    batch = LineBatch(source)
+                    rows = size_of = 0
+                elif part_bytes is not None and batch.nbytes >= part_bytes:
+                    batch.last = False
                     yield batch
                     batch = LineBatch(source)
         except StreamFault as fault:
@@ -666,7 +837,7 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
             mine[0] += stats.lines - lines0
             mine[1] += stats.blank_lines - blank0
             mine[2] += stats.skipped - skipped0
-        if batch.entries:
+        if batch.entries or rows:  # rows: the batch's earlier parts were yielded, this is its (empty) last
             yield batch
 
 
@@ -685,13 +856,123 @@ def _without_exchanges(read: dict[str, list[int]], written: dict[str, list[int]]
     return out
 
 
+def _shm_dir(fallback: Path) -> Path:
+    """Where the parallel ingest's work files go: ``/dev/shm`` (memory, never the disk) when it
+    is a writable folder, else ``fallback`` (the run folder)."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else fallback
+
+
+#: The function the pool runs on each :class:`SharedLines` item (a module attribute, looked up
+#: at each run: a test puts a function of its own here that kills its process on some lines).
+_POOL_FUNCTION: Callable[[SharedLines, Any], dict[str, Any]] = ingest_shared
+
+
+def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: int, pool_spec: Any, out: Path,
+             pool_stats: Any = None) -> None:
+    """Run ``batches`` through :func:`ingest_batch` on a pool of ``jobs`` processes
+    (:func:`replay.pool.map_batches`, the pool of ``pool_spec`` when given, so that an audit's
+    stages pool, already started, parses its ingest too; else one of ``spec``) and write them to
+    ``sink`` in reading order, the same results as in this process.
+
+    ``batches`` come in parts of about :data:`_POOL_ITEM_BYTES` (:func:`_batches`,
+    ``part_bytes``); a part of capture-v1 lines is a :class:`SharedLines` item: its lines go to the pool through files in
+    ``/dev/shm`` (:func:`_shm_dir`), and the tables come back the same way
+    (:func:`ingest_shared`, :func:`_read_shared`); the parts of a batch are joined
+    (:func:`_combine`) and written as that batch. This process only reads (decompresses, splits
+    lines), copies lines out and writes Parquet. A batch holding readers' records (HAR, OTel,
+    SSE, server logs, LiteLLM, Batch: their readers keep state across records, and the records
+    are dicts already) is parsed here, in its turn, and so are the items met while the pool's
+    processes are still starting (:func:`replay.pool.started`: an audit's pool builds the run's
+    renderers and parsers first, ~0.6 s, which would leave this process waiting). A pool process that dies is retried once
+    alone, then its item's records become ``internal-error`` rows (:func:`failed_batch`);
+    ``pool_stats`` (a :class:`replay.pool.PoolStats`, or None) counts them."""
+    import shutil
+    import tempfile
+
+    from replay.pool import map_batches, started
+
+    on = pool_spec if pool_spec is not None else spec
+    tmp = Path(tempfile.mkdtemp(prefix=f"replay-ingest-{os.getpid()}-", dir=_shm_dir(out)))
+    ready: dict[int, tuple[list[dict[str, Any]], str]] = {}  # batch -> its parts' results, source
+    parts_of: dict[int, list[Any]] = {}  # batch -> its parts' results as they land (None: not yet)
+    closed: set[int] = set()  # batches whose last part was read
+    source_of: dict[int, str] = {}
+    free_blobs: list[str] = []  # blob files whose items came back
+    nxt = 0
+
+    def flush() -> None:
+        nonlocal nxt
+        while nxt in ready:
+            parts, source = ready.pop(nxt)
+            sink.write(_combine([_read_shared(p) for p in parts]), source)
+            nxt += 1
+
+    def landed(b: int, j: int | None, res: dict[str, Any] | None) -> None:
+        """Part ``j`` of batch ``b`` is in (None: nothing new, the batch's last part was empty)."""
+        parts = parts_of[b]
+        if j is not None:
+            parts[j] = res
+        if b in closed and all(p is not None for p in parts):
+            closed.discard(b)
+            ready[b] = (parts_of.pop(b), source_of.pop(b))
+            flush()
+
+    def items() -> Iterator[tuple[tuple[int, int], SharedLines]]:
+        warm = False  # True once a pool process has started
+        b = 0  # the batch the next part belongs to
+        for part in batches:  # parts of about _POOL_ITEM_BYTES (_batches), each batch's last one marked
+            parts = parts_of.setdefault(b, [])
+            source_of[b] = part.source
+            j = len(parts) if part.entries else None
+            if j is not None:
+                parts.append(None)
+            if part.last:
+                closed.add(b)
+            if j is None:
+                landed(b, None, None)
+            elif any(e[0] == "record" for e in part.entries):  # other formats: parsed here
+                landed(b, j, ingest_batch(part, spec))
+            elif not warm and not started(on, jobs):  # the pool's processes are still starting: parse it here
+                landed(b, j, ingest_batch(part, spec))
+            else:
+                warm = True
+                # a blob file whose item came back is written over (its pages kept: tmpfs pages
+                # are not allocated and zeroed again); the item's lengths say how much is its own
+                blob = free_blobs.pop() if free_blobs else str(tmp / f"{b}-{j}.lines")
+                item = SharedLines(spec, part.source, blob, str(tmp / f"{b}-{j}.arrow"))
+                with open(blob, "r+b" if os.path.exists(blob) else "wb") as fh:
+                    for e in part.entries:
+                        if e[0] == "line":
+                            fh.write(e[3])
+                            item.entries.append(("line", e[1], e[2], len(e[3])))
+                        else:
+                            item.entries.append(e)
+                part.entries = []  # its lines are in the file now
+                yield (b, j), item
+            if part.last:
+                b += 1
+
+    def failed(_key: Any, item: SharedLines, message: str) -> dict[str, Any]:
+        return failed_batch(item.line_batch(), message)
+
+    try:
+        for (b, j), item, res in map_batches(_POOL_FUNCTION, items(), on, jobs, failed, pool_stats):
+            free_blobs.append(item.blob)
+            landed(b, j, res)
+        flush()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _ingest_planned(
     planned: list, files: list[Path], out_dir: str | os.PathLike, batch_rows: int,
     progress: Callable[[int], None] | None, redact: bool, max_line_bytes: int, tokenizer: Any,
-    filters: Filters | None = None, jobs: int = 1,
+    filters: Filters | None = None, jobs: int = 1, pool_spec: Any = None, pool_stats: Any = None,
 ) -> IngestStats:
     """The body of :func:`ingest` once the files are planned: batches read here, run through
-    :func:`ingest_batch` (here, or on a pool of ``jobs`` processes), written in reading order."""
+    :func:`ingest_batch` (here, or on a pool of ``jobs`` processes: :func:`_on_pool`), written
+    in reading order."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stats = IngestStats(files=len(files))
@@ -708,18 +989,10 @@ def _ingest_planned(
     read: dict[str, list[int]] = {}
     ok = False
     try:
-        batches = _batches(planned, stats, batch_rows, on_read, tokenizer, max_line_bytes, formats,
-                           _POOL_FLUSH_BYTES if jobs > 1 else _FLUSH_BYTES, read)
+        batches = _batches(planned, stats, batch_rows, on_read, tokenizer, max_line_bytes, formats, _FLUSH_BYTES, read,
+                           _POOL_ITEM_BYTES if jobs > 1 else None)
         if jobs > 1:
-            from replay.pool import map_batches
-
-            pending: dict[int, dict[str, Any]] = {}
-            nxt = 0
-            for key, batch, res in map_batches(ingest_batch, enumerate(batches), spec, jobs, lambda k, b, msg: failed_batch(b, msg)):
-                pending[key] = (res, batch.source)
-                while nxt in pending:
-                    sink.write(*pending.pop(nxt))
-                    nxt += 1
+            _on_pool(batches, spec, sink, jobs, pool_spec, out, pool_stats)
         else:
             for batch in batches:
                 sink.write(ingest_batch(batch, spec), batch.source)

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from replay.capture import batch, har, litellm, otel, serverlog, sse
 from replay.capture.detect import FORMATS, detect_file
 from replay.capture.files import open_lines
-from replay.capture.jsonlines import read_json_lines
 from replay.capture.records import Unit
 from replay.capture.v1 import decode_line
+
+# each format's reader is imported when a file of that format is read (a run of v1 captures
+# imports none of them: ~10 ms of every `replay ingest` start-up)
 
 __all__ = ["PlannedFile", "plan", "read_units"]
 
@@ -36,6 +37,8 @@ class PlannedFile:
 
 
 def _batch_role(path: Path) -> str | None:
+    from replay.capture import batch
+
     try:
         for _l, _o, raw in open_lines(path):
             if raw.strip():
@@ -55,7 +58,12 @@ def plan(files: list[Path], capture_format: str | None = None) -> list[PlannedFi
         raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
     planned = [PlannedFile(p, capture_format or detect_file(p)) for p in files]
     roles = {pf.path: r for pf in planned if pf.fmt == "openai-batch" and (r := _batch_role(pf.path))}
-    pairs = batch.pair_files(roles)
+    if roles:
+        from replay.capture import batch
+
+        pairs = batch.pair_files(roles)
+    else:
+        pairs = {}
     outputs = set(pairs.values())
     for pf in planned:
         if pf.path in pairs:
@@ -83,6 +91,9 @@ def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None,
         return iter(())
     if pf.fmt == "v1":
         return _v1_units(path, on_read)
+    from replay.capture import batch, har, litellm, otel, serverlog, sse
+    from replay.capture.jsonlines import read_json_lines
+
     if pf.fmt == "sse":
         return sse.read_transcript(path, source, on_read)
     if pf.fmt == "body":

@@ -21,7 +21,8 @@ so no capture format can bring a secret into a run folder by a path of its own.
    a shape whose check fails (a query parameter whose name is not a secret's) is left as it is and
    hides nothing that starts inside it. Linear time: an RE2 set of each rule's literal parts (its
    gate) tells in one pass which rules can match in a row (scanning the capture line itself for v1
-   lines) and in each string, and only those rules' regexes run, each from its literal start.
+   lines) and in each string, and only those rules' regexes run, each from its literal start and
+   only where its gate matched (Hyperscan reports where; with the RE2 fallback, over the string).
 2. *Secret names* (:func:`is_secret_name`), in the envelope only: in JSON a row holds (the request
    body and the JSON columns readers add: headers, metadata), a key whose name is a secret's is
    dropped with its value, as is a header in list form (``{"name": "Authorization", "value": …}``
@@ -261,20 +262,35 @@ class _HyperscanGates:
     supersets of their rules; ``(?i)`` becomes Hyperscan's caseless flag (ASCII folding; the
     non-ASCII folds Python's ``re`` applies are spelled out in the gates themselves)."""
 
-    def __init__(self, patterns: list[str]) -> None:
+    def __init__(self, patterns: list[str], spans: bool = False) -> None:
         import hyperscan
 
         exprs, flags = [], []
+        # spans: every match reported with its leftmost start (:meth:`Spans`); else one report per gate
+        each = hyperscan.HS_FLAG_SOM_LEFTMOST if spans else hyperscan.HS_FLAG_SINGLEMATCH
         for pat in patterns:
             caseless = pat.startswith("(?i)")
             exprs.append((pat[4:] if caseless else pat).encode("utf-8"))
-            flags.append(hyperscan.HS_FLAG_SINGLEMATCH | (hyperscan.HS_FLAG_CASELESS if caseless else 0))
+            flags.append(each | (hyperscan.HS_FLAG_CASELESS if caseless else 0))
         self.db = _cached_database(hyperscan, exprs, flags)
         self.scratch = hyperscan.Scratch(self.db)  # one per process: scans never run concurrently here
 
     @staticmethod
     def _hit(i: int, start: int, end: int, flags: int, found: set) -> None:
         found.add(i)
+
+    @staticmethod
+    def _span(i: int, start: int, end: int, flags: int, found: dict) -> None:
+        found.setdefault(i, []).append((start, end))
+
+    def Spans(self, data: bytes) -> dict[int, list[tuple[int, int]]]:  # noqa: N802 - as Match
+        """Per gate that matches in ``data`` (UTF-8 bytes), each of its matches as ``(start, end)``
+        byte offsets: every offset at which a match ends, with the leftmost start of the matches
+        ending there (Hyperscan's ``SOM_LEFTMOST``), so that every match's start lies in
+        ``[start, end)`` of some pair. Only for a database made with ``spans=True``."""
+        found: dict = {}
+        self.db.scan(data, match_event_handler=self._span, context=found, scratch=self.scratch)
+        return found
 
     def Match(self, data: str | bytes) -> list[int]:  # noqa: N802 - the RE2 Set method it stands for
         if isinstance(data, str):
@@ -327,6 +343,18 @@ def _gates(patterns: list[str]) -> Any:
     return _gate_set(patterns)
 
 
+def _span_gates(patterns: list[str]) -> "_HyperscanGates | None":
+    """The gates as a Hyperscan database that reports where each match is
+    (:meth:`_HyperscanGates.Spans`), or None where :func:`_gates` would use RE2 (whose set tells
+    which patterns match, not where): the rules then search the whole text."""
+    if os.environ.get("REPLAY_GATES") != "re2":
+        try:
+            return _HyperscanGates(patterns, spans=True)
+        except Exception:  # noqa: BLE001 - as _gates
+            pass
+    return None
+
+
 # a `\/` or a `\u` escape of an ASCII character (or of U+0130, U+0131, U+017F: see "basic") in raw
 # JSON can hide a gate's literal; a raw line holding one is gated on its decoded strings instead
 _ESCAPE = r"\\(?:/|u00[0-7][0-9a-fA-F]|u013[01]|u017[fF])"
@@ -338,6 +366,8 @@ _GATES = _gates([g for *_, g in _KEY_RULES])
 _LINE_GATES = _gates([*(g for *_, g in _KEY_RULES), _ESCAPE])
 _ALL_RULES = tuple(range(len(_KEY_RULES)))
 _ESCAPE_ID = len(_KEY_RULES)
+#: The gates again, telling where they match (:func:`_gate_spans`); None without Hyperscan.
+_SPAN_GATES = _span_gates([g for *_, g in _KEY_RULES])
 
 
 def _rules_in(data: str | bytes) -> tuple[int, ...]:
@@ -375,25 +405,100 @@ def _replacement(kind: str, text: str) -> str:
     return f"[redacted:{kind}]"
 
 
-def _search(i: int, text: str, pos: int) -> tuple[int, int] | None:
-    """The span of rule ``i``'s first match starting at ``pos`` or later, else None."""
+def _gate_spans(text: str, data: bytes | None = None) -> tuple[tuple[int, ...], dict[int, list[tuple[int, int]]] | None]:
+    """:func:`_rules_in` of ``text`` and, per rule found, where its gate matched: sorted, disjoint
+    ``[start, end)`` character offsets of ``text`` such that every match of the rule's regex (as it
+    runs, :func:`_fast_form`) starts inside one of them. That holds because each gate matches,
+    from the same first character, wherever its rule's regex does (every gate is its rule's
+    literal start followed by a relaxation of the rest, see :data:`_KEY_RULES`; ``query``'s gate
+    only where the check can pass, and a match whose check fails changes nothing), and
+    :meth:`_HyperscanGates.Spans` reports every gate match's end with a start at or before it.
+    The spans are None (search the whole text) without Hyperscan, or when an offset is not at a
+    character boundary (not expected: every gate starts and ends on an ASCII byte). ``data``:
+    ``text`` encoded as UTF-8, when the caller has it (else it is encoded here)."""
+    if _SPAN_GATES is None:
+        return _rules_in(text if data is None else data), None
+    if data is None:
+        try:
+            data = text.encode("utf-8")
+        except UnicodeError:  # lone surrogates: every rule, everywhere
+            return _ALL_RULES, None
+    found = _SPAN_GATES.Spans(data)
+    if not found:
+        return (), None
+    rules = tuple(sorted(found))
+    if not text.isascii():  # byte offsets -> character offsets, one pass over the bytes
+        at: dict[int, int] = {}
+        prev = chars = 0
+        try:
+            for off in sorted({o for pairs in found.values() for pair in pairs for o in pair}):
+                chars += len(data[prev:off].decode("utf-8"))
+                at[off] = chars
+                prev = off
+        except UnicodeDecodeError:
+            return rules, None
+        found = {i: [(at[a], at[b]) for a, b in pairs] for i, pairs in found.items()}
+    spans = {}
+    for i, pairs in found.items():
+        merged: list[list[int]] = []
+        for a, b in sorted(pairs):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        spans[i] = [(a, b) for a, b in merged]
+    return rules, spans
+
+
+#: A gate span at most this long is tried position by position (``match``); a longer one is searched.
+_MATCH_LOOP_MAX = 256
+
+
+def _search(i: int, text: str, pos: int, spans: list[tuple[int, int]] | None = None) -> tuple[int, int] | None:
+    """The span of rule ``i``'s first match starting at ``pos`` or later, else None. ``spans``
+    (:func:`_gate_spans`): where the rule's matches can start; the regex is tried only there
+    (the same answer as searching the whole text, without reading the text in between)."""
     lead = _RULE_LEADS[i]
-    m = _RULE_RES[i].search(text, max(0, pos - lead))
+    rx = _RULE_RES[i]
+    q0 = max(0, pos - lead)  # where the regex as it runs (with its lead) may start
+    if spans is None:
+        m = rx.search(text, q0)
+    else:
+        m = None
+        for a, b in spans:
+            if b <= q0:
+                continue
+            q = max(a, q0)
+            if b - q > _MATCH_LOOP_MAX:
+                m = rx.search(text, q)  # the first match at q or later (none starts in [q0, q))
+                break
+            for q in range(q, b):
+                m = rx.match(text, q)
+                if m is not None:
+                    break
+            if m is not None:
+                break
     if m is None:
         return None
     return m.span(1) if lead else m.span()
 
 
-def _scrub_rules(text: str, rules: tuple[int, ...], counts: Counter | None) -> str:
+def _scrub_rules(text: str, rules: tuple[int, ...], counts: Counter | None,
+                 spans: dict[int, list[tuple[int, int]]] | None = None) -> str:
     """Rule 1 with the rules ``rules`` only (those whose gate matched). Left to right, as one
     alternation of the rules in :data:`_KEY_RULES` order would: at each position the first rule
     that matches there wins and the scan goes on after its match; a match whose check fails
     (``Bearer`` words without a digit, a query parameter whose name is not a secret's) is not
     replaced and does not hide what starts inside it. Each rule's regex runs on its own from its
-    literal start (:func:`_fast_form`), so no alternation is tried at every position."""
+    literal start (:func:`_fast_form`), so no alternation is tried at every position; given
+    ``spans`` (:func:`_gate_spans`), only where its gate matched."""
+
+    def sp_of(i: int) -> list[tuple[int, int]] | None:
+        return None if spans is None else spans.get(i, [])
+
     heap = []
     for i in rules:
-        sp = _search(i, text, 0)
+        sp = _search(i, text, 0, sp_of(i))
         if sp is not None:
             heap.append((sp[0], i, sp[1]))
     if not heap:
@@ -405,16 +510,16 @@ def _scrub_rules(text: str, rules: tuple[int, ...], counts: Counter | None) -> s
         start, i, end = heapq.heappop(heap)
         kind, _, check, _ = _KEY_RULES[i]
         if start < pos:  # inside a replaced match: this rule's next match from there
-            sp = _search(i, text, pos)
+            sp = _search(i, text, pos, sp_of(i))
         elif check is not None and not check(text[start:end]):
-            sp = _search(i, text, start + 1)
+            sp = _search(i, text, start + 1, sp_of(i))
         else:
             out.append(text[pos:start])
             out.append(_replacement(kind, text[start:end]))
             if counts is not None:
                 counts[f"value:{kind}"] += 1
             pos = end
-            sp = _search(i, text, pos)
+            sp = _search(i, text, pos, sp_of(i))
         if sp is not None:
             heapq.heappush(heap, (sp[0], i, sp[1]))
     if not out:
@@ -428,13 +533,18 @@ def scrub_text(text: str, counts: Counter | None = None) -> str:
 
     ``counts``: incremented by ``value:<kind>`` per replacement. Deterministic and idempotent; a
     replacement never contains ``"`` or ``\\``, so JSON text stays JSON. Returns ``text`` itself
-    when nothing matched. Linear time: one RE2 pass finds the rules that can match (their gates),
-    and only those run (:func:`_scrub_rules`).
+    when nothing matched. Linear time: one pass of the gates finds the rules that can match and
+    where (:func:`_gate_spans`), and only those run, only there (:func:`_scrub_rules`).
     """
-    rules = _rules_in(text)
+    return _scrub_encoded(text, None, counts)
+
+
+def _scrub_encoded(text: str, data: bytes | None, counts: Counter | None) -> str:
+    """:func:`scrub_text` of ``text``, gated on ``data`` (``text`` as UTF-8 bytes, or None)."""
+    rules, spans = _gate_spans(text, data)
     if not rules:
         return text
-    return _scrub_rules(text, rules, counts)
+    return _scrub_rules(text, rules, counts, spans)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -513,17 +623,23 @@ def scrub_json(value: Any, counts: Counter | None = None, *, names: bool = True)
 _NAME_GATE_WORDS = ("auth", "cookie", "passw", "passphrase", "pwd", "secret", "credential", "jwt", "bearer", 'token"', 'key"')
 
 
-def _drop_secret_names(value: Any, counts: Counter) -> None:
+def _drop_secret_names(value: Any) -> int:
     """Rules 2-3 alone, in place: the envelope's secret-named keys and header pairs dropped;
-    :data:`NAME_FREE_KEYS` subtrees and strings are not visited."""
+    :data:`NAME_FREE_KEYS` subtrees and strings are not visited. Returns how many were dropped
+    (each a ``name`` in :data:`Redactions`)."""
+    dropped = 0
+    cache = _NAME_CACHE
     stack = [value]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             for k in list(node):
-                if isinstance(k, str) and is_secret_name(k):
+                hit = cache.get(k) if type(k) is str else None  # is_secret_name's own cache, without the call
+                if hit is None:
+                    hit = isinstance(k, str) and is_secret_name(k)
+                if hit:
                     del node[k]
-                    counts["name"] += 1
+                    dropped += 1
                 elif k not in NAME_FREE_KEYS and isinstance(node[k], (dict, list)):
                     stack.append(node[k])
         else:
@@ -531,13 +647,14 @@ def _drop_secret_names(value: Any, counts: Counter) -> None:
             for item in node:
                 hn = _header_pair_name(item)
                 if hn is not None and is_secret_name(hn):
-                    counts["name"] += 1
+                    dropped += 1
                     continue
                 keep.append(item)
                 if isinstance(item, (dict, list)):
                     stack.append(item)
             if len(keep) != len(node):
                 node[:] = keep
+    return dropped
 
 
 def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = True, values: bool = True) -> str:
@@ -559,12 +676,11 @@ def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = T
         obj = orjson.loads(text)
     except orjson.JSONDecodeError:
         return text
-    local: Counter = Counter()
-    _drop_secret_names(obj, local)
-    if not local:
+    dropped = _drop_secret_names(obj)
+    if not dropped:
         return text
     if counts is not None:
-        counts.update(local)
+        counts["name"] += dropped
     return orjson.dumps(obj).decode()
 
 
@@ -697,6 +813,8 @@ _LINE_GATED = _VERBATIM_COLUMNS | _KEEP_COLUMNS | {"capture_format", "capture_la
 #: The ``exchanges`` columns (the keys of a row made by replay.capture.v1): of them, only
 #: ``request_json`` is JSON text.
 _EXCHANGE_COLUMNS = frozenset(EXCHANGES.names)
+#: The ``exchanges`` columns a v1 line's gate does not cover (made from it, not copied), in table order.
+_DERIVED_COLUMNS = tuple(c for c in EXCHANGES.names if c not in _LINE_GATED)
 assert [c for c in _EXCHANGE_COLUMNS - _KEEP_COLUMNS if _is_json_column(c)] == ["request_json"]
 
 
@@ -710,7 +828,8 @@ def _row_rules(row: dict, tools: Any, raw: bytes | None = None) -> tuple[int, ..
     line = _line_rules(raw) if raw is not None else None
     if line is not None:
         # numbers and booleans hold no text; the columns of _LINE_GATED hold the line's own strings
-        derived = {k: v for k, v in row.items() if v is not None and type(v) is not int and type(v) is not bool and k not in _LINE_GATED}
+        keys = _DERIVED_COLUMNS if row.keys() <= _EXCHANGE_COLUMNS else (k for k in row if k not in _LINE_GATED)
+        derived = {k: v for k in keys if (v := row.get(k)) is not None and type(v) is not int and type(v) is not bool}
         if not derived:
             return line
         try:
@@ -784,12 +903,11 @@ def redact_exchange(
                     counts["raw-dropped"] += 1
     names_done = False
     if isinstance(request, dict) and isinstance(row.get("request_json"), (str, bytes)):
-        local: Counter = Counter()
-        _drop_secret_names(request, local)
-        if local:
+        dropped = _drop_secret_names(request)
+        if dropped:
             row["request_json"] = orjson.dumps(request).decode()
             if counts is not None:
-                counts.update(local)
+                counts["name"] += dropped
         names_done = True
     st = scrub_text if _row_rules(row, tools, raw) else _same
     if st is _same and not hash_text_too and names_done and row.keys() <= _EXCHANGE_COLUMNS:
@@ -801,8 +919,15 @@ def redact_exchange(
         if val is None or col in _KEEP_COLUMNS:
             continue
         if isinstance(val, bytes):
-            if st is _same and not hash_text_too and names_done and col == "request_json":
-                continue  # nothing to do: kept as the bytes it is
+            if not hash_text_too and names_done and col == "request_json":
+                if st is _same:
+                    continue  # nothing to do: kept as the bytes it is
+                # rule 1 alone (names done): gated on these bytes, kept as they are when nothing matched
+                text = val.decode("utf-8")
+                new = _scrub_encoded(text, val, counts)
+                if new is not text:
+                    row[col] = new
+                continue
             val = val.decode("utf-8")
         if isinstance(val, str):
             if _is_json_column(col):

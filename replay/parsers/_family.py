@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from replay.parsers._jsonscan import JsonPrefix, skip_ws
-from replay.parsers._markers import TokenStripper, find_marker, first_marker, longest, strip_tokens
+from replay.parsers._markers import TokenStripper, _firsts, find_marker, first_marker, longest, strip_tokens
 from replay.parsers._reasoning import ReasoningSplitter, split_reasoning
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 
@@ -446,6 +446,61 @@ class GrammarParser(StreamParser):
         self._virtual = self.first()  # the pseudo-block (or region) to try next
         self._default: Region = (CONTENT, self.STARTS)
         self._region = self._default  # the region read outside blocks
+        self._fast = False  # feed's shortcut applies (set at the first feed/finish, _start)
+
+    def _start(self) -> TokenStripper:
+        """:meth:`StreamParser._start`, and whether :meth:`feed`'s shortcut applies to this parser:
+        the engine's own ``_drain`` and a splitter that is none or a plain
+        :class:`~replay.parsers._reasoning.ReasoningSplitter` (a family's own streaming rules go
+        through the full path)."""
+        eot = super()._start()
+        think = self._think
+        self._fast = (
+            type(self)._drain is GrammarParser._drain
+            and (type(think) is NoReasoning or type(think) is ReasoningSplitter)
+            and all(self.STARTS)
+        )
+        self._stop_firsts = _firsts(self.STARTS)  # first chars of the default region's stop markers
+        return eot
+
+    def feed(self, delta: str) -> StreamDelta:
+        """:meth:`StreamParser.feed`, with the same result and state, and a shortcut for the two
+        deltas most of a stream is made of, each of which the full path would only pass through
+        the end-token stripper, the reasoning splitter and ``_drain`` unchanged:
+
+        * inside an open block whose wake rule is a plain :class:`MarkerWake` on one marker, a
+          delta that brings no end-token character and after which that marker does not occur
+          from the rule's search position: appended to the buffer, the rule's position moved on
+          as its ``wake`` moves it, and an empty delta returned (the grammar is not asked);
+        * outside blocks, in the default content region with nothing held back, a delta holding
+          no first character of an end token or a start marker: it is all content.
+
+        Anything else (and any parser whose family changes ``_drain`` or splits reasoning its
+        own way) goes through :meth:`StreamParser.feed`."""
+        if self._fast and not self._finished:
+            eot = self._eot
+            firsts = eot._firsts  # type: ignore[union-attr]
+            if not eot._held and (not firsts or ((firsts not in delta) if len(firsts) == 1 else not any(c in delta for c in firsts))):  # type: ignore[union-attr]
+                if not self._split or self._think.state == "body":  # type: ignore[union-attr]
+                    if self._mark:
+                        w = self._wake
+                        if type(w) is MarkerWake and not w._first and len(w.markers) == 1:
+                            buf = self._buf  # StreamParser._append: extended in place
+                            self._buf = ""
+                            buf += delta
+                            self._buf = buf
+                            seek = w._seek
+                            if buf.find(w.markers[0], seek) >= 0:
+                                return self._drain(final=False)  # the marker came: the full path from here
+                            nxt = len(buf) - w._longest + 1
+                            if nxt > seek:
+                                w._seek = nxt
+                            return StreamDelta()
+                    elif not self._virtual and not self._buf and self._region is self._default:
+                        stops = self._stop_firsts
+                        if not any(c in delta for c in stops):
+                            return StreamDelta(content=delta)
+        return super().feed(delta)
 
     def first(self) -> str:
         """The pseudo-mark the body starts with: :data:`HEAD` with ``HEAD_BLOCK``, else none

@@ -36,6 +36,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from replay.prepare.base import Prepared, PrepareError, deep, dumps, openai_tools, py_str, text_of_parts
 from replay.prepare.content_format import vllm_content_format
 
@@ -243,6 +245,92 @@ def responses_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
     return out + items
 
 
+#: String arguments with more brackets than this are decoded by :func:`postprocess` itself when a
+#: request is checked (:func:`plain_chat`): ``json.loads`` could exceed Python's recursion limit.
+_PLAIN_MAX_BRACKETS = 200
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def plain_chat(messages: Any) -> bool:
+    """True when :func:`chat_messages` (and its :func:`postprocess`) surely returns for
+    ``messages`` in either content format, without building anything: a list of objects, each
+    with a string ``role``; ``content`` null, a string, or a list of strings and ``text`` parts
+    whose ``text`` is a string or null; an assistant's ``tool_calls`` null or a list of objects
+    whose ``function`` is an object, string ``arguments`` that ``json.loads`` either decodes or
+    rejects with ``JSONDecodeError`` (what postprocess catches). False for anything else, where
+    the caller runs :func:`chat_messages` and gets its outcome (a PrepareError, or an exception
+    such as ``json.loads``' ValueError for an integer of more than 4,300 digits)."""
+    if type(messages) is not list:
+        return False
+    for m in messages:
+        if type(m) is not dict or type(m.get("role")) is not str:
+            return False
+        content = m.get("content")
+        if content is not None and type(content) is not str:
+            if type(content) is not list:
+                return False
+            for p in content:
+                if type(p) is str:
+                    continue
+                if type(p) is not dict or p.get("type") != "text":
+                    return False
+                text = p.get("text")
+                if text is not None and type(text) is not str:
+                    return False
+        role = m["role"]
+        if role == "developer":  # its tools are copied (deep): any depth
+            return False
+        if role == "assistant":
+            calls = m.get("tool_calls")
+            if calls is None:
+                continue
+            if type(calls) is not list:
+                return False
+            for item in calls:
+                fn = item.get("function") if type(item) is dict else None
+                if type(fn) is not dict:
+                    return False
+                # the calls are copied by a recursive walk (deep): only flat ones are certain
+                if any(type(v) not in _SCALARS for k, v in item.items() if k != "function") or any(type(v) not in _SCALARS for v in fn.values()):
+                    return False
+                args = fn.get("arguments")
+                if type(args) is str and not _args_decide(args):
+                    return False
+    return True
+
+
+def _args_decide(args: str) -> bool:
+    """True when ``json.loads(args)`` returns or raises ``JSONDecodeError`` (never another
+    exception): orjson reads it (JSON that orjson reads, Python's json reads: 64-bit integers,
+    no NaN; nesting bounded by :data:`_PLAIN_MAX_BRACKETS`), else Python's json is asked."""
+    if args.count("[") + args.count("{") > _PLAIN_MAX_BRACKETS:
+        return False
+    try:
+        orjson.loads(args)
+        return True
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        json.loads(args)
+    except json.JSONDecodeError:
+        return True
+    except Exception:  # noqa: BLE001 - postprocess would raise it: the full path records it
+        return False
+    return True
+
+
+class NotBuilt(list):
+    """The ``messages`` of a :class:`Prepared` made by :meth:`VllmPreparer.prepare_tools`: the
+    messages were not built (every renderer of the exchange reads the tools alone). Any read
+    raises RuntimeError, so a renderer that does read them fails loudly instead of rendering
+    nothing."""
+
+    def _fail(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the messages of this request were not prepared (prepare_tools): use prepare()")
+
+    __iter__ = __len__ = __getitem__ = __bool__ = __contains__ = _fail  # type: ignore[assignment]
+
+
 class VllmPreparer:
     """The ``vllm`` preparer (module docstring). ``prepare`` raises :class:`PrepareError` where
     vLLM answers HTTP 400 (a message without a role, an unsupported content part type)."""
@@ -260,6 +348,18 @@ class VllmPreparer:
         if route == "responses":
             return Prepared(chat_messages(responses_messages(request), content_format), openai_tools(route, request.get("tools")))
         return Prepared(chat_messages(request.get("messages"), content_format), openai_tools(route, request.get("tools")))
+
+    def prepare_tools(self, route: str | None, request: dict[str, Any], content_format: str = "string") -> Prepared | None:
+        """What :meth:`prepare` gives for a renderer that reads only the tools (``tools_only``,
+        the json-tools renderer): the same ``tools`` and the same outcome, without building the
+        messages (``messages`` is a :class:`NotBuilt`). None when that outcome is not certain
+        without building them (another route, a request :func:`plain_chat` does not accept): the
+        caller then runs :meth:`prepare`, which raises where it raises."""
+        if type(self).prepare is not VllmPreparer.prepare:  # a subclass with its own rules prepares itself
+            return None
+        if route in ("messages", "responses") or not plain_chat(request.get("messages")):
+            return None
+        return Prepared(NotBuilt(), openai_tools(route, request.get("tools")))
 
 
 __all__ = ["VllmPreparer", "chat_messages", "postprocess", "anthropic_messages", "responses_messages", "text_of_parts"]

@@ -204,19 +204,33 @@ def _tool_facts(pairs: list[tuple[Any, Any]], serialized: Any) -> tuple[Any, lis
     return serialized, leaks, leak_paths, leaking, orjson.dumps(serialized)
 
 
-def _tools_digest(client_tools: Any, prepared_tools: Any) -> bytes | None:
+_DIGESTS = _LRU(LRU_SIZE)  # (route, tools_json) -> _tools_digest of a client list handed on as it is
+
+
+def _tools_digest(client_tools: Any, prepared_tools: Any, shared: tuple[Any, str | None] | None = None) -> bytes | None:
     """The cache key of one exchange's tool declarations: the client's and the prepared
     declarations as orjson writes them (key order kept), the bytes themselves (an exact key: a
     dict compares them on a hash match). When the preparer handed on the client's own
     declaration objects (vLLM's, SGLang's Chat Completions path: :func:`replay.prepare.openai_tools`
     keeps each dict), the list is written once, behind a marker byte no JSON text starts with.
-    None when they cannot be written."""
+    None when they cannot be written.
+
+    ``shared``: ``(route, tools_json)`` when the request's tools are the shared decode of that
+    text (:func:`replay.pipeline.decode_request`): the client list is then the same for every
+    exchange with that key, and a list handed on as it is is written once per process
+    (:data:`_DIGESTS`)."""
     try:
         if prepared_tools is client_tools or (
             type(prepared_tools) is list and type(client_tools) is list and len(prepared_tools) == len(client_tools)
             and all(p is c for p, c in zip(prepared_tools, client_tools))
         ):
-            return b"=" + orjson.dumps(client_tools)
+            if shared is None or shared[1] is None:
+                return b"=" + orjson.dumps(client_tools)
+            got = _DIGESTS.get(shared)
+            if got is None:
+                got = b"=" + orjson.dumps(client_tools)
+                _DIGESTS.put(shared, got)
+            return got
         return orjson.dumps([client_tools, prepared_tools])
     except (TypeError, orjson.JSONEncodeError):
         return None
@@ -300,6 +314,8 @@ def render_rows(
             for s in sides
         ]
     id_tok, ref_vocab = ids_plan
+    tools_only = prompts is None and all(getattr(chosen[s][0], "tools_only", False) for s in sides)
+    tools_key = ex.get("_tools_key")  # the request's tools are the shared decode of this text (replay.pipeline.decode_request)
     done: dict[tuple[Any, ...], dict[str, Any]] = {}
     prepared_cache: dict[tuple[str, str], Any] = {}
     digests: dict[int, bytes | None] = {}  # id(prepared tools) -> _tools_digest, once per exchange
@@ -326,7 +342,11 @@ def render_rows(
             pkey = (preparer.name, fmt)
             if pkey not in prepared_cache:
                 try:
-                    prepared_cache[pkey] = preparer.prepare(ex.get("route"), request, fmt)
+                    # every side's renderer reads the tools alone: a preparer that can say its
+                    # outcome without building the messages (replay.prepare.vllm) skips them
+                    quick = getattr(preparer, "prepare_tools", None) if tools_only else None
+                    got = quick(ex.get("route"), request, fmt) if quick is not None else None
+                    prepared_cache[pkey] = got if got is not None else preparer.prepare(ex.get("route"), request, fmt)
                 except PrepareError as exc:
                     prepared_cache[pkey] = RenderError(f"rejected by the {preparer.name} preparer: {exc}")
                 except Exception as exc:  # a plugin preparer's bug
@@ -341,7 +361,7 @@ def render_rows(
                 serialized, leaks, leak_paths, leaking_tools, tools_json = _tool_facts(pair_tools(client_tools, prepared.tools), serialized)
             else:
                 if id(prepared.tools) not in digests:
-                    digests[id(prepared.tools)] = _tools_digest(client_tools, prepared.tools)
+                    digests[id(prepared.tools)] = _tools_digest(client_tools, prepared.tools, (ex.get("route"), tools_key))
                 serialized, leaks, leak_paths, leaking_tools, tools_json = _serialize_once(
                     specs[side], serializers[side], client_tools, prepared.tools, digests[id(prepared.tools)]
                 )

@@ -332,7 +332,10 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
     return out
 
 
-_STAGE_TABLE = {"render": ("render", "renders"), "stream": ("re-stream", "streams")}
+_STAGE_TABLE = {"render": ("render", "renders"), "stream": ("re-stream", "streams"), "ingest": ("ingest", "ingest_errors")}
+#: How the rows of a failed batch are found in each table (ingest_errors: the detail of the
+#: ``internal-error`` rows, :func:`replay.capture.ingest.failed_batch`).
+_FAILED_WHERE = {"ingest_errors": "detail LIKE 'WorkerError%'"}
 
 
 def executor_lines(executors: dict[str, Any]) -> list[str]:
@@ -346,7 +349,8 @@ def executor_lines(executors: dict[str, Any]) -> list[str]:
             continue
         label, table = _STAGE_TABLE.get(stage, (stage, stage))
         failed = s.get("batches_failed") or 0
-        where = f"(`replay query --sql \"SELECT * FROM {table} WHERE error LIKE 'WorkerError%'\"`)"
+        cond = _FAILED_WHERE.get(table, "error LIKE 'WorkerError%'")
+        where = f"(`replay query --sql \"SELECT * FROM {table} WHERE {cond}\"`)"
         rows = "its rows carry" if failed == 1 else "their rows carry"
 
         def batches(n: int | None) -> str:
