@@ -1,5 +1,6 @@
 -- faults_by_family: per tool-parser family and check, the exchanges each side gets wrong
--- One row per (family, check) with exchanges judged (view verdict_pairs):
+-- One row per (family, check) with exchanges judged (view verdict_pairs, counted through
+-- verdicts_by_exchange, which has one row per judged (exchange, check)):
 --   family      the parser of the exchange's reference whole-text parse (`streams`), or
 --               `(not re-streamed)` for an exchange without a raw completion (render checks only)
 --   old_wrong   exchanges the old side gets wrong under at least one chunking
@@ -9,10 +10,10 @@ WITH fam AS (
     SELECT exchange_id, min(parser) AS family FROM streams WHERE side = 'reference' GROUP BY exchange_id
 )
 SELECT coalesce(f.family, '(not re-streamed)') AS family,
-       p."check",
-       count(DISTINCT p.exchange_id) FILTER (WHERE p.old_wrong) AS old_wrong,
-       count(DISTINCT p.exchange_id) FILTER (WHERE p.new_wrong) AS new_wrong,
-       count(DISTINCT p.exchange_id) AS exchanges
-FROM verdict_pairs p LEFT JOIN fam f USING (exchange_id)
+       v."check",
+       count(*) FILTER (WHERE v.old_failing > 0) AS old_wrong,
+       count(*) FILTER (WHERE v.new_failing > 0) AS new_wrong,
+       count(*) AS exchanges
+FROM verdicts_by_exchange v LEFT JOIN fam f USING (exchange_id)
 GROUP BY 1, 2
 ORDER BY 1, 2

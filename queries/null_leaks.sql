@@ -13,14 +13,17 @@ leaks AS (
 ),
 denominators AS (
     SELECT side, sum(n_tools)::BIGINT AS tool_schemas, count(*) AS prompts FROM renders WHERE error IS NULL GROUP BY side
+),
+fields AS (  -- the field of each distinct path, computed once per path (not once per leak)
+    SELECT path, regexp_replace(path, '^\$\.function\.', '') AS field FROM (SELECT DISTINCT path FROM leaks)
 )
 SELECT
     l.side,
-    regexp_replace(l.path, '^\$\.function\.', '') AS field,
+    f.field,
     count(DISTINCT (l.exchange_id, l.tool_index)) AS schemas_leaking,
     count(DISTINCT l.exchange_id) AS prompts_leaking,
     d.tool_schemas,
     d.prompts
-FROM leaks l JOIN denominators d USING (side)
-GROUP BY l.side, field, d.tool_schemas, d.prompts
+FROM leaks l JOIN denominators d USING (side) JOIN fields f USING (path)
+GROUP BY l.side, f.field, d.tool_schemas, d.prompts
 ORDER BY CASE l.side WHEN 'old' THEN 0 WHEN 'new' THEN 1 ELSE 2 END, schemas_leaking DESC, field

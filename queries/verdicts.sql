@@ -40,10 +40,11 @@ side_rows AS (
         count(v.verdict) FILTER (WHERE v.verdict = 'changed-wrong') AS "changed-wrong",
         count(v.verdict) FILTER (WHERE v.verdict = 'unreliable') AS unreliable,
         NULL::BIGINT AS wrong,
-        count(v.verdict) + (SELECT count(*) FROM not_judged n WHERE n."check" = k.check_name) AS exchanges,
-        (SELECT count(*) FROM not_judged n WHERE n."check" = k.check_name) AS "not-judged"
+        count(v.verdict) + coalesce(any_value(nj.n), 0) AS exchanges,
+        coalesce(any_value(nj.n), 0) AS "not-judged"
     FROM checks k
     LEFT JOIN verdicts_by_exchange v ON v."check" = k.check_name
+    LEFT JOIN (SELECT "check", count(*) AS n FROM not_judged GROUP BY "check") nj ON nj."check" = k.check_name
     GROUP BY k.check_name, k.ord
 ),
 served_checks(check_name, ord) AS (
