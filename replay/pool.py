@@ -152,14 +152,13 @@ def _call(function: Callable[[Any, Any], dict[str, Any]], batch: Any, spec: Any)
     its result with this process's side-worker counts (:func:`_worker_counts`). Afterwards, when
     this process's RSS is above :data:`RELEASE_ABOVE`, give what the batch freed back to the OS
     (:func:`replay.memory.release_memory`): the pool processes count toward the audit's peak RSS."""
-    from replay.memory import release_memory, rss_bytes
+    from replay.memory import release_above
 
     try:
         got = function(batch, spec)
     finally:
         del batch
-        if rss_bytes() > RELEASE_ABOVE:
-            release_memory()
+        release_above(RELEASE_ABOVE)
     return got, _worker_counts(spec)
 
 
