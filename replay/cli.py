@@ -764,6 +764,9 @@ def ingest(
                                    max_line_bytes=max_line_bytes, filters=filters, jobs=jobs)
             except OSError as exc:  # the run folder or the pool's work files cannot be written; no pool
                 _fail(f"ingest into {out} stopped: {exc}")
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: it ended with no word
+                _fail(f"interrupted during ingest: {out} is incomplete (run.json says so; replay query and replay report "
+                      "refuse it); run the ingest again with --force", 130)
         if jobs > 1:
             from replay.pool import close_pools
 

@@ -53,9 +53,29 @@ def _init(spec: Any) -> None:
     atexit.register(close_built)
     parent = multiprocessing.parent_process()
     _exit_with_parent(parent.pid if parent is not None and parent.pid is not None else os.getppid())
+    import signal
+
+    signal.signal(signal.SIGINT, _quiet_interrupt)
     import gc
 
     gc.freeze()  # the imports' and the config's objects: never garbage, so no collection walks them again (~4% of a batch)
+
+
+def _quiet_interrupt(_signum: int, _frame: Any) -> None:
+    """A pool process's SIGINT handler: Ctrl-C in a terminal reaches every process of the
+    foreground group, and the parent (which gets it too) stops the run and the pool. Here it
+    stops this process's out-of-process sides (:func:`replay.runspec.close_built`) and exits at
+    once with 130, printing nothing: ``KeyboardInterrupt`` printed a traceback from each idle
+    pool process (and one caught inside a batch left the process to read a half-written queue)
+    under the parent's one-line ``interrupted`` message."""
+    import os
+
+    try:
+        from replay.runspec import close_built
+
+        close_built()
+    finally:
+        os._exit(130)
 
 
 #: Seconds between a pool process's checks that the process that started it is alive.

@@ -60,7 +60,9 @@ def _slow_ingest(tmp_path: Path) -> tuple[list[str], Path, Path, Path]:
         f"PIDS = {str(pids)!r}\n"
         "def slow(item, spec):\n"
         "    open(os.path.join(PIDS, str(os.getpid())), 'w').close()\n"
-        "    time.sleep(2)\n"
+        "    only = os.environ.get('SLOW_ONLY', '').encode()  # sleep on the items holding it (all: unset)\n"
+        "    if any(only in e[3] for e in item.line_batch().entries if e[0] == 'line'):\n"
+        "        time.sleep(float(os.environ.get('SLOW_SECONDS', '2')))\n"
         "    return ingest_shared(item, spec)\n")
     (tmp_path / "run_cli.py").write_text(
         "import sys\n"
@@ -136,7 +138,9 @@ def test_sigterm_ends_a_parallel_ingest_as_ctrl_c_does(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     workers = [int(p.name) for p in pids.iterdir()]
-    assert proc.returncode != 0
+    assert proc.returncode == 130
+    assert proc.stderr.read().decode().strip() == (f"error: interrupted during ingest: {out} is incomplete (run.json says so; "
+                                                   "replay query and replay report refuse it); run the ingest again with --force")
     try:
         assert _wait_for(lambda: not any(_alive(w) for w in workers), 10), f"pool processes still running: {workers}"
     finally:
@@ -301,3 +305,34 @@ def test_a_read_only_dev_shm_is_a_one_line_error_naming_jobs(tmp_path: Path) -> 
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error:"), (cmd, r.stderr[-2000:])
         assert "(--jobs 2)" in lines[0] and "writable /dev/shm" in lines[0] and "run with --jobs 1" in lines[0]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals and /proc as on Linux")
+def test_ctrl_c_of_a_parallel_ingest_prints_no_traceback_from_the_pool(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal (SIGINT to the whole process group) while one pool process works and
+    the other waits for work: exit 130, the pool processes end, nothing in /dev/shm, and no
+    traceback on stderr (each idle pool process printed ``KeyboardInterrupt`` from its queue read)."""
+    import os
+    import signal
+    import subprocess
+
+    cmd, _cap, out, pids = _slow_ingest(tmp_path)
+    env = {**os.environ, "SLOW_ONLY": '"x0"', "SLOW_SECONDS": "30"}  # one process on x0's item, the other done
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
+    try:
+        assert _wait_for(lambda: len(list(pids.iterdir())) >= 2, 60), "the pool never started"
+        time.sleep(1.5)  # the other pool process has done the quick items and waits for work
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    workers = [int(p.name) for p in pids.iterdir()]
+    try:
+        assert _wait_for(lambda: not any(_alive(w) for w in workers), 10), f"pool processes still running: {workers}"
+    finally:
+        _end(workers)
+    assert proc.returncode == 130
+    assert "Traceback" not in stderr.decode(errors="replace"), stderr.decode(errors="replace")[-3000:]
+    assert not list(Path("/dev/shm").glob(f"replay-ingest-{proc.pid}-*"))
