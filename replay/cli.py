@@ -344,7 +344,7 @@ DuckMemOpt = Annotated[
     typer.Option("--duckdb-memory", envvar="REPLAY_DUCKDB_MEMORY", show_envvar=True, help="Memory limit of DuckDB's queries (e.g. 256MB, 2GB; default 256MB). Past it they spill to --duckdb-temp; raise it when a query reports DuckDB out of memory."),
 ]
 DuckThreadsOpt = Annotated[
-    Optional[int], typer.Option("--duckdb-threads", envvar="REPLAY_DUCKDB_THREADS", show_envvar=True, min=1, help="Threads of DuckDB's queries (default: the CPU count, at most 4).")
+    Optional[int], typer.Option("--duckdb-threads", envvar="REPLAY_DUCKDB_THREADS", show_envvar=True, min=1, help="Threads of DuckDB's queries (default: --jobs where the command has it and it is given, else the CPU count; at most 4 either way).")
 ]
 DuckTempOpt = Annotated[
     Optional[Path], typer.Option("--duckdb-temp", envvar="REPLAY_DUCKDB_TEMP", show_envvar=True, help="Folder DuckDB spills to past its memory limit (default RUN/.duckdb_tmp, removed after).")
@@ -673,7 +673,7 @@ def audit(
         with _progress(quiet) as stage:
             result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
                                redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters,
-                               duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine=executor, force=force)
+                               duckdb_settings=_duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine=executor, force=force)
     except (RunExistsError, UsageError) as exc:  # usage errors, raised before any work
         _fail(str(exc), 2)
     except (OSError, ValueError) as exc:
@@ -793,6 +793,17 @@ def ingest(
                 title="ingest errors (first 20; `replay query ingest_errors --run RUN` lists all)",
             )
         )
+
+
+def _threads_of(duckdb_threads: Optional[int], jobs: Optional[int]) -> Optional[int]:
+    """DuckDB's threads for a command with ``--jobs``: ``--duckdb-threads`` (or its variable) when
+    given, else ``--jobs`` when given (at most :data:`replay.sql.MAX_DEFAULT_THREADS`: ``--jobs 1``
+    is one core for the report too), else None (the CPU count, :class:`replay.sql.DuckDBSettings`)."""
+    if duckdb_threads is not None or jobs is None:
+        return duckdb_threads
+    from replay.sql import MAX_DEFAULT_THREADS
+
+    return min(jobs, MAX_DEFAULT_THREADS)
 
 
 def _executor(cfg: Any, jobs: Optional[int], batch_rows: int) -> None:
@@ -923,7 +934,7 @@ def render(
                          old_render_in=old_render_in, new_render_in=new_render_in),
     )
     _executor(cfg, jobs, batch_rows)
-    _stage_command("render", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine, ray_address)
+    _stage_command("render", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
 
 
 @app.command(short_help="Re-stream the raw completions of an ingested run.")
@@ -960,7 +971,7 @@ def stream(
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
     _executor(cfg, jobs, batch_rows)
-    _stage_command("re-stream", run, cfg, quiet, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp), engine, ray_address)
+    _stage_command("re-stream", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
 
 
 @app.command(short_help="Run a shipped query (or any SQL) on a run.")

@@ -132,3 +132,25 @@ def test_verdict_pairs_is_computed_once_with_the_same_rows(tmp_path: Path) -> No
     run_query(con, "smallest_failures")  # reads the same tables: no other one
     assert scalar(con, temp) == ["_verdict_pairs_rows", "_verdicts_by_exchange_rows"]
     assert verdicts == run_query(connect(tmp_path / "a"), "verdicts").to_pylist()
+
+
+def test_audit_jobs_sets_duckdb_threads_unless_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`replay audit --jobs 1` runs its report on one DuckDB thread (one core in all); an explicit
+    `--duckdb-threads` wins; without `--jobs` the default (the CPU count, at most 4) stays."""
+    import replay.audit as audit_mod
+
+    seen: list = []
+    real = audit_mod.connect
+
+    def spy(run_dir, settings=None):
+        seen.append(settings.threads if settings is not None else None)
+        return real(run_dir, settings)
+
+    monkeypatch.setattr(audit_mod, "connect", spy)
+    monkeypatch.delenv("REPLAY_DUCKDB_THREADS", raising=False)
+    capture = Path(__file__).resolve().parents[1] / "samples" / "coding-agent.jsonl"
+    for extra, want in ((["--jobs", "1"], 1), (["--jobs", "1", "--duckdb-threads", "3"], 3), ([], None)):
+        seen.clear()
+        res = CliRunner().invoke(app, ["audit", str(capture), "--out", str(tmp_path / str(len(extra))), "--quiet", *extra])
+        assert res.exit_code == 0, res.output
+        assert seen and set(seen) == {want}, (extra, seen)
