@@ -32,6 +32,16 @@ def release_memory() -> None:
         _LIBC.malloc_trim(0)
 
 
+def release_above(limit: int) -> bool:
+    """:func:`release_memory` when this process's RSS is above ``limit`` bytes (below it the freed
+    pages are what the next batch reuses: trimming after every batch made each batch fault them
+    in again). Returns True when it released. Never raises."""
+    if rss_bytes() > limit:
+        release_memory()
+        return True
+    return False
+
+
 def single_threaded_arrow() -> None:
     """Run Arrow's work in this process on its calling thread: one CPU thread and one I/O thread
     (``pa.set_cpu_count(1)``, ``pa.set_io_thread_count(1)``). For a ``--jobs`` pool process,

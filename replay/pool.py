@@ -51,9 +51,59 @@ def _init(spec: Any) -> None:
 
     config_for(spec)
     atexit.register(close_built)
+    parent = multiprocessing.parent_process()
+    _exit_with_parent(parent.pid if parent is not None and parent.pid is not None else os.getppid())
+    import signal
+
+    signal.signal(signal.SIGINT, _quiet_interrupt)
     import gc
 
     gc.freeze()  # the imports' and the config's objects: never garbage, so no collection walks them again (~4% of a batch)
+
+
+def _quiet_interrupt(_signum: int, _frame: Any) -> None:
+    """A pool process's SIGINT handler: Ctrl-C in a terminal reaches every process of the
+    foreground group, and the parent (which gets it too) stops the run and the pool. Here it
+    stops this process's out-of-process sides (:func:`replay.runspec.close_built`) and exits at
+    once with 130, printing nothing: ``KeyboardInterrupt`` printed a traceback from each idle
+    pool process (and one caught inside a batch left the process to read a half-written queue)
+    under the parent's one-line ``interrupted`` message."""
+    import os
+
+    try:
+        from replay.runspec import close_built
+
+        close_built()
+    finally:
+        os._exit(130)
+
+
+#: Seconds between a pool process's checks that the process that started it is alive.
+PARENT_POLL = 0.5
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Start a daemon thread that ends this pool process once ``parent`` (the pid that started it)
+    is gone (``os.getppid()`` changes: the process was re-parented), stopping its out-of-process
+    sides first (:func:`replay.runspec.close_built`). A ``ProcessPoolExecutor`` process otherwise
+    waits on its call queue for ever when the parent is killed (SIGKILL, the OOM killer): each
+    such ``replay`` left two idle processes and multiprocessing's resource tracker running."""
+    import os
+    import threading
+
+    def watch() -> None:
+        import time
+
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL)
+        try:
+            from replay.runspec import close_built
+
+            close_built()
+        finally:
+            os._exit(1)
+
+    threading.Thread(target=watch, name="replay-parent-watch", daemon=True).start()
 
 
 @dataclass
@@ -122,14 +172,13 @@ def _call(function: Callable[[Any, Any], dict[str, Any]], batch: Any, spec: Any)
     its result with this process's side-worker counts (:func:`_worker_counts`). Afterwards, when
     this process's RSS is above :data:`RELEASE_ABOVE`, give what the batch freed back to the OS
     (:func:`replay.memory.release_memory`): the pool processes count toward the audit's peak RSS."""
-    from replay.memory import release_memory, rss_bytes
+    from replay.memory import release_above
 
     try:
         got = function(batch, spec)
     finally:
         del batch
-        if rss_bytes() > RELEASE_ABOVE:
-            release_memory()
+        release_above(RELEASE_ABOVE)
     return got, _worker_counts(spec)
 
 
@@ -145,7 +194,16 @@ def _size(item: Any) -> str:
 
 
 def _pool(jobs: int, spec: Any) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init, initargs=(spec,))
+    """A pool of ``jobs`` spawned processes running :func:`_init` on ``spec``. Raises ``OSError``
+    naming ``--jobs`` when multiprocessing cannot make its locks (POSIX semaphores, which live in
+    a writable ``/dev/shm``: a read-only or missing one raised a bare ``[Errno 30] Read-only file
+    system``)."""
+    try:
+        return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init, initargs=(spec,))
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot start the pool of {jobs} processes (--jobs {jobs}): Python's multiprocessing "
+                                 f"could not create its semaphores ({exc.strerror or exc}; they need a writable /dev/shm); "
+                                 "run with --jobs 1") from exc
 
 
 #: Pools kept open between stages (render, then re-stream), by (spec, jobs): a spawned process
@@ -245,23 +303,30 @@ def map_batches(
     running: dict[Future, tuple[int, Any]] = {}
     it = iter(batches)
     ok = False
+    pending: tuple[int, Any] | None = None  # a batch the broken pool refused: sent to the next pool
     try:
         exhausted = False
         while True:
+            refused = False
             while not exhausted and len(running) < jobs * IN_FLIGHT:
-                nxt = next(it, None)
+                nxt, pending = (pending, None) if pending is not None else (next(it, None), None)
                 if nxt is None:
                     exhausted = True
-                else:
+                    continue
+                try:
                     running[pool.submit(_call, function, nxt[1], spec)] = nxt
-            if not running:
+                except BrokenProcessPool:  # a process died while this generator's caller held a result
+                    pending, refused = nxt, True
+                    break
+            if not running and not refused:
                 ok = True
                 return
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
             orphans: list[tuple[int, Any]] = []
-            yield from _collect(finished, running, take, orphans)
-            if not orphans:
-                continue
+            if not refused:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                yield from _collect(finished, running, take, orphans)
+                if not orphans:
+                    continue
             # a process died and broke the pool: the batches still in flight end at once, each
             # with its result or BrokenProcessPool; those without one are run again, one by one
             yield from _collect(list(running), running, take, orphans)

@@ -59,11 +59,16 @@ def existing_run(run_dir: str | Path) -> list[str]:
 
 def clear_run(run_dir: str | Path) -> None:
     """Remove the run in ``run_dir``: the files of :data:`RUN_FILES` and ``exemplars/*.json``
-    (stale renders or streams of another capture must not join the new exchanges); other files
+    (stale renders or streams of another capture must not join the new exchanges), and the
+    temporary files a killed command left while writing one of them (``.tmp-<pid>-<name>``,
+    ``.tmp-<name>``: a SIGKILL during ``replay ingest`` left the three tables' worth); other files
     and the folder itself are left."""
     folder = Path(run_dir)
     for name in RUN_FILES:
         (folder / name).unlink(missing_ok=True)
+        for tmp in (*folder.glob(f".tmp-*-{name}"), folder / f".tmp-{name}"):
+            if tmp.is_file():
+                tmp.unlink(missing_ok=True)
     for old in (folder / "exemplars").glob("*.json"):
         old.unlink()
 

@@ -132,6 +132,8 @@ class AuditConfig:
     new_renderer: Any = None  # --new-chat-template / --new-renderer (None: renderer)
     tokenizer: Any = None
     jobs: int = 1  # processes the batch functions run on (replay.pool); 1: this process
+    # parse the capture-v1 lines on the stages' pool too (replay audit --parallel-ingest); False: in this process
+    parallel_ingest: bool = False
     # what the executors went through, per stage ({"render": {...}, "stream": {...}}, replay.pool.PoolStats.as_dict
     # or replay.executors.RayEngine's), and the pool processes' side-worker counts by pid: for run.json and the report
     executor_stats: dict[str, Any] = field(default_factory=dict)

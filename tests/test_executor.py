@@ -267,7 +267,8 @@ def test_arrow_without_pandas_keeps_pandas_out_and_importable() -> None:
 def test_an_audit_starts_its_pool_before_ingest_and_the_stages_reuse_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With captures of at least PRESTART_BYTES (0 here), `--jobs 2` starts the pool before ingest
     (its processes start up while ingest runs) and render and re-stream run on that same pool:
-    one pool made in the whole audit, and the rows of a `--jobs 1` audit."""
+    one pool made in the whole audit, and the rows of a `--jobs 1` audit. With `--parallel-ingest`
+    ingest parses on that pool too (run.json `executors.ingest`), for the same rows."""
     import replay.audit as audit_mod
     import replay.pool as pool_mod
     from replay.audit import audit
@@ -283,13 +284,16 @@ def test_an_audit_starts_its_pool_before_ingest_and_the_stages_reuse_it(tmp_path
     monkeypatch.setattr(audit_mod, "PRESTART_BYTES", 0)
     capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
     runs = {}
-    for jobs in (2, 1):
+    for jobs, parallel in ((2, False), (1, False), (2, True)):
         cfg = build_config(RunSpec(batch_rows=2, chunkings=("whole", "char")))
-        cfg.jobs = jobs
-        res = audit([capture], tmp_path / f"j{jobs}", cfg)
-        runs[jobs] = res.run_dir
-        if jobs == 2:
+        cfg.jobs, cfg.parallel_ingest = jobs, parallel
+        res = audit([capture], tmp_path / f"j{jobs}{parallel}", cfg)
+        runs[jobs, parallel] = res.run_dir
+        if jobs == 2 and not parallel:
             assert made == [2] and res.meta["executors"]["render"]["engine"] == "pool"
-    assert made == [2]  # --jobs 1 starts none
+            assert res.meta["executors"]["ingest"] == {"engine": "local", "jobs": 1}
+        if parallel:
+            assert res.meta["executors"]["ingest"]["engine"] == "pool" and res.meta["executors"]["ingest"]["jobs"] == 2
+    assert made == [2, 2]  # --jobs 1 starts none
     for table in KEYS:
-        assert _rows(runs[1], table) == _rows(runs[2], table), table
+        assert _rows(runs[1, False], table) == _rows(runs[2, False], table) == _rows(runs[2, True], table), table

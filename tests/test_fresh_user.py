@@ -466,3 +466,21 @@ def test_a_file_the_filters_emptied_is_in_run_json_but_not_warned_about(tmp_path
     meta = json.loads((out / "run.json").read_text(encoding="utf-8"))
     assert [(Path(f["file"]).name, f["filtered"], f["why"]) for f in meta["ingest"]["files_without_exchanges"]] == [
         ("b.jsonl", 2, "2 dropped by the filters"), ("c.jsonl", 0, "only blank lines (1)")]
+
+
+def test_a_batch_output_read_with_its_input_is_not_a_file_without_exchanges(tmp_path: Path) -> None:
+    """A Batch output file is read with its input (its records count under the input's file), so
+    it is not listed, nor warned about, as an empty capture file ("empty (no lines)" was printed
+    for `samples/formats/batch-output.jsonl` on the README's first command)."""
+    from replay.capture import ingest
+
+    formats = Path(__file__).resolve().parent.parent / "samples" / "formats"
+    files = [formats / "batch-input.jsonl", formats / "batch-output.jsonl"]
+    for j in (1, 2):
+        stats = ingest(files, tmp_path / f"run{j}", jobs=j)
+        assert stats.exchanges == 4, stats
+        assert stats.files_without_exchanges == []
+        assert stats.formats == {"openai-batch": 2}
+    result = invoke("ingest", *map(str, files), "--out", tmp_path / "cli")
+    assert result.exit_code == 0, result.output
+    assert "warning:" not in result.stderr, result.stderr

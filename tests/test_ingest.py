@@ -916,7 +916,7 @@ def test_cli_ingest_jobs(tmp_path: Path) -> None:
     got = CliRunner().invoke(app, ["ingest", str(caps), "--out", str(tmp_path / "small"), "-q"])
     assert got.exit_code == 0, got.output
     small = json.loads((tmp_path / "small" / "run.json").read_text())
-    assert small["options"]["jobs"] == 1 and small["ingest"] == meta["ingest"]  # below 8 MiB: no pool by default, the same counts
+    assert small["options"]["jobs"] == 1 and small["ingest"] == meta["ingest"]  # the default: no pool, the same counts
 
 
 def test_tool_lists_sharing_a_fingerprint_stay_apart() -> None:

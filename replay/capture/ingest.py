@@ -786,6 +786,9 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
     than a part is held here at a time."""
     for pf in planned:
         source = str(pf.path)
+        if pf.consumed:  # a Batch output read with its input (its lines count under the input's file)
+            formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
+            continue
         lines0, blank0, skipped0 = stats.lines, stats.blank_lines, stats.skipped
         formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
         batch = LineBatch(source)
@@ -856,11 +859,53 @@ def _without_exchanges(read: dict[str, list[int]], written: dict[str, list[int]]
     return out
 
 
-def _shm_dir(fallback: Path) -> Path:
-    """Where the parallel ingest's work files go: ``/dev/shm`` (memory, never the disk) when it
-    is a writable folder, else ``fallback`` (the run folder)."""
-    shm = Path("/dev/shm")
-    return shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else fallback
+def _shm_dir(fallback: Path, need: int = 0, shm: Path = Path("/dev/shm")) -> Path:
+    """Where the parallel ingest's work files go: ``shm`` (``/dev/shm``: memory, never the disk)
+    when it is a writable folder with at least ``need`` bytes free, else ``fallback`` (the run
+    folder). A container's /dev/shm is often 64 MiB: writing the items' lines there failed with
+    ``ENOSPC`` and a traceback."""
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return fallback
+    free = st.f_bavail * st.f_frsize
+    return shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) and free >= need else fallback
+
+
+def _shm_need(jobs: int) -> int:
+    """Bytes of work files a parallel ingest of ``jobs`` processes may hold at once: the items in
+    flight (:data:`replay.pool.IN_FLIGHT` a process) and a spare, each its lines and its tables
+    back, with room to spare (measured: ~35 MiB at the peak for ``jobs=2``)."""
+    from replay.pool import IN_FLIGHT
+
+    return 4 * _POOL_ITEM_BYTES * (jobs * IN_FLIGHT + 1)
+
+
+def _remove_stale_work_dirs(where: Path) -> list[Path]:
+    """Remove the parallel ingest's work folders in ``where`` (``replay-ingest-<pid>-*``, as
+    :func:`_on_pool` names them) whose process no longer exists: a ``replay`` killed with SIGKILL
+    (or the OOM killer) cannot remove its own, and in ``/dev/shm`` each held up to ~35 MiB of
+    memory until reboot. A folder of a live process, or of a pid this user may not signal
+    (another user's), is left alone. Returns the folders removed."""
+    import shutil
+
+    removed = []
+    try:
+        found = list(where.glob("replay-ingest-*-*"))
+    except OSError:
+        return removed
+    for d in found:
+        pid = d.name.split("-")[2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+        except OSError:  # alive under another user (PermissionError), or unknown: keep it
+            pass
+    return removed
 
 
 #: The function the pool runs on each :class:`SharedLines` item (a module attribute, looked up
@@ -893,7 +938,9 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
     from replay.pool import map_batches, started
 
     on = pool_spec if pool_spec is not None else spec
-    tmp = Path(tempfile.mkdtemp(prefix=f"replay-ingest-{os.getpid()}-", dir=_shm_dir(out)))
+    shm = _shm_dir(out, _shm_need(jobs))
+    _remove_stale_work_dirs(shm)
+    tmp = Path(tempfile.mkdtemp(prefix=f"replay-ingest-{os.getpid()}-", dir=shm))
     ready: dict[int, tuple[list[dict[str, Any]], str]] = {}  # batch -> its parts' results, source
     parts_of: dict[int, list[Any]] = {}  # batch -> its parts' results as they land (None: not yet)
     closed: set[int] = set()  # batches whose last part was read
