@@ -389,6 +389,23 @@ class ValueEndWake(MarkerWake):
         return hit
 
 
+_SHORTCUT: dict[type, bool] = {}
+_FEED_SET: set[type] = set()  # classes whose feed GrammarParser.__init_subclass__ chose
+
+
+def _shortcut_class(cls: type) -> bool:
+    """True when :meth:`GrammarParser.feed`'s shortcut can apply to parser class ``cls`` (once per
+    class): the engine's own ``_drain`` and ``wake`` (its blocks wait on a plain
+    :class:`MarkerWake`), one wake marker, no empty start marker. For any other class the checks
+    would only cost, and its instances feed through :meth:`StreamParser.feed` directly."""
+    got = _SHORTCUT.get(cls)
+    if got is None:
+        got = _SHORTCUT[cls] = bool(
+            cls._drain is GrammarParser._drain and cls.wake is GrammarParser.wake and len(cls.WAKE) == 1 and all(cls.STARTS)
+        )
+    return got
+
+
 class GrammarParser(StreamParser):
     """The streaming engine: a family's whole-text grammar, fed a stream.
 
@@ -455,18 +472,15 @@ class GrammarParser(StreamParser):
         through the full path)."""
         eot = super()._start()
         think = self._think
-        self._fast = (
-            type(self)._drain is GrammarParser._drain
-            and (type(think) is NoReasoning or type(think) is ReasoningSplitter)
-            and all(self.STARTS)
-        )
+        self._fast = _shortcut_class(type(self)) and (type(think) is NoReasoning or type(think) is ReasoningSplitter)
         self._stop_firsts = _firsts(self.STARTS)  # first chars of the default region's stop markers
         return eot
 
     def feed(self, delta: str) -> StreamDelta:
         """:meth:`StreamParser.feed`, with the same result and state, and a shortcut for the two
         deltas most of a stream is made of, each of which the full path would only pass through
-        the end-token stripper, the reasoning splitter and ``_drain`` unchanged:
+        the end-token stripper, the reasoning splitter and ``_drain`` unchanged (for a family
+        whose blocks wait on one wake marker, ``WAKE``, by the engine's own rule):
 
         * inside an open block whose wake rule is a plain :class:`MarkerWake` on one marker, a
           delta that brings no end-token character and after which that marker does not occur
@@ -475,8 +489,9 @@ class GrammarParser(StreamParser):
         * outside blocks, in the default content region with nothing held back, a delta holding
           no first character of an end token or a start marker: it is all content.
 
-        Anything else (and any parser whose family changes ``_drain`` or splits reasoning its
-        own way) goes through :meth:`StreamParser.feed`."""
+        Anything else (and any parser whose family changes ``_drain`` or ``wake``, has other
+        than one wake marker, or splits reasoning its own way) goes through
+        :meth:`StreamParser.feed`."""
         if self._fast and not self._finished:
             eot = self._eot
             firsts = eot._firsts  # type: ignore[union-attr]
@@ -500,7 +515,22 @@ class GrammarParser(StreamParser):
                         stops = self._stop_firsts
                         if not any(c in delta for c in stops):
                             return StreamDelta(content=delta)
-        return super().feed(delta)
+        return StreamParser.feed(self, delta)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A family class to which :meth:`feed`'s shortcut can never apply (:func:`_shortcut_class`)
+        and that defines no ``feed`` of its own feeds through :meth:`StreamParser.feed` directly:
+        the shortcut's checks would only cost it a call per delta."""
+        super().__init_subclass__(**kwargs)
+        if "feed" in cls.__dict__:
+            return  # the family's own
+        definer = next(k for k in cls.__mro__ if "feed" in k.__dict__)
+        if definer is not GrammarParser and definer not in _FEED_SET:
+            return  # an ancestor's own feed
+        want = GrammarParser.feed if _shortcut_class(cls) else StreamParser.feed
+        if cls.feed is not want:
+            cls.feed = want  # type: ignore[method-assign]
+            _FEED_SET.add(cls)
 
     def first(self) -> str:
         """The pseudo-mark the body starts with: :data:`HEAD` with ``HEAD_BLOCK``, else none
