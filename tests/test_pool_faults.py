@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,6 +84,30 @@ def _slow_ingest(tmp_path: Path) -> tuple[list[str], Path, Path, Path]:
     return [sys.executable, str(tmp_path / "run_cli.py"), "ingest", str(cap), "--out", str(out), "--jobs", "2", "-q"], cap, out, pids
 
 
+def _signal_slow_ingest(tmp_path: Path, sig: int, end_within: float) -> tuple[Any, Path, bytes]:
+    """Start :func:`_slow_ingest`'s command, send it ``sig`` once its pool works, wait for it;
+    then assert its pool processes end within ``end_within`` s (SIGKILLing what is left either
+    way). Returns the finished process, its --out and its stderr."""
+    import subprocess
+
+    cmd, _cap, out, pids = _slow_ingest(tmp_path)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(lambda: len(list(pids.iterdir())) >= 1, 60), "the pool never started"
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    workers = [int(p.name) for p in pids.iterdir()]
+    try:
+        assert _wait_for(lambda: not any(_alive(w) for w in workers), end_within), f"pool processes still running: {workers}"
+    finally:
+        _end(workers)
+    return proc, out, stderr
+
+
 def _wait_for(cond, seconds: float) -> bool:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -123,28 +148,13 @@ def test_sigterm_ends_a_parallel_ingest_as_ctrl_c_does(tmp_path: Path) -> None:
     default action the parent died at once: its two pool processes stayed, waiting for ever,
     and so did ``/dev/shm/replay-ingest-PID-*`` and ``RUN/.tmp-PID-*.parquet``."""
     import signal
-    import subprocess
 
     from sides_data import invoke
 
-    cmd, _cap, out, pids = _slow_ingest(tmp_path)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert _wait_for(lambda: len(list(pids.iterdir())) >= 1, 60), "the pool never started"
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    workers = [int(p.name) for p in pids.iterdir()]
+    proc, out, stderr = _signal_slow_ingest(tmp_path, signal.SIGTERM, 10)
     assert proc.returncode == 130
-    assert proc.stderr.read().decode().strip() == (f"error: interrupted during ingest: {out} is incomplete (run.json says so; "
-                                                   "replay query and replay report refuse it); run the ingest again with --force")
-    try:
-        assert _wait_for(lambda: not any(_alive(w) for w in workers), 10), f"pool processes still running: {workers}"
-    finally:
-        _end(workers)
+    assert stderr.decode().strip() == (f"error: interrupted during ingest: {out} is incomplete (run.json says so; "
+                                       "replay query and replay report refuse it); run the ingest again with --force")
     assert not list(Path("/dev/shm").glob(f"replay-ingest-{proc.pid}-*"))
     assert not [p.name for p in out.iterdir() if p.name.startswith((".tmp-", "replay-ingest-"))]
     result = invoke("query", "summary", "--run", out)
@@ -162,25 +172,10 @@ def test_pool_processes_end_when_their_parent_is_killed(tmp_path: Path) -> None:
     queue for ever; the next parallel ingest removes the work folder the killed one left in
     /dev/shm."""
     import signal
-    import subprocess
 
     from replay.capture.ingest import _remove_stale_work_dirs, _shm_dir
 
-    cmd, _cap, out, pids = _slow_ingest(tmp_path)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert _wait_for(lambda: len(list(pids.iterdir())) >= 1, 60), "the pool never started"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    workers = [int(p.name) for p in pids.iterdir()]
-    try:
-        assert _wait_for(lambda: not any(_alive(w) for w in workers), 15), f"pool processes still running: {workers}"
-    finally:
-        _end(workers)
+    proc, out, _stderr = _signal_slow_ingest(tmp_path, signal.SIGKILL, 15)
     left = list(_shm_dir(out).glob(f"replay-ingest-{proc.pid}-*"))
     assert left, "the killed ingest left no work folder: nothing to test"
     _remove_stale_work_dirs(_shm_dir(out))  # (a parallel test's ingest may have removed them first)
