@@ -84,17 +84,25 @@ def _slow_ingest(tmp_path: Path) -> tuple[list[str], Path, Path, Path]:
     return [sys.executable, str(tmp_path / "run_cli.py"), "ingest", str(cap), "--out", str(out), "--jobs", "2", "-q"], cap, out, pids
 
 
-def _signal_slow_ingest(tmp_path: Path, sig: int, end_within: float) -> tuple[Any, Path, bytes]:
-    """Start :func:`_slow_ingest`'s command, send it ``sig`` once its pool works, wait for it;
-    then assert its pool processes end within ``end_within`` s (SIGKILLing what is left either
-    way). Returns the finished process, its --out and its stderr."""
+def _signal_slow_ingest(tmp_path: Path, sig: int, end_within: float, *, started: int = 1, env: dict | None = None,
+                        group: bool = False) -> tuple[Any, Path, bytes]:
+    """Start :func:`_slow_ingest`'s command (with ``env``; in a session of its own when
+    ``group``), send it ``sig`` once ``started`` pool processes work (to its whole process group
+    when ``group``, as Ctrl-C in a terminal does), wait for it; then assert its pool processes
+    end within ``end_within`` s (SIGKILLing what is left either way). Returns the finished
+    process, its --out and its stderr."""
+    import os
     import subprocess
 
     cmd, _cap, out, pids = _slow_ingest(tmp_path)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=group, env=env)
     try:
-        assert _wait_for(lambda: len(list(pids.iterdir())) >= 1, 60), "the pool never started"
-        proc.send_signal(sig)
+        assert _wait_for(lambda: len(list(pids.iterdir())) >= started, 60), "the pool never started"
+        if group:
+            time.sleep(1.5)  # the other pool processes have done their quick items and wait for work
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -309,25 +317,9 @@ def test_ctrl_c_of_a_parallel_ingest_prints_no_traceback_from_the_pool(tmp_path:
     traceback on stderr (each idle pool process printed ``KeyboardInterrupt`` from its queue read)."""
     import os
     import signal
-    import subprocess
 
-    cmd, _cap, out, pids = _slow_ingest(tmp_path)
     env = {**os.environ, "SLOW_ONLY": '"x0"', "SLOW_SECONDS": "30"}  # one process on x0's item, the other done
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
-    try:
-        assert _wait_for(lambda: len(list(pids.iterdir())) >= 2, 60), "the pool never started"
-        time.sleep(1.5)  # the other pool process has done the quick items and waits for work
-        os.killpg(proc.pid, signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    workers = [int(p.name) for p in pids.iterdir()]
-    try:
-        assert _wait_for(lambda: not any(_alive(w) for w in workers), 10), f"pool processes still running: {workers}"
-    finally:
-        _end(workers)
+    proc, _out, stderr = _signal_slow_ingest(tmp_path, signal.SIGINT, 10, started=2, env=env, group=True)
     assert proc.returncode == 130
     assert "Traceback" not in stderr.decode(errors="replace"), stderr.decode(errors="replace")[-3000:]
     assert not list(Path("/dev/shm").glob(f"replay-ingest-{proc.pid}-*"))
