@@ -875,12 +875,6 @@ def remote_renders(chunk: list[dict[str, Any]], cfg: AuditConfig, remote: dict[s
     return pre
 
 
-def _request_tools(ex: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The OpenAI-form tools of an :func:`exchange_rows` row (or a plain row); raises for an
-    unreadable request."""
-    return exchange_tools(ex)
-
-
 def family_fit_rows(chunk: list[dict[str, Any]], plans: list[StreamPlan] | None, cfg: AuditConfig, resolver: ParserResolver) -> list[dict[str, Any]]:
     """The ``family_fit`` rows (:data:`replay.tables.FAMILY_FIT`, :func:`replay.family_fit.fit_row`)
     of a list of exchanges: one per exchange with a raw completion, else with served content.
@@ -898,7 +892,7 @@ def family_fit_rows(chunk: list[dict[str, Any]], plans: list[StreamPlan] | None,
         if plan is not None and plan.sides is not None:
             tools: Any = plan.tools
         else:
-            tools = lambda ex=ex: _request_tools(ex)  # noqa: E731 - decoded only when candidate parses run
+            tools = lambda ex=ex: exchange_tools(ex)  # noqa: E731 - decoded only when candidate parses run
         rows.append(
             fit_row(
                 ex["exchange_id"], ex.get("model"), resolver.family(ex.get("model")), text, source, tools,
@@ -1118,7 +1112,7 @@ def _row_group_columns(pf: pq.ParquetFile, row_group: int, columns: list[str]) -
 def read_slices(path: Path, ref: BatchRef, columns: Any, rows: int | None = None) -> Iterator[pa.RecordBatch]:
     """The batch ``ref`` of ``exchanges.parquet`` at ``path`` as consecutive record batches of
     ``rows`` rows (default :data:`SLICE_ROWS`; the last one shorter): the slices
-    :func:`run_batch` cuts from :func:`read_batch`'s batch, the same columns (:func:`_row_group_columns`)
+    :data:`SLICE_ROWS` cuts from :func:`read_batch`'s batch, the same columns (:func:`_row_group_columns`)
     and values, but decoded from the row group a slice at a time
     (``ParquetFile.iter_batches``), so a process never holds a whole batch's request bodies: a
     512-exchange bench batch held 30 MiB of Arrow data for the render stage read whole."""
@@ -1161,7 +1155,7 @@ def _joined(pieces: list[pa.RecordBatch], cols: list[str]) -> pa.RecordBatch:
 def run_ref(stage: "Stage", path: Path, ref: BatchRef, spec: Any) -> dict[str, pa.Table]:
     """``stage.function`` over the batch ``ref`` of ``exchanges.parquet`` at ``path``, one
     :func:`read_slices` slice at a time, the tables of the slices joined in order: the tables
-    :func:`run_batch` makes of :func:`read_batch`'s batch. Returns ``{table: pa.Table}``."""
+    ``stage.function`` makes of :func:`read_batch`'s whole batch. Returns ``{table: pa.Table}``."""
     outs = [stage.function(b, spec) for b in read_slices(path, ref, stage.columns)]
     if not outs:  # a reference past its row group's end: the empty tables, as for an empty batch
         return stage.function(read_batch(path, ref, stage.columns), spec)
@@ -1171,38 +1165,19 @@ def run_ref(stage: "Stage", path: Path, ref: BatchRef, spec: Any) -> dict[str, p
 
 
 def _read_row_group(pf: pq.ParquetFile, row_group: int, columns: list[str]) -> pa.Table:
-    """Row group ``row_group`` of ``pf``, ``columns`` only; when they name ``tools_json``: without
-    it for a file that has no such column (written before it existed), and with ``request_json``
-    too when ``tools_json`` is missing or holds a null there (:func:`exchange_tools` then decodes
-    those rows' requests)."""
-    names = pf.schema_arrow.names
-    if "tools_json" not in columns:
-        return pf.read_row_group(row_group, columns=columns)
-    if "tools_json" not in names:
-        columns = [c for c in columns if c != "tools_json"]
-        return pf.read_row_group(row_group, columns=columns + ["request_json"] if "request_json" not in columns else columns)
-    table = pf.read_row_group(row_group, columns=columns)
-    if table.column("tools_json").null_count and "request_json" not in columns:
-        table = table.append_column("request_json", pf.read_row_group(row_group, columns=["request_json"]).column(0))
-    return table
+    """Row group ``row_group`` of ``pf``, the columns :func:`_row_group_columns` names for
+    ``columns`` (without ``tools_json`` for a file written before it existed; with
+    ``request_json`` when ``tools_json`` is missing or holds a null there, so that
+    :func:`exchange_tools` decodes those rows' requests)."""
+    return pf.read_row_group(row_group, columns=_row_group_columns(pf, row_group, columns))
 
 
-#: Exchanges a stage function gets at a time within a batch (:func:`run_batch`): the Python rows
+#: Exchanges a stage function gets at a time within a batch (:func:`run_ref`): the Python rows
 #: of a slice (request bodies, prompts, completions: about 70 KB an exchange on the bench) are
 #: alive together, so slices keep that small whatever ``--batch-rows`` is (a pool process on
 #: 512-exchange batches of the bench: 158 -> 142 MiB at 32, no more CPU). :data:`replay.sides.BATCH`
 #: exchanges, so an out-of-process side still gets requests of its full size.
 SLICE_ROWS = BATCH
-
-
-def run_batch(stage: "Stage", batch: pa.RecordBatch, spec: Any) -> dict[str, pa.Table]:
-    """``stage.function`` over ``batch`` in slices of :data:`SLICE_ROWS` rows (zero-copy views),
-    the tables of the slices joined in order: the rows of one call on the whole batch.
-    Returns ``{table: pa.Table}`` for each of ``stage.tables``."""
-    if batch.num_rows <= SLICE_ROWS:
-        return stage.function(batch, spec)
-    outs = [stage.function(batch.slice(i, SLICE_ROWS), spec) for i in range(0, batch.num_rows, SLICE_ROWS)]
-    return {t: pa.concat_tables([o[t] for o in outs]) for t in stage.tables}
 
 
 def write_parts(run_dir: Path, stage: "Stage", key: int, got: dict[str, pa.Table]) -> dict[str, int]:
@@ -1304,7 +1279,7 @@ def run_stage(
 ) -> dict[str, int]:
     """Run ``stage`` over every exchange of the run: cut ``exchanges.parquet`` into batches of at
     most ``cfg.batch_rows`` rows within its row groups (:func:`batch_refs`, from the footer), call
-    ``stage.function(batch, spec)`` on each (in slices, :func:`run_batch`), write each result table as a part file
+    ``stage.function(batch, spec)`` on each (in slices, :func:`run_ref`), write each result table as a part file
     (``RUN/.parts/<table>/part-NNNNNN.parquet``, atomically), then join each table's parts in key
     order into ``RUN/<table>.parquet`` (atomically) and remove the parts.
 

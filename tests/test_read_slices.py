@@ -1,5 +1,5 @@
 """``replay.pipeline.read_slices`` / ``run_ref``: a stage batch decoded from its row group a slice at
-a time gives the slices ``run_batch`` cuts from ``read_batch``'s whole batch (the same columns,
+a time gives the slices of :data:`SLICE_ROWS` rows cut from ``read_batch``'s whole batch (the same columns,
 values and order), and a stage run on them writes the same tables. Checked on row groups cut into
 several batches (starts inside a row group), slices that do not divide a batch, a file without
 ``tools_json`` and one with a null there (``request_json`` then read too)."""
@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from replay.capture.ingest import ingest
-from replay.pipeline import RENDER, STREAM, STREAM_COLUMNS, BatchRef, batch_refs, read_batch, read_slices, run_batch, run_ref
+from replay.pipeline import RENDER, STREAM, STREAM_COLUMNS, BatchRef, batch_refs, read_batch, read_slices, run_ref
 from replay.runspec import RunSpec
 
 TOOL = {"type": "function", "function": {"name": "read_file", "description": "Read a file.",
@@ -88,7 +88,7 @@ def test_a_stage_on_slices_writes_the_tables_of_the_whole_batch(run, stage, monk
     spec = RunSpec(batch_rows=7)
     for ref in batch_refs(path, 7):
         got = run_ref(stage, path, ref, spec)
-        want = run_batch(stage, read_batch(path, ref, stage.columns), spec)
+        want = stage.function(read_batch(path, ref, stage.columns), spec)  # one call on the whole batch
         for table in stage.tables:
             assert got[table].num_rows == want[table].num_rows
             assert got[table].to_pylist() == want[table].to_pylist(), (stage.name, table, ref)
