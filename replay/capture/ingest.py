@@ -403,19 +403,26 @@ def failed_batch(batch: LineBatch, message: str) -> dict[str, Any]:
     return rows.tables()
 
 
-@contextmanager
-def _mapped(path: str, size: int) -> Iterator[Any]:
-    """The first ``size`` bytes of the file at ``path`` memory-mapped read-only with its pages
-    mapped at once (``MAP_POPULATE`` where there is one: one call instead of a page fault per
-    4 KiB; the file lives in ``/dev/shm``, so no disk is read): an ``mmap`` (slices are bytes),
-    or ``b""`` for ``size`` 0. Raises ``OSError`` when the file cannot be opened or is shorter."""
+def _map(path: str, size: int) -> Any:
+    """The first ``size`` bytes (at least 1) of the file at ``path`` memory-mapped read-only with
+    its pages mapped at once (``MAP_POPULATE`` where there is one: one call instead of a page
+    fault per 4 KiB; the file lives in ``/dev/shm``, so no disk is read): an ``mmap`` (slices
+    are bytes), open until closed or collected. Raises ``OSError`` when the file cannot be
+    opened or is shorter."""
     import mmap
 
+    with open(path, "rb") as fh:
+        return mmap.mmap(fh.fileno(), size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+
+
+@contextmanager
+def _mapped(path: str, size: int) -> Iterator[Any]:
+    """:func:`_map` of the first ``size`` bytes of ``path`` for the ``with`` block (``b""`` for
+    ``size`` 0), closed after it. Raises ``OSError`` as :func:`_map`."""
     if not size:
         yield b""
         return
-    with open(path, "rb") as fh:
-        mm = mmap.mmap(fh.fileno(), size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+    mm = _map(path, size)
     try:
         yield mm
     finally:
@@ -484,11 +491,8 @@ def _read_shared(res: dict[str, Any]) -> dict[str, Any]:
     is unlinked at once). Other results are returned as they are."""
     if "ipc" not in res:
         return res
-    import mmap
-
     path, spans = res.pop("ipc")
-    with open(path, "rb") as fh:  # mapped with its pages at once (MAP_POPULATE), as _mapped
-        mm = mmap.mmap(fh.fileno(), spans[-1][1], flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+    mm = _map(path, spans[-1][1])  # three IPC streams: never empty
     os.unlink(path)
     buf = pa.py_buffer(mm)  # unmapped when the last batch reading it is gone
     for name, (a, b) in zip(_RESULT_TABLES, spans):
