@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from replay.parsers._jsonscan import MORE, JsonPrefix, decode_at, loads_or_too_deep, skip_ws
+from replay.parsers._jsonscan import JsonPrefix, MORE, decode_at, dumps_arguments, loads_or_too_deep, skip_ws
 from replay.parsers._markers import first_marker
 
 
@@ -33,7 +33,7 @@ NO_VALUE: Any = _NoValue()
 def object_arguments(obj: Any) -> str | None:
     """The arguments text of a block whose value must be the arguments object:
     ``json.dumps(obj, ensure_ascii=False)`` when ``obj`` is a dict, else None (no call)."""
-    return json.dumps(obj, ensure_ascii=False) if isinstance(obj, dict) else None
+    return dumps_arguments(obj) if isinstance(obj, dict) else None
 
 
 def arguments_text(args: Any) -> str | None:
@@ -44,15 +44,15 @@ def arguments_text(args: Any) -> str | None:
     own JSON text (a string value is still a call: vLLM reports it, and the client receives valid
     JSON); anything else -> None."""
     if isinstance(args, dict):
-        return json.dumps(args, ensure_ascii=False)
+        return dumps_arguments(args)
     if isinstance(args, str):
         try:
             inner = loads_or_too_deep(args)
         except ValueError:
             inner = None
         if isinstance(inner, dict):
-            return json.dumps(inner, ensure_ascii=False)
-        return json.dumps(args, ensure_ascii=False)
+            return dumps_arguments(inner)
+        return dumps_arguments(args)
     return None
 
 
