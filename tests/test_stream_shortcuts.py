@@ -172,3 +172,27 @@ def test_non_finite_values_are_no_call():
 @given(st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(), lambda x: st.lists(x) | st.dictionaries(st.text(), x), max_leaves=10))
 def test_dumps_arguments_is_json_dumps_without_ascii_escapes(value):
     assert dumps_arguments(value) == json.dumps(value, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------ a block read on a stream's prefix
+_BLOCK_PIECES = st.sampled_from(
+    ['{"name": "f", "arguments": {"a": 1}}', "[1, 2]", '{"a": "</tool_call>"}', "{", '{"a": ', "12", '"s"', " ", "\n", "</tool_call>", "</tool", "[TOOL_CALLS]", "\n</x>", "text"]
+)
+
+
+@budget(400)
+@given(
+    st.lists(_BLOCK_PIECES, max_size=6).map("".join),
+    st.integers(0, 3),
+    st.sampled_from(["</tool_call>", ("</tool_call>", "[TOOL_CALLS]"), "\n</x>", ""]),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([None, lambda raw: raw.startswith("[")]),
+    st.booleans(),
+)
+def test_read_json_block_on_a_prefix_without_end_marker_is_the_full_reading(text, start, ends, consume, open_end, trailing, final):
+    from replay.parsers._block import read_json_block, read_json_block_full
+
+    start = min(start, len(text))
+    kw = dict(consume=consume, trailing=trailing, final=final, open_end=open_end)
+    assert read_json_block(text, start, ends, **kw) == read_json_block_full(text, start, ends, **kw)
