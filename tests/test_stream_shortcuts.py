@@ -196,3 +196,46 @@ def test_read_json_block_on_a_prefix_without_end_marker_is_the_full_reading(text
     start = min(start, len(text))
     kw = dict(consume=consume, trailing=trailing, final=final, open_end=open_end)
     assert read_json_block(text, start, ends, **kw) == read_json_block_full(text, start, ends, **kw)
+
+
+# ------------------------------------------------------------------ the judge: own parse = the reference's
+class _LateHermes(HermesParser):
+    """A streaming fault to judge: the calls of a delta longer than 12 chars are lost."""
+
+    def feed(self, delta):
+        out = super().feed(delta)
+        if out.calls and len(delta) > 12:
+            out.calls = []
+        return out
+
+
+@pytest.mark.parametrize("spec", [None, "test_stream_shortcuts:_LateHermes"], ids=["builtin", "plugin-as-reference"])
+@budget(60)
+@given(text=st.lists(pieces, max_size=5).map("".join), cuts=st.lists(st.integers(0, 60), max_size=6), truncated=st.booleans())
+def test_judge_rows_are_the_same_when_the_own_parse_is_the_reference_object_or_an_equal_copy(spec, text, cuts, truncated):
+    """A side whose parser is the reference's reuses the reference's parse object, and the judge
+    then takes each row's differs_from_own_parse from its differs_from_reference; with an equal
+    copy of that parse (another object) it compares them: the rows must be the same."""
+    import copy
+
+    from replay.pipeline import plan_stream, replay_in_process
+    from replay.judge import judge_side
+    from replay.deadline import deadlines_installed
+
+    cuts = sorted(min(c, len(text)) for c in cuts)
+    steps = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    ex = _exchanges([(text, steps)])[0]
+    ex["served_finish_reason"] = "length" if truncated else None
+    cfg = AuditConfig(chunkings=("recorded", "whole", "char"), reference_parser=spec, old_parser=spec)
+    with deadlines_installed():
+        plan = plan_stream(ex, cfg, ParserResolver(cfg))
+        assert not plan.done
+        rep = replay_in_process(plan, plan.sides.old, plan.chunks["old"], 10)
+    assert rep.parse is plan.ref_parse
+    ns, nc = len(plan.streams), len(plan.calls)
+    judge_side(plan, "old", "hermes", plan.chunks["old"], rep)
+    shared = (plan.streams[ns:], plan.calls[nc:])
+    del plan.streams[ns:], plan.calls[nc:]
+    rep.parse = copy.deepcopy(rep.parse)
+    judge_side(plan, "old", "hermes", plan.chunks["old"], rep)
+    assert (plan.streams[ns:], plan.calls[nc:]) == shared
