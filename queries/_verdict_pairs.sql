@@ -64,7 +64,7 @@ side_calls AS (
     SELECT a.exchange_id, a.side, a.chunking, a.idx, f.bad_json, f.mismatched, f.repeated, f.bad_ids, a.calls_key
     FROM (
         SELECT exchange_id, side, chunking, list(index) AS idx,
-               md5([struct_pack(n := x.n, a := x.a) FOR x IN list_sort(list(struct_pack(i := index, n := name, a := arguments)))]::VARCHAR)
+               sum(hash(index, name, arguments))::VARCHAR
                    AS calls_key  -- a digest: rows stay narrow
         FROM calls WHERE side IN ('old', 'new')
         GROUP BY exchange_id, side, chunking

@@ -12,12 +12,15 @@ counts AS (
            count(*) FILTER (WHERE verdict = 'still-wrong') AS still_wrong
     FROM bad GROUP BY "check"
 ),
+-- each bad exchange's new side fails under at least one chunking, and verdicts_by_exchange holds the
+-- one that comes first in this order (smallest_failing_chunking / _deltas): the first of the
+-- exchanges' firsts is the first of all their failing (exchange, chunking) pairs in verdict_pairs
 candidates AS (
-    SELECT p."check", p.exchange_id, b.verdict, p.chunking, p.new_deltas AS deltas,
-           row_number() OVER (PARTITION BY p."check"
-                              ORDER BY p.chunking IN ('parse', 'render'), p.new_deltas, b.verdict = 'still-wrong', p.exchange_id, p.chunking) AS rank
-    FROM verdict_pairs p JOIN bad b USING (exchange_id, "check")
-    WHERE p.new_wrong
+    SELECT "check", exchange_id, verdict, smallest_failing_chunking AS chunking, smallest_failing_deltas AS deltas,
+           row_number() OVER (PARTITION BY "check"
+                              ORDER BY smallest_failing_chunking IN ('parse', 'render'), smallest_failing_deltas, verdict = 'still-wrong',
+                                       exchange_id, smallest_failing_chunking) AS rank
+    FROM bad
 )
 SELECT c."check", n.broken, n.still_wrong, c.exchange_id, c.verdict, c.chunking, c.deltas
 FROM candidates c JOIN counts n USING ("check")

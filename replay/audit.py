@@ -152,9 +152,11 @@ def audit(
         files = discover(paths)
         if capture_format is not None and capture_format not in FORMATS:
             raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
+        setup_render(files, cfg, engine)  # a bad template or tokenizer fails here, before anything is written
         fingerprint = audit_fingerprint(files, cfg, capture_format, hash_text, max_line_bytes, filters)
         state = prepare_out(run_dir, fingerprint, force)
     except BaseException:
+        close_pools()
         close_sides(cfg)
         raise
     try:
@@ -168,17 +170,56 @@ def audit(
 PRESTART_BYTES = 8 << 20
 
 
-def _prestart_pool(files: list[Path], cfg: AuditConfig, engine: Any, start: bool = True) -> bool:
-    """Whether the render/re-stream pool starts before ingest, so its processes' start-up overlaps
-    this one's reading: when the stages will run on it (no ``--engine``, a run spec, ``--jobs``
-    above 1) and the captures hold at least :data:`PRESTART_BYTES` (a smaller one may make a
-    single batch, which runs in this process). With ``start``, start all ``--jobs`` processes now
-    (:func:`replay.pool.prestart`); without, the caller starts what it needs (:mod:`replay.overlap`
-    starts ``--jobs`` - 1 by giving them work). With ``cfg.parallel_ingest`` (``--parallel-ingest``)
-    ingest then parses on it too (:func:`replay.capture.ingest`, ``pool_spec``)."""
+def _pool_renders(files: list[Path], cfg: AuditConfig, engine: Any) -> bool:
+    """Whether the stages will run on the ``--jobs`` pool started before ingest: no ``--engine``,
+    a run spec, ``--jobs`` above 1, and captures of at least :data:`PRESTART_BYTES` (a smaller
+    one may make a single batch, which runs in this process)."""
     if engine is not None or cfg.spec is None or cfg.jobs <= 1:
         return False
-    if sum(file_size(f) or 0 for f in files) < PRESTART_BYTES:
+    return sum(file_size(f) or 0 for f in files) >= PRESTART_BYTES
+
+
+def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> None:
+    """Check a deferred render setup (:func:`replay.runspec.build_config` ``load=False``, what
+    ``replay audit`` makes) before any work, building the renderers and tokenizer only where
+    they render: when the stages will run on the ``--jobs`` pool (:func:`_pool_renders`), the
+    pool is started now (:func:`replay.pool.prestart`) and its first process's build is the check
+    (:func:`replay.pool.render_check`; its ``run.json`` words are recorded), and this process
+    never loads them (a chat template and a tokenizer: ~190 MiB of this process's RSS on the
+    bench, 0.7 CPU s, for nothing, since the pool renders); else (``--jobs 1``, a small capture,
+    ``--engine ray``) they are built here. A stage that still runs here (a filtered run left one
+    batch) builds them at its first use. Nothing for a config that is not deferred. Raises
+    ValueError (:class:`replay.errors.UsageError` for an unknown renderer name) naming the
+    option, as :func:`replay.runspec.build_config` does."""
+    if not cfg.deferred:
+        return
+    if _pool_renders(files, cfg, engine):
+        from replay.pool import prestart, render_check
+
+        if not _overlapping(cfg):  # else the check starts the first process and the drains the others (replay.overlap)
+            prestart(cfg.spec, cfg.jobs)
+        words = render_check(cfg.spec, cfg.jobs)
+        if words is not None:
+            cfg.set_render_words(words)
+            return
+    cfg.load_render()
+
+
+def _overlapping(cfg: AuditConfig) -> bool:
+    """Whether the stages run during ingest when they run on the pool (:mod:`replay.overlap`):
+    ``cfg.overlap`` (not ``--no-overlap``) and no ``--parallel-ingest`` (the pool parses then)."""
+    return bool(cfg.overlap) and not cfg.parallel_ingest
+
+
+def _prestart_pool(files: list[Path], cfg: AuditConfig, engine: Any, start: bool = True) -> bool:
+    """Whether the render/re-stream pool starts before ingest, so its processes' start-up overlaps
+    this one's reading: when the stages will run on it (:func:`_pool_renders`). With ``start``,
+    all ``--jobs`` processes start now (:func:`replay.pool.prestart`; :func:`setup_render` may
+    have started them already); without, the caller starts what it needs (:mod:`replay.overlap`
+    starts ``--jobs`` - 1 by giving them work). With ``cfg.parallel_ingest``
+    (``--parallel-ingest``) ingest then parses on it too (:func:`replay.capture.ingest`,
+    ``pool_spec``)."""
+    if not _pool_renders(files, cfg, engine):
         return False
     if start:
         from replay.pool import prestart
@@ -306,7 +347,7 @@ def _run(
         _write_state(run_dir, state)  # from here an interrupted audit can be resumed
         # the stages start on each row group as ingest writes it, on all but one of the pool's
         # processes (replay.overlap); with --parallel-ingest the pool parses the lines instead
-        overlapping = cfg.overlap and not cfg.parallel_ingest
+        overlapping = _overlapping(cfg)
         prestarted = _prestart_pool(files, cfg, engine, start=not overlapping)
         pooled = prestarted and cfg.parallel_ingest
         ingest_pool = PoolStats(workers=cfg.pool_workers) if pooled else None
@@ -317,7 +358,7 @@ def _run(
                 # row groups of at most batch_rows exchanges: each stage batch is then one row group,
                 # which a pool process reads alone (replay.pipeline.batch_refs); with the stages' pool
                 # started, its processes parse the capture's lines too (the same rows and row groups)
-                stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.tokenizer,
+                stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.ingest_tokenizer(),
                                redact=hash_text, max_line_bytes=max_line_bytes, filters=filters, batch_rows=cfg.batch_rows,
                                jobs=cfg.jobs if pooled else 1, pool_spec=cfg.spec if pooled else None, pool_stats=ingest_pool,
                                on_exchanges=overlap.offer if overlap is not None else None)

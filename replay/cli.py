@@ -513,13 +513,16 @@ def _config(
     renderer_spec: Optional[str] = None,
     date: Optional[str] = None,
     side_render: Optional[dict[str, Any]] = None,
+    defer: bool = False,
 ) -> Any:
     """The run's :class:`replay.pipeline.AuditConfig`, built by the library from a
     :class:`replay.runspec.RunSpec` of these options; fails (exit 1) with the library's message,
     which names the option. ``chat_template`` / ``tokenizer``: the repeatable options' values
     (``FILE`` or ``PATTERN=FILE``; ``replay stream`` passes one tokenizer path);
     ``side_render``: the per-side render options (``old_chat_template``, ``new_renderer``,
-    ``old_preparer``, ``old_render_in`` ...)."""
+    ``old_preparer``, ``old_render_in`` ...). ``defer``: leave the renderers and tokenizer
+    unbuilt (``replay audit``: :func:`replay.audit.setup_render` checks them up front and builds
+    them only in the processes that render)."""
     from replay.runspec import build_config, spec_from_options
 
     try:
@@ -532,7 +535,7 @@ def _config(
             old_python=old_python, new_python=new_python, replay_timeout=replay_timeout,
             **(side_render or {}),
         )
-        cfg = build_config(spec)
+        cfg = build_config(spec, load=not defer)
     except UsageError as exc:  # a name that is no built-in: a bad option value
         _fail(str(exc), 2)
     except ValueError as exc:
@@ -666,6 +669,7 @@ def audit(
         side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
                          old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer,
                          old_render_in=old_render_in, new_render_in=new_render_in),
+        defer=True,
     )
     if redact and exemplar_text:
         _fail("--redact (hash message text at ingest) and --exemplar-text (show it in the exemplars) contradict each other", 2)

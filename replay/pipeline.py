@@ -193,7 +193,14 @@ def side_chunkings(cfg: AuditConfig, builtin: bool) -> tuple[str, ...]:
         return tuple(cfg.chunkings)
     if builtin:
         return BUILTIN_CHUNKINGS
-    return CHUNKINGS_DEFAULT + (("token",) if cfg.tokenizer is not None else ()) + (SPLIT_ALL,)
+    return CHUNKINGS_DEFAULT + (("token",) if _has_tokenizer(cfg) else ()) + (SPLIT_ALL,)
+
+
+def _has_tokenizer(cfg: Any) -> bool:
+    """Whether ``cfg`` has a plain tokenizer, without building a deferred one
+    (:attr:`replay.runspec.AuditConfig.has_tokenizer`; any other config: its ``tokenizer``)."""
+    has = getattr(type(cfg), "has_tokenizer", None)
+    return bool(cfg.has_tokenizer) if has is not None else cfg.tokenizer is not None
 
 
 def chunking_plan(cfg: AuditConfig) -> dict[str, Any]:
@@ -1468,8 +1475,10 @@ def validate_specs(cfg: AuditConfig) -> None:
     for chunking in cfg.chunkings or ():
         if chunking == SPLIT_ALL:
             continue
+        if chunking == "token" and getattr(cfg, "deferred", False) and _has_tokenizer(cfg):
+            continue  # the tokenizer is checked where it is built (replay.audit.setup_render), not loaded here for this
         try:
-            check_chunking(chunking, tokenizer=cfg.tokenizer)
+            check_chunking(chunking, tokenizer=cfg.tokenizer if chunking == "token" else None)  # only token reads it
         except ChunkingError as exc:
             raise ChunkingError(f"--chunkings {chunking}: {exc}") from None
     open_sides(cfg)

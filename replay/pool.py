@@ -49,7 +49,10 @@ def _init(spec: Any) -> None:
     single_threaded_arrow()  # one process per core already: Arrow's own threads only kept memory
     from replay.runspec import close_built, config_for
 
-    config_for(spec)
+    try:
+        config_for(spec)
+    except Exception as exc:  # noqa: BLE001 - a bad template or tokenizer: render_check reports it to the parent
+        _INIT_ERROR[:] = [exc]  # (an initializer that raises breaks the pool with a traceback on stderr)
     atexit.register(close_built)
     parent = multiprocessing.parent_process()
     _exit_with_parent(parent.pid if parent is not None and parent.pid is not None else os.getppid())
@@ -59,6 +62,50 @@ def _init(spec: Any) -> None:
     import gc
 
     gc.freeze()  # the imports' and the config's objects: never garbage, so no collection walks them again (~4% of a batch)
+
+
+#: The error :func:`_init` got building this pool process's config (at most one), for :func:`_render_words`.
+_INIT_ERROR: list[BaseException] = []
+
+
+def _render_words(spec: Any) -> tuple[str, Any, Any]:
+    """A pool process's answer to :func:`render_check`: ``("ok", words, None)`` with the render
+    setup's ``run.json`` words of its config (:meth:`replay.runspec.AuditConfig.set_render_words`),
+    or ``("error", exception class, message)`` when building it failed."""
+    from replay.runspec import config_for
+
+    try:
+        if _INIT_ERROR:
+            raise _INIT_ERROR[0]
+        cfg = config_for(spec)
+    except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises it
+        return "error", type(exc), str(exc)
+    return "ok", getattr(cfg, "render_words", None), None
+
+
+def render_check(spec: Any, jobs: int) -> dict[str, Any] | None:
+    """Ask the pool :func:`prestart` started for ``spec`` and ``jobs`` (started here if it was
+    not) whether its processes could build the spec's renderers and tokenizer, waiting for the
+    first process to have built them (about 1 s: start-up, imports, the tokenizer). Returns the
+    render setup's words for ``run.json`` (:meth:`replay.runspec.AuditConfig.set_render_words`);
+    None when the pool could not answer (a process died at start: the caller then builds them
+    itself). Raises the error the pool process got, same class where it can be made from the
+    message (else ValueError), e.g. ``ValueError("--tokenizer x: ...")``: what
+    :func:`replay.runspec.build_config` raises in this process. This is how ``replay audit``
+    checks the render options up front without loading them in its own process
+    (:func:`replay.audit.setup_render`)."""
+    pool = _shared(jobs, spec)
+    try:
+        status, words, message = pool.submit(_render_words, spec).result()
+    except BrokenProcessPool:
+        return None
+    if status == "ok":
+        return words
+    try:
+        err = words(message)
+    except Exception:  # noqa: BLE001 - a class whose constructor takes other arguments
+        err = ValueError(message)
+    raise err
 
 
 def _quiet_interrupt(_signum: int, _frame: Any) -> None:
@@ -232,7 +279,10 @@ def prestart(spec: Any, jobs: int) -> None:
     """Start the pool of ``spec`` with ``jobs`` processes now, without waiting for them: each
     imports replay and builds the spec's config (:func:`_init`, about 0.6 CPU s) while this
     process goes on (``replay audit`` ingests meanwhile), and :func:`map_batches` with the same
-    ``spec`` and ``jobs`` then finds them ready. :func:`close_pools` ends them as any kept pool."""
+    ``spec`` and ``jobs`` then finds them ready. :func:`close_pools` ends them as any kept pool.
+    Nothing when that pool is already kept (started by an earlier call or :func:`render_check`)."""
+    if (spec, jobs) in _KEPT:  # already started (render_check, an earlier prestart): nothing to do
+        return
     pool = _shared(jobs, spec)
     _STARTING[(spec, jobs)] = [pool.submit(_noop) for _ in range(jobs)]
 

@@ -114,6 +114,31 @@ def _stage_options(cls: type) -> type:
     return cls
 
 
+class _RenderObject:
+    """A descriptor for :class:`AuditConfig`'s render objects (renderers, tokenizer): a plain
+    attribute, except that on a config whose render setup is deferred (:func:`build_config` with
+    ``load=False``) the first read builds them in this process (:meth:`AuditConfig.load_render`).
+    As a dataclass field's default it gives None (``__get__`` on the class)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return None  # the field's default
+        if obj.__dict__.get("_deferred"):
+            obj.load_render()
+        return obj.__dict__.get(self.slot)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.slot] = value
+
+
+#: Where the render setup's words go in an :class:`AuditConfig`'s ``options`` until they are known
+#: (:func:`build_config` with ``load=False``): a placeholder key, replaced in place, in order.
+_RENDER_SLOT = "\0render"
+
+
 @dataclass
 @_stage_options
 class AuditConfig:
@@ -124,13 +149,20 @@ class AuditConfig:
     Made by :func:`build_config` from a RunSpec (``spec``), which is what a pool process or a Ray
     task gets; a library caller may also build one by hand with its own renderer objects
     (``spec`` None), which then runs in this process only.
+
+    Deferred render setup (:func:`build_config` ``load=False``, what ``replay audit`` makes): the
+    renderers and tokenizer (a chat template and a ``tokenizer.json``: ~65 MiB of RSS and ~0.7
+    CPU s with transformers' imports, ~190 MiB with the first renders) are built at their first
+    read in this process (:meth:`load_render`), or never when the ``--jobs`` pool renders: then a
+    pool process builds them and reports the options (:func:`replay.pool.render_check`, which
+    :meth:`set_render_words` records). :attr:`has_tokenizer` answers without building.
     """
 
-    renderer: Any = None  # old and new sides' renderer (replay.render.base.Renderer)
-    reference_renderer: Any = None  # --reference-encoder / --reference-chat-template: renders the reference side
-    old_renderer: Any = None  # --old-chat-template / --old-renderer (None: renderer)
-    new_renderer: Any = None  # --new-chat-template / --new-renderer (None: renderer)
-    tokenizer: Any = None
+    renderer: Any = _RenderObject()  # old and new sides' renderer (replay.render.base.Renderer)
+    reference_renderer: Any = _RenderObject()  # --reference-encoder / --reference-chat-template: renders the reference side
+    old_renderer: Any = _RenderObject()  # --old-chat-template / --old-renderer (None: renderer)
+    new_renderer: Any = _RenderObject()  # --new-chat-template / --new-renderer (None: renderer)
+    tokenizer: Any = _RenderObject()
     jobs: int = 1  # processes the batch functions run on (replay.pool); 1: this process
     # parse the capture-v1 lines on the stages' pool too (replay audit --parallel-ingest); False: in this process
     parallel_ingest: bool = False
@@ -148,27 +180,90 @@ class AuditConfig:
         """``{side: serializer spec}`` for old, new and reference."""
         return {"old": self.old_serializer, "new": self.new_serializer, "reference": self.reference_serializer}
 
+    @property
+    def deferred(self) -> bool:
+        """True while the render objects are not built yet (:func:`build_config` ``load=False``)."""
+        return bool(self.__dict__.get("_deferred"))
+
+    @property
+    def has_tokenizer(self) -> bool:
+        """Whether the run has a plain ``--tokenizer`` (the ``token`` chunking's, token counts),
+        without building it: from the spec while the render setup is deferred."""
+        if self.deferred:
+            return self.spec.tokenizer is not None
+        return self.tokenizer is not None
+
+    def load_render(self) -> None:
+        """Build the deferred render objects in this process (:func:`render_objects` of
+        ``spec``) and record their options; nothing when they are built. Raises ValueError
+        naming the option, as :func:`build_config` (the config stays deferred then)."""
+        if not self.deferred:
+            return
+        setup, words = render_objects(self.spec)
+        self.__dict__["_deferred"] = False
+        self.renderer = setup.renderer
+        self.reference_renderer = setup.reference_renderer
+        self.old_renderer = setup.old_renderer
+        self.new_renderer = setup.new_renderer
+        self.tokenizer = setup.tokenizer
+        self.render_words = words  # what a pool process reports to the parent (replay.pool.render_check)
+        self.set_render_words(words)
+
+    def set_render_words(self, words: dict[str, Any]) -> None:
+        """Put the render setup's words for ``run.json`` (:func:`render_objects`' second value:
+        renderer names, paths, special-token sources) into ``options`` where
+        :func:`build_config` left their place; the render objects stay as they are (deferred, when
+        a pool process built them and reported these, :func:`replay.pool.render_check`)."""
+        if _RENDER_SLOT not in self.options:
+            return
+        merged: dict[str, Any] = {}
+        for key, value in self.options.items():
+            if key == _RENDER_SLOT:
+                merged.update(words)
+            else:
+                merged[key] = value
+        self.options.clear()
+        self.options.update(merged)
+
+    def ingest_tokenizer(self) -> Any:
+        """The tokenizer for ingest (server logs that hold token ids only,
+        :mod:`replay.capture.serverlog`), or None: while the render setup is deferred, an object
+        that builds it at its first use (:class:`_TokenizerOnUse`), so a capture that needs none
+        never loads it in this process."""
+        if self.deferred:
+            return _TokenizerOnUse(self) if self.has_tokenizer else None
+        return self.tokenizer
+
+
+class _TokenizerOnUse:
+    """Stands for a deferred config's tokenizer (:meth:`AuditConfig.ingest_tokenizer`): any
+    attribute (``decode``, ``get_vocab_size``) is the tokenizer's, built at the first one."""
+
+    def __init__(self, cfg: AuditConfig) -> None:
+        self._cfg = cfg
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cfg.tokenizer, name)
+
+    def __len__(self) -> int:
+        return len(self._cfg.tokenizer)
+
 
 def _recorded(value: Any) -> Any:
     """An option's value as ``run.json`` holds it: tuples as lists."""
     return list(value) if isinstance(value, tuple) else value
 
 
-def build_config(spec: RunSpec) -> AuditConfig:
-    """The :class:`AuditConfig` a spec names, with its renderers and tokenizer built and
-    ``options`` (for ``run.json``: each RunSpec field in order, the render setup's words for the
-    :data:`BUILT_FROM` ones) filled in; ``cfg.spec`` is ``spec``.
-
-    Raises ValueError naming the option for a tokenizer, chat template, renderer or encoder that
-    cannot be loaded, and for a bad ``--date`` (ImportError and OSError are given as ValueError
-    with the option first too); :class:`replay.errors.UnknownNameError` for a renderer name that is
-    no built-in. Spec strings of serializers and parsers are not resolved here
-    (:func:`replay.pipeline.validate_specs` does, once per run).
-    """
+def render_objects(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
+    """The render setup a spec names, built (:func:`replay.render.options.render_setup`: the
+    renderers and the loaded tokenizer), and its words for ``run.json`` ``options`` (the
+    :data:`BUILT_FROM` fields but ``date``, as the setup words them). Raises ValueError naming the option for a tokenizer, chat template, renderer or
+    encoder that cannot be loaded and for a bad ``--date`` (ImportError and OSError are given as
+    ValueError with the option first too); :class:`replay.errors.UnknownNameError` for a renderer
+    name that is no built-in."""
     from replay.render.options import render_setup
-    from replay.render.specs import DEFAULT_DATE, parse_date
 
-    day = parse_date(spec.date) if spec.date is not None else DEFAULT_DATE
+    day = _day(spec)
     try:
         setup = render_setup(
             chat_templates=[*([spec.chat_template] if spec.chat_template else []), *spec.chat_template_routes],
@@ -180,24 +275,47 @@ def build_config(spec: RunSpec) -> AuditConfig:
         )
     except (ImportError, OSError) as exc:  # the message names the option
         raise ValueError(str(exc)) from None
+    return setup, dict(setup.options)
+
+
+def _day(spec: RunSpec) -> Any:
+    """The spec's ``--date`` as a ``datetime.date`` (the pinned default when not given); raises
+    ValueError for a bad one."""
+    from replay.render.specs import DEFAULT_DATE, parse_date
+
+    return parse_date(spec.date) if spec.date is not None else DEFAULT_DATE
+
+
+def build_config(spec: RunSpec, *, load: bool = True) -> AuditConfig:
+    """The :class:`AuditConfig` a spec names, with its renderers and tokenizer built and
+    ``options`` (for ``run.json``: each RunSpec field in order, the render setup's words for the
+    :data:`BUILT_FROM` ones) filled in; ``cfg.spec`` is ``spec``.
+
+    ``load`` False: the render setup is deferred (see :class:`AuditConfig`): only ``--date`` is
+    checked here, the render objects are built at their first read in this process
+    (:meth:`AuditConfig.load_render`) and ``options`` holds their words once they are
+    (or once :meth:`AuditConfig.set_render_words` records a pool process's).
+
+    Raises ValueError naming the option for a tokenizer, chat template, renderer or encoder that
+    cannot be loaded, and for a bad ``--date`` (ImportError and OSError are given as ValueError
+    with the option first too); :class:`replay.errors.UnknownNameError` for a renderer name that is
+    no built-in. Spec strings of serializers and parsers are not resolved here
+    (:func:`replay.pipeline.validate_specs` does, once per run).
+    """
+    day = _day(spec)  # a bad --date fails here either way
     options: dict[str, Any] = {}
     for f in dataclasses.fields(RunSpec):
         if f.name == "date":
             options["date"] = day.isoformat()
         elif f.name in BUILT_FROM:
-            options.update(setup.options)  # once, at the first render option
+            options.setdefault(_RENDER_SLOT, None)  # once, at the first render option
         elif f.name not in _EXECUTOR_OPTIONS:
             options[f.name] = _recorded(getattr(spec, f.name))
-    return AuditConfig(
-        **{name: getattr(spec, name) for name in STAGE_OPTIONS},
-        renderer=setup.renderer,
-        reference_renderer=setup.reference_renderer,
-        old_renderer=setup.old_renderer,
-        new_renderer=setup.new_renderer,
-        tokenizer=setup.tokenizer,
-        options=options,
-        spec=spec,
-    )
+    cfg = AuditConfig(**{name: getattr(spec, name) for name in STAGE_OPTIONS}, options=options, spec=spec)
+    cfg.__dict__["_deferred"] = True
+    if load:
+        cfg.load_render()
+    return cfg
 
 
 def spec_from_options(

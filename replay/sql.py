@@ -268,11 +268,15 @@ def _create_views(con: duckdb.DuckDBPyConnection, entries: list[Any]) -> None:
 
 #: Derived views computed once per connection (:func:`materialize`) before the first query that
 #: reads them, directly or through another view: ``{view: names whose mention in SQL needs it}``.
+#: ``verdict_pairs`` is stored first (a pipeline breaker): ``verdicts_by_exchange`` computed with
+#: it inline (its joins and the per-exchange aggregate in one pipeline) ran out of memory at 80k
+#: exchanges under 256 MB, where the stored table spills instead.
 MATERIALIZED = {
     "verdict_pairs": ("verdict_pairs", "verdicts_by_exchange", "not_judged", "render_not_judged"),
-    # the report's verdict table and smallest_failures both group verdict_pairs per exchange through it
-    "verdicts_by_exchange": ("verdicts_by_exchange",),
+    # the report's verdict table, smallest_failures and faults_by_family group verdict_pairs per exchange through it
+    "verdicts_by_exchange": ("verdicts_by_exchange", "not_judged", "render_not_judged"),
 }
+
 #: DuckDB optimizers kept off while a derived view is materialized: its joins are written with the
 #: side to build the hash table from on the right (the smaller), and DuckDB's estimates over
 #: Parquet put a 400k-row input there instead; two large hash tables in one pipeline do not spill
@@ -283,9 +287,9 @@ _KEEP_JOIN_ORDER = "join_order,build_side_probe_side"
 def materialize(con: duckdb.DuckDBPyConnection, view: str) -> None:
     """Compute the derived view ``view`` (a key of :data:`MATERIALIZED`) once: its rows go into a
     temporary table (in DuckDB's buffer pool, under the memory limit, spilled past it) and the
-    view is redefined to read it, so the queries built on it (the report's ``verdicts`` and
-    ``smallest_failures``, ``verdicts_by_exchange``) stop recomputing it. A second call does
-    nothing. Raises :class:`QueryError` as :func:`run_sql` does."""
+    view is redefined to read it, so the queries built on it (the report's ``verdicts``,
+    ``smallest_failures``, ``faults_by_family``, the view ``not_judged``) stop recomputing it. A
+    second call does nothing. Raises :class:`QueryError` as :func:`run_sql` does."""
     table = f"_{view}_rows"
     if scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?", [table]):
         return

@@ -67,5 +67,9 @@ def test_outcomes_hold_the_faulty_calls_in_index_order(tmp_path: Path) -> None:
     # the finish-reason outcome carries a digest of the calls in index order: equal sides, equal digests
     fr = got[("same", "finish-reason")]
     assert fr["old_outcome"] == fr["new_outcome"] and got[("diff", "finish-reason")]["old_outcome"] != got[("diff", "finish-reason")]["new_outcome"]
-    want = run_sql(con, "SELECT md5([struct_pack(n := 'read', a := '{\"p\": 0}'), struct_pack(n := 'read', a := '{\"p\": 1')]::VARCHAR) AS k")
-    assert fr["old_outcome"] == "tool_calls " + want.column("k")[0].as_py()  # index 0 first, though its row came second
+    # the digest of the calls at index 0 and 1 (their rows came in the order 1, 0)
+    want = run_sql(con, "SELECT (hash(0, 'read', '{\"p\": 0}')::HUGEINT + hash(1, 'read', '{\"p\": 1')::HUGEINT)::VARCHAR AS k")
+    assert fr["old_outcome"] == "tool_calls " + want.column("k")[0].as_py()
+    # the digest takes each call's index: the same two calls at each other's index differ
+    swapped = run_sql(con, "SELECT (hash(1, 'read', '{\"p\": 0}')::HUGEINT + hash(0, 'read', '{\"p\": 1')::HUGEINT)::VARCHAR AS k")
+    assert fr["old_outcome"] != "tool_calls " + swapped.column("k")[0].as_py()

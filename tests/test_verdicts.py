@@ -276,6 +276,43 @@ def test_still_wrong_and_changed_wrong(stream_capture, plugins, tmp_path):
     assert (got["dropped-call"]["fixed"], got["non-json-join"]["broken"]) == (AFFECTED, AFFECTED)
 
 
+#: smallest_failures as first written, over every (exchange, check, chunking) pair: the oracle of
+#: the query, which reads each exchange's first failing chunking from verdicts_by_exchange instead.
+PAIRWISE_SMALLEST = """
+WITH bad AS (SELECT * FROM verdicts_by_exchange WHERE verdict IN ('broken', 'still-wrong')),
+counts AS (SELECT "check", count(*) FILTER (WHERE verdict = 'broken') AS broken,
+                  count(*) FILTER (WHERE verdict = 'still-wrong') AS still_wrong FROM bad GROUP BY "check"),
+candidates AS (
+    SELECT p."check", p.exchange_id, b.verdict, p.chunking, p.new_deltas AS deltas,
+           row_number() OVER (PARTITION BY p."check"
+                              ORDER BY p.chunking IN ('parse', 'render'), p.new_deltas, b.verdict = 'still-wrong', p.exchange_id, p.chunking) AS rank
+    FROM verdict_pairs p JOIN bad b USING (exchange_id, "check")
+    WHERE p.new_wrong
+)
+SELECT c."check", n.broken, n.still_wrong, c.exchange_id, c.verdict, c.chunking, c.deltas
+FROM candidates c JOIN counts n USING ("check") WHERE c.rank = 1 ORDER BY c."check"
+"""
+
+
+def test_smallest_failures_is_the_first_failing_pair(stream_capture, plugins, tmp_path):
+    """Per check, the exemplar of smallest_failures is the first of all (exchange, chunking) pairs
+    where the new side fails on a broken or still-wrong exchange (streamed chunkings before the
+    whole-text parse, fewest deltas, broken before still-wrong, then exchange id): the same row as
+    the pairwise query over verdict_pairs, on runs with broken (new drops a call, leaks markup) and
+    still-wrong exchanges (both drop the same call) under four chunkings whose delta counts differ by exchange."""
+    for name, args in (("broken", ("--new-parser", f"{plugins}:DropFirst")),
+                       ("still", ("--old-parser", f"{plugins}:DropLast", "--new-parser", f"{plugins}:DropFirst")),
+                       ("leak", ("--old-parser", f"{plugins}:DropLast", "--new-parser", f"{plugins}:LeakEnd"))):
+        run = tmp_path / name
+        # no `whole` (1 delta on every exchange): the exchanges' smallest failing chunkings differ
+        result = runner.invoke(app, ["audit", str(stream_capture), "--out", str(run), "--quiet", "--chunkings", "recorded,char,fixed-3,fixed-13", *args])
+        assert result.exit_code == 0, result.output
+        want = query_json(run, "--sql", PAIRWISE_SMALLEST)
+        got = sorted(query_json(run, "smallest_failures"), key=lambda r: r["check"])
+        assert got == want and len(got) >= 1, name
+        assert all(r["chunking"] not in ("parse", "render") and r["deltas"] > 0 for r in got), name
+
+
 def test_a_parser_that_always_raises_is_not_judged_on_the_other_stream_checks(stream_capture, plugins, tmp_path):
     """An old parser that raises in its whole-text parse and under every chunking: replay-error
     judges it (fixed on every exchange); no other stream check has an old result to judge, so each

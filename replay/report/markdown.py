@@ -114,8 +114,8 @@ REPORT_QUERIES = (
 def run_report_queries(con: Any) -> dict[str, pa.Table]:
     """Each query the report shows, run once: ``{name: Arrow table}``. On a large run a query
     scans every table, so the terminal summary, the headlines and ``report.md`` share these.
-    The views ``verdict_pairs`` and ``verdicts_by_exchange`` (which ``verdicts`` and
-    ``smallest_failures`` read) are each computed once per connection (:func:`replay.sql.materialize`)."""
+    The view ``verdicts_by_exchange`` (which ``verdicts`` and ``smallest_failures`` read; it
+    groups ``verdict_pairs``) is computed once per connection (:func:`replay.sql.materialize`)."""
     return {name: run_query(con, name) for name in REPORT_QUERIES}
 
 
