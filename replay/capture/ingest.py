@@ -632,8 +632,11 @@ class _Sink:
     renamed into place when every batch is in: an interrupted ingest leaves no table that reads as
     complete), with what needs the whole run: duplicate ids renamed, ``limit``, the counts."""
 
-    def __init__(self, out_dir: Path, stats: IngestStats, limit: int | None) -> None:
+    def __init__(self, out_dir: Path, stats: IngestStats, limit: int | None,
+                 on_exchanges: Callable[[int, pa.RecordBatch], None] | None = None) -> None:
         self.stats = stats
+        self.on_exchanges = on_exchanges
+        self.row_groups = 0  # of exchanges.parquet written so far: the key of the next one
         self.limit = limit
         self.kept = 0
         self.seen_ids: set[str] = set()  # the one structure that grows with the capture (tens of bytes an exchange)
@@ -660,7 +663,10 @@ class _Sink:
         self.kept += ex.num_rows
         ex, tl = self._unique_ids(ex, tl, counts)
         if ex.num_rows:
-            self.writers["exchanges"].write_batch(ex)
+            self.writers["exchanges"].write_batch(ex)  # one row group
+            if self.on_exchanges is not None:
+                self.on_exchanges(self.row_groups, ex)
+            self.row_groups += 1
         if tl.num_rows:
             self.writers["tools"].write_batch(tl)
         if err.num_rows:
@@ -724,6 +730,7 @@ def ingest(
     jobs: int = 1,
     pool_spec: Any = None,
     pool_stats: Any = None,
+    on_exchanges: Callable[[int, pa.RecordBatch], None] | None = None,
 ) -> IngestStats:
     """Read capture files (format v1) and write the ingest tables to ``out_dir``.
 
@@ -747,7 +754,11 @@ def ingest(
     to start, so a small capture is faster with ``jobs=1``; :func:`replay.pool.close_pools` ends it).
     ``pool_stats``: a :class:`replay.pool.PoolStats` the pool's restarts and failed items are
     counted in (``run.json`` ``executors.ingest`` of an audit); they are not :class:`IngestStats`,
-    which do not depend on ``jobs``.
+    which do not depend on ``jobs``. ``on_exchanges(key, batch)``: called after each row group of
+    ``exchanges.parquet`` is written, with its index in the file (0, 1, ...) and its rows (a
+    record batch of ``request_json`` as ``string_view``, ``tools_json`` dictionary-encoded, else
+    :data:`replay.tables.EXCHANGES`), as ``replay audit`` starts its stages on them
+    (:mod:`replay.overlap`); what it raises stops the ingest.
 
     Reading stays in this process: a zstd or gzip stream cannot be decompressed from the middle
     (zstd frames can, but writers put a whole capture in one frame), so one file is split into
@@ -785,7 +796,7 @@ def ingest(
     files = discover(paths)
     with line_limit(max_line_bytes), _fewer_collections(), _system_allocator():  # every reader's open_lines reads with this limit
         return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs,
-                               pool_spec, pool_stats)
+                               pool_spec, pool_stats, on_exchanges)
 
 
 def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callable[[int], None], tokenizer: Any,
@@ -1030,6 +1041,7 @@ def _ingest_planned(
     planned: list, files: list[Path], out_dir: str | os.PathLike, batch_rows: int,
     progress: Callable[[int], None] | None, redact: bool, max_line_bytes: int, tokenizer: Any,
     filters: Filters | None = None, jobs: int = 1, pool_spec: Any = None, pool_stats: Any = None,
+    on_exchanges: Callable[[int, pa.RecordBatch], None] | None = None,
 ) -> IngestStats:
     """The body of :func:`ingest` once the files are planned: batches read here, run through
     :func:`ingest_batch` (here, or on a pool of ``jobs`` processes: :func:`_on_pool`), written
@@ -1045,7 +1057,7 @@ def _ingest_planned(
 
     active = filters is not None and filters.active
     spec = IngestSpec(redact=redact, filters=filters if active else None)
-    sink = _Sink(out, stats, filters.limit if active else None)
+    sink = _Sink(out, stats, filters.limit if active else None, on_exchanges)
     formats: dict[str, int] = {}
     read: dict[str, list[int]] = {}
     ok = False
