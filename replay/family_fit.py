@@ -89,6 +89,33 @@ def families_in(text: str) -> dict[str, str]:
     return found
 
 
+#: ``family`` -> :func:`_picked`'s answer, per process (a capture names a few families; bounded).
+_PICKED: dict[Any, tuple[Any, Any, tuple[str, ...] | None]] = {}
+
+
+def _picked(family: str | None) -> tuple[Any, Any, tuple[str, ...] | None]:
+    """``(parser class or None, the family name a row records, its call starts or None)`` for the
+    parser spec ``family`` (None: none picked; a spec that does not resolve: no class), computed
+    once per spec and process (``get_parser`` and :func:`call_starts_of` ran per exchange)."""
+    try:
+        return _PICKED[family]
+    except (KeyError, TypeError):
+        pass
+    try:
+        cls = get_parser(family) if family is not None else None
+    except Exception:  # noqa: BLE001 - a bad spec is reported by the stage's other rows
+        cls = None
+    picked = str(getattr(cls, "name", family)) if cls is not None else family
+    got = (cls, picked, call_starts_of(cls) if cls is not None else None)
+    try:
+        if len(_PICKED) >= 256:
+            _PICKED.clear()
+        _PICKED[family] = got
+    except TypeError:  # an unhashable spec (never from the stage)
+        pass
+    return got
+
+
 def _parse_calls(cls: Any, text: str, tools: list[dict[str, Any]] | None, reasoning_open: bool, limit: float) -> tuple[int, int]:
     """``(calls to declared tools, calls)`` of ``cls``'s whole-text parse of ``text``; ``(0, 0)``
     when the parse raises or times out (the exchange is then not called a fit for ``cls``)."""
@@ -121,11 +148,7 @@ def fit_row(
     calls to declared tools rank first); ``limit``: seconds per
     candidate parse (0: none; needs :func:`replay.deadline.deadlines_installed`). Never raises.
     """
-    try:
-        cls = get_parser(family) if family is not None else None
-    except Exception:  # noqa: BLE001 - a bad spec is reported by the stage's other rows
-        cls = None
-    picked = str(getattr(cls, "name", family)) if cls is not None else family
+    cls, picked, own = _picked(family)
     found = families_in(text)
     row: dict[str, Any] = {
         "exchange_id": exchange_id,
@@ -139,7 +162,6 @@ def fit_row(
         "looks_like_calls": None,
         "family_calls": None,
     }
-    own = call_starts_of(cls) if cls is not None else None
     if own is not None:
         row["family_markers"] = any(m in text for m in own)
     elif cls is not None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from replay.stream import json_key
+from replay.stream import ChunkingError, json_key
 from replay.verdicts import markup_leak
 
 __all__ = ["judge_side", "reference_rows", "expected_finish", "same_result", "json_object"]
@@ -188,8 +188,6 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
     ``chunks``: ``[(chunking, deltas or ChunkingError), ...]``; ``rep``: the side's
     :class:`replay.pipeline.SideReplay` (its parse: a ParseResult or the error text; per chunking
     an :class:`replay.stream.Assembled`, the error text, or None for a chunking not cut)."""
-    from replay.stream import ChunkingError
-
     xid = plan.xid
     memo = _memo(plan)
     n_whole = len(plan.ref_calls)
@@ -206,6 +204,9 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
         own_content, own_reasoning = own.content or "", getattr(own, "reasoning", "") or ""
         own_pairs = list(zip((c.name for c in own_calls), own_keys))
     key = memo.key
+    # the side's own parse is the reference's (the same parser, parsed once): a row differs from
+    # its own parse exactly when it differs from the reference (the same texts and pairs)
+    own_is_ref = own is not None and own is getattr(plan, "ref_parse", None)
 
     def same(content: str, reasoning: str, pairs: list[tuple[Any, Any]], o_content: str, o_reasoning: str, o_pairs: list[tuple[Any, Any]]) -> bool:
         # same_result() with the other side's (name, _key(arguments)) computed once
@@ -262,6 +263,7 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
             )
         plan.calls.extend(rows)
         text = content or ""
+        differs = not same(text, reasoning, pairs, ref_content or "", ref_reasoning, ref_pairs)
         plan.streams.append(
             {
                 "exchange_id": xid,
@@ -281,8 +283,10 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
                 "name_repeats": sum(1 for n in names if n > 1),
                 "id_faults": sum(idf),
                 "finish_fault": not error and (finish != expected_finish(len(pairs), truncated) or invented),
-                "differs_from_reference": not same(text, reasoning, pairs, ref_content or "", ref_reasoning, ref_pairs),
-                "differs_from_own_parse": (None if own is None else bool(error) or not same(text, reasoning, pairs, own_content, own_reasoning, own_pairs))
+                "differs_from_reference": differs,
+                "differs_from_own_parse": (
+                    None if own is None else bool(error) or (differs if own_is_ref else not same(text, reasoning, pairs, own_content, own_reasoning, own_pairs))
+                )
                 if streamed
                 else None,
             }

@@ -519,9 +519,18 @@ def replay_from_worker(answer: Any, chunks: list[tuple[str, Any]], finish_reason
     return SideReplay(parse, [None if isinstance(d, ChunkingError) else next(it) for _, d in chunks])
 
 
-def finish_stream(plan: StreamPlan, cfg: AuditConfig, remote: dict[str, SideReplay] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def finish_stream(
+    plan: StreamPlan, cfg: AuditConfig, remote: dict[str, SideReplay] | None = None, copies: list[tuple[Any, ...]] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ``streams`` and ``calls`` rows of a planned exchange: the in-process sides are replayed
-    here, the out-of-process ones come in ``remote`` (``{side: SideReplay}``)."""
+    here, the out-of-process ones come in ``remote`` (``{side: SideReplay}``).
+
+    ``copies``: when a list, the rows of a side that are the old side's renamed (the same replay
+    of the same chunks) are not made; ``(side, at_s, s0, s1, at_c, c0, c1)`` is appended to it
+    instead: that side's streams rows are rows ``s0:s1`` of the returned streams list with
+    ``side`` set, and belong at position ``at_s`` (``at_c``, ``c0:c1``: the same for calls).
+    :func:`with_copies` makes the full table of such rows (the re-stream stage builds the copies in
+    Arrow rather than as dicts)."""
     if plan.done:
         return plan.streams, plan.calls
     assert plan.sides is not None
@@ -539,6 +548,10 @@ def finish_stream(plan: StreamPlan, cfg: AuditConfig, remote: dict[str, SideRepl
         if judged is not None and judged[0] is rep and judged[1] is chunks:
             # the same replay of the same chunks: the new side's rows are the old side's, renamed
             s0, c0 = judged[2], judged[3]
+            if copies is not None:
+                ns, nc = len(plan.streams), len(plan.calls)
+                copies.append((side, ns, s0, ns, nc, c0, nc))
+                continue
             plan.streams.extend([{**r, "side": side} for r in plan.streams[s0:]])
             plan.calls.extend([{**r, "side": side} for r in plan.calls[c0:]])
             continue
@@ -577,6 +590,31 @@ def _batches(rows: Any, n: int, chars: int = BATCH_CHARS) -> Any:
             chunk, size = [], 0
     if chunk:
         yield chunk
+
+
+def with_copies(table: pa.Table, copies: list[tuple[str, int, int, int]]) -> pa.Table:
+    """``table`` (rows with a ``side`` column) with copies of some of its rows put in: each entry
+    of ``copies`` is ``(side, at, r0, r1)``: rows ``r0:r1`` of ``table``, ``side`` set to
+    ``side``, inserted before row ``at`` (entries in order of ``at``; equal ``at`` in list order).
+    The same table :func:`rows_table` makes of the rows with the copies as dicts, built by one
+    Arrow ``take`` instead (:func:`finish_stream` ``copies``)."""
+    if not copies:
+        return table
+    take: list[int] = []
+    sides = table.column("side").to_pylist()
+    out_sides: list[str] = []
+    pos = 0
+    for side, at, r0, r1 in copies:
+        take.extend(range(pos, at))
+        out_sides.extend(sides[pos:at])
+        take.extend(range(r0, r1))
+        out_sides.extend([side] * (r1 - r0))
+        pos = at
+    take.extend(range(pos, table.num_rows))
+    out_sides.extend(sides[pos:])
+    out = table.take(pa.array(take, pa.int64()))
+    i = out.schema.get_field_index("side")
+    return out.set_column(i, out.schema.field(i), pa.array(out_sides, out.schema.field(i).type))
 
 
 def rows_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -929,6 +967,9 @@ def _stream_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
     s_rows: list[dict[str, Any]] = []
     c_rows: list[dict[str, Any]] = []
     f_rows: list[dict[str, Any]] = []
+    # the new side's rows that are the old side's renamed: copied in Arrow (with_copies)
+    s_copies: list[tuple[str, int, int, int]] = []
+    c_copies: list[tuple[str, int, int, int]] = []
     for chunk in _batches(exchange_rows(batch), BATCH if remote else 1):
         plans = [plan_stream(ex, cfg, ctx.resolver) for ex in chunk]
         f_rows.extend(family_fit_rows(chunk, plans, cfg, ctx.resolver))
@@ -942,12 +983,16 @@ def _stream_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
                 for i, answer in zip(live, w.collect()):
                     answers[i][side] = replay_from_worker(answer, plans[i].chunks[side], "length" if plans[i].truncated else None)
         for plan, got in zip(plans, answers):
-            s, c = finish_stream(plan, cfg, got)
+            copies: list[tuple[Any, ...]] = []
+            s, c = finish_stream(plan, cfg, got, copies)
+            for side, at_s, s0, s1, at_c, c0, c1 in copies:  # positions in the batch's lists
+                s_copies.append((side, len(s_rows) + at_s, len(s_rows) + s0, len(s_rows) + s1))
+                c_copies.append((side, len(c_rows) + at_c, len(c_rows) + c0, len(c_rows) + c1))
             s_rows.extend(s)
             c_rows.extend(c)
     return {
-        "streams": rows_table(s_rows, tables.STREAMS),
-        "calls": rows_table(c_rows, tables.CALLS),
+        "streams": with_copies(rows_table(s_rows, tables.STREAMS), s_copies),
+        "calls": with_copies(rows_table(c_rows, tables.CALLS), c_copies),
         "family_fit": rows_table(f_rows, tables.FAMILY_FIT),
     }
 
@@ -1093,12 +1138,13 @@ def _open(path: Path) -> pq.ParquetFile:
     return _OPEN["file"]
 
 
-def _row_group_columns(pf: pq.ParquetFile, row_group: int, columns: list[str]) -> list[str]:
-    """The columns :func:`_read_row_group` reads for ``columns`` in ``row_group`` of ``pf``, in its
-    order (``request_json`` last when added), known before any value is read: whether
-    ``tools_json`` holds a null there comes from the row group's statistics (its column chunk is
-    read to count them when the file has none)."""
-    names = pf.schema_arrow.names
+def stage_columns(columns: list[str], names: list[str], tools_nulls: Callable[[], int]) -> list[str]:
+    """The ``exchanges`` columns a stage reads for its ``columns`` from a batch whose table has
+    the columns ``names``: without ``tools_json`` for a table written before it existed, and with
+    ``request_json`` (last) when ``tools_json`` is missing or ``tools_nulls()`` (the batch's count
+    of null ``tools_json`` values, asked only when needed) is not 0, so that :func:`exchange_tools`
+    decodes those rows' requests. The one rule for a row group of ``exchanges.parquet``
+    (:func:`_row_group_columns`) and a batch still in memory (:mod:`replay.overlap`)."""
     if "tools_json" not in columns:
         return columns
     if "tools_json" not in names:
@@ -1106,14 +1152,24 @@ def _row_group_columns(pf: pq.ParquetFile, row_group: int, columns: list[str]) -
         return columns + ["request_json"] if "request_json" not in columns else columns
     if "request_json" in columns:
         return columns
-    rg = pf.metadata.row_group(row_group)  # leaf columns: a list column is several, so found by path
-    leaf = next((rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema == "tools_json"), None)
-    stats = leaf.statistics if leaf is not None else None
-    if stats is not None and stats.has_null_count:
-        nulls = stats.null_count
-    else:
-        nulls = pf.read_row_group(row_group, columns=["tools_json"]).column(0).null_count
-    return columns + ["request_json"] if nulls else columns
+    return columns + ["request_json"] if tools_nulls() else columns
+
+
+def _row_group_columns(pf: pq.ParquetFile, row_group: int, columns: list[str]) -> list[str]:
+    """The columns :func:`_read_row_group` reads for ``columns`` in ``row_group`` of ``pf``, in its
+    order (:func:`stage_columns`), known before any value is read: whether ``tools_json`` holds a
+    null there comes from the row group's statistics (its column chunk is read to count them when
+    the file has none)."""
+
+    def nulls() -> int:
+        rg = pf.metadata.row_group(row_group)  # leaf columns: a list column is several, so found by path
+        leaf = next((rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema == "tools_json"), None)
+        stats = leaf.statistics if leaf is not None else None
+        if stats is not None and stats.has_null_count:
+            return stats.null_count
+        return pf.read_row_group(row_group, columns=["tools_json"]).column(0).null_count
+
+    return stage_columns(columns, pf.schema_arrow.names, nulls)
 
 
 def read_slices(path: Path, ref: BatchRef, columns: Any, rows: int | None = None) -> Iterator[pa.RecordBatch]:
@@ -1235,11 +1291,19 @@ def _resumable(run_dir: Path, stage: Stage, fingerprint: str) -> set[int]:
         return set.intersection(*have) if have else set()
     for table in stage.tables:
         shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
+    mark_parts(run_dir, stage, fingerprint)
+    return set()
+
+
+def mark_parts(run_dir: Path, stage: Stage, fingerprint: str) -> None:
+    """Record (atomically) that ``stage``'s part files in ``RUN/.parts/`` were made with
+    ``fingerprint`` (:func:`stage_fingerprint`), in ``RUN/.parts/<stage>.json``: :func:`run_stage`
+    then keeps them and runs only the batches that have none (:func:`_resumable`)."""
+    marker = Path(run_dir) / ".parts" / f"{stage.name}.json"
     marker.parent.mkdir(parents=True, exist_ok=True)
     tmp = marker.with_name(f".tmp-{os.getpid()}-{marker.name}")
     tmp.write_text(json.dumps({"fingerprint": fingerprint}), encoding="utf-8")
     os.replace(tmp, marker)
-    return set()
 
 
 def failed_batch(stage: Stage, batch: pa.RecordBatch, cfg: AuditConfig, message: str) -> dict[str, pa.Table]:

@@ -296,8 +296,8 @@ def replay_stream(
     if parser_cls in _builtin_classes():
         # an event with no content, reasoning or call delta sends no chunk and changes nothing the
         # client assembles (replay.assemble): most deltas inside a block give one, left out here
-        feed = parser.feed
-        events = [e for e in map(feed, deltas) if e.content or e.calls or e.reasoning]
+        # (StreamParser.feed_all; the engine's families run their feed shortcut there in one loop)
+        events = parser.feed_all(deltas if isinstance(deltas, (list, tuple)) else list(deltas))
         last = parser.finish()
     else:
         from replay.plugin_check import check_stream_delta

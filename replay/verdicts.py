@@ -61,7 +61,7 @@ def markup_leak(content: str | None, reference_content: str | None, markers: Ite
     in content for malformed output: a side is wrong only where it leaves more). With
     ``reference_content`` None: any marker in ``content``. Counts are of non-overlapping occurrences.
     """
-    if not content:
+    if not content or content == reference_content:  # the same text: the same counts (every row whose content is the reference's)
         return False
     ref = reference_content or ""
     return any(m and content.count(m) > ref.count(m) for m in markers)

@@ -33,13 +33,16 @@ def test_deadline_stops_a_block_that_runs_past_it_and_leaves_the_timer_and_handl
         with pytest.raises(ReplayTimeout, match="took more than 0.05 s"):
             with deadline(0.05):
                 _spin(2.0)
-        with deadline(0.5):  # a block that ends in time: nothing raised, the timer disarmed
+        with deadline(0.5):  # a block that ends in time: nothing raised
             pass
-        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-        with pytest.raises(ValueError):  # an error in the block goes through, the timer disarmed
+        # without the stage's handler the timer is disarmed at once; with it, a deadline leaves
+        # it armed for the next one (disarmed when deadlines_installed ends, checked below)
+        assert (signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)) is not installed
+        with pytest.raises(ValueError):  # an error in the block goes through
             with deadline(0.5):
                 raise ValueError("x")
-        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        assert (signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)) is not installed
+        _spin(0.6)  # the alarm left armed fires with no deadline running: ignored
         with deadline(0):  # no limit
             _spin(0.01)
 
@@ -49,7 +52,42 @@ def test_deadline_stops_a_block_that_runs_past_it_and_leaves_the_timer_and_handl
     else:
         run()
     assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     _spin(0.1)  # no stray alarm left armed
+
+
+def test_a_timer_left_armed_by_an_earlier_deadline_does_not_cut_a_later_one_short():
+    """Under the stage's handler a deadline reuses the timer an earlier one left armed: when it
+    fires for the earlier deadline's end, the running one is given its whole limit (re-armed),
+    and it still raises once that limit has passed."""
+    with deadlines_installed():
+        with deadline(0.3):  # arms the timer for ~0.3 s from now, ends at once
+            pass
+        _spin(0.1)
+        start = time.monotonic()
+        with pytest.raises(ReplayTimeout, match="took more than 0.3 s"):
+            with deadline(0.3):
+                _spin(0.25)  # the first alarm (0.2 s in) comes and is re-armed: nothing raised yet
+                assert time.monotonic() - start >= 0.25
+                _spin(2.0)
+        took = time.monotonic() - start
+        assert 0.29 <= took < 1.0, took
+        with deadline(5.0):  # a longer limit after a shorter one that is armed: not cut at the short one's end
+            with deadline(0.05):
+                pass
+            _spin(0.2)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_nested_deadline_with_a_shorter_limit_arms_the_timer_for_it():
+    with deadlines_installed():
+        with deadline(5.0):
+            start = time.monotonic()
+            with pytest.raises(ReplayTimeout, match="took more than 0.1 s"):
+                with deadline(0.1):
+                    _spin(2.0)
+            assert time.monotonic() - start < 1.0
+            _spin(0.2)  # the outer deadline (5 s) is not over: nothing raised
 
 
 def test_deadline_nested_inside_the_stage_handler_restores_the_outer_limit():

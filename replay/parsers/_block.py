@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from replay.parsers._jsonscan import MORE, JsonPrefix, decode_at, loads_or_too_deep, skip_ws
+from replay.parsers._jsonscan import JsonPrefix, MORE, decode_at, dumps_arguments, loads_or_too_deep, skip_ws
 from replay.parsers._markers import first_marker
 
 
@@ -33,7 +33,7 @@ NO_VALUE: Any = _NoValue()
 def object_arguments(obj: Any) -> str | None:
     """The arguments text of a block whose value must be the arguments object:
     ``json.dumps(obj, ensure_ascii=False)`` when ``obj`` is a dict, else None (no call)."""
-    return json.dumps(obj, ensure_ascii=False) if isinstance(obj, dict) else None
+    return dumps_arguments(obj) if isinstance(obj, dict) else None
 
 
 def arguments_text(args: Any) -> str | None:
@@ -44,15 +44,15 @@ def arguments_text(args: Any) -> str | None:
     own JSON text (a string value is still a call: vLLM reports it, and the client receives valid
     JSON); anything else -> None."""
     if isinstance(args, dict):
-        return json.dumps(args, ensure_ascii=False)
+        return dumps_arguments(args)
     if isinstance(args, str):
         try:
             inner = loads_or_too_deep(args)
         except ValueError:
             inner = None
         if isinstance(inner, dict):
-            return json.dumps(inner, ensure_ascii=False)
-        return json.dumps(args, ensure_ascii=False)
+            return dumps_arguments(inner)
+        return dumps_arguments(args)
     return None
 
 
@@ -102,7 +102,35 @@ def read_json_block(
     given is the one the whole text gives (:class:`~replay.parsers._family.GrammarParser`).
     A value that does not decode is told from one cut off by :class:`JsonPrefix` (only then,
     and only on a prefix).
+
+    On a prefix (``final`` False) without ``trailing``, every answer is decided at an end marker,
+    so a prefix holding none from ``body_start`` on gets None at once, without decoding (a
+    streamed block is read when it opens, before its end marker can have come: a failed decode,
+    its exception and a :class:`JsonPrefix` scan per call); :func:`read_json_block_full` is the
+    same reading without that shortcut.
     """
+    if not final and trailing is None and first_marker(text, _ends(end_markers), body_start)[0] < 0:
+        # without trailing, each non-None answer below on a prefix needs an end marker at or after
+        # the body: after the value (the block's end, or the first one after a value that is no
+        # call) or after its start (a value that does not decode); none there: None
+        return None
+    return read_json_block_full(
+        text, body_start, end_markers, consume=consume, trailing=trailing, final=final, open_end=open_end
+    )
+
+
+def read_json_block_full(
+    text: str,
+    body_start: int,
+    end_markers: str | tuple[str, ...],
+    *,
+    consume: bool = True,
+    trailing: Callable[[str], bool] | None = None,
+    final: bool = True,
+    open_end: bool = True,
+) -> tuple[int, Any] | None:
+    """:func:`read_json_block` without its shortcut for a prefix that holds no end marker (the
+    answer is the same: ``tests/test_stream_shortcuts.py`` compares them)."""
     ends = _ends(end_markers)
     j = skip_ws(text, body_start)
     n = len(text)

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol
 
 from replay.parsers._jsonscan import JsonPrefix, skip_ws
@@ -205,6 +205,16 @@ class StreamParser:
         if reasoning:
             out.reasoning = reasoning + out.reasoning
         return out
+
+    def feed_all(self, deltas: Sequence[str]) -> list[StreamDelta]:
+        """Feed every delta of ``deltas`` (a sequence of texts) in order; return the events that
+        carry anything: ``[e for e in map(self.feed, deltas) if e]`` (an event with no content,
+        reasoning or call delta sends no chunk and changes nothing a client assembles,
+        :mod:`replay.assemble`). The parser's state afterwards is the one those ``feed`` calls
+        leave; :meth:`finish` is not called. Raises what ``feed`` raises (RuntimeError after
+        :meth:`finish`). :class:`GrammarParser` runs its ``feed`` shortcut in one loop here."""
+        feed = self.feed
+        return [e for e in map(feed, deltas) if e.content or e.calls or e.reasoning]
 
     def _append(self, body: str) -> None:
         """Add ``body`` to the undecided buffer in amortised O(len(body)).
@@ -474,6 +484,8 @@ class GrammarParser(StreamParser):
         think = self._think
         self._fast = _shortcut_class(type(self)) and (type(think) is NoReasoning or type(think) is ReasoningSplitter)
         self._stop_firsts = _firsts(self.STARTS)  # first chars of the default region's stop markers
+        # feed_all's content shortcut: the first chars of the end tokens and of the stop markers, once
+        self._plain_firsts = "".join(sorted(set(eot._firsts) | set(self._stop_firsts)))
         return eot
 
     def feed(self, delta: str) -> StreamDelta:
@@ -516,6 +528,76 @@ class GrammarParser(StreamParser):
                         if not any(c in delta for c in stops):
                             return StreamDelta(content=delta)
         return StreamParser.feed(self, delta)
+
+    def feed_all(self, deltas: Sequence[str]) -> list[StreamDelta]:
+        """:meth:`StreamParser.feed_all` (the events of ``[self.feed(d) for d in deltas]`` that
+        carry anything, the same state after), with :meth:`feed`'s two shortcuts run as loops
+        over consecutive deltas: the checks that do not change while a shortcut applies (the
+        parser's mode, its open block's wake rule, the end-token and start-marker first
+        characters) are made once per run of such deltas instead of once per delta, and the empty
+        events of in-block deltas are never made. A delta a shortcut does not take goes through
+        :meth:`StreamParser.feed`, as in :meth:`feed`. A class whose ``feed`` is not
+        :meth:`GrammarParser.feed` (:meth:`__init_subclass__`) gets the plain loop."""
+        if type(self).feed is not GrammarParser.feed:
+            return StreamParser.feed_all(self, deltas)
+        events: list[StreamDelta] = []
+        keep = events.append
+        slow = StreamParser.feed
+        i, n = 0, len(deltas)
+        while i < n:
+            eot = self._eot
+            if eot is None or not self._fast or self._finished or eot._held or (self._split and self._think.state != "body"):  # type: ignore[union-attr]
+                e = slow(self, deltas[i])  # the first delta (it builds the streaming state), or a mode no shortcut takes
+                i += 1
+                if e.content or e.calls or e.reasoning:
+                    keep(e)
+                continue
+            firsts = eot._firsts
+            one = len(firsts) == 1
+            if self._mark:
+                w = self._wake
+                if type(w) is MarkerWake and not w._first and len(w.markers) == 1:
+                    marker, longest, seek = w.markers[0], w._longest, w._seek
+                    buf = self._buf  # StreamParser._append: extended in place (the attribute's reference dropped)
+                    self._buf = ""
+                    woke = False
+                    while i < n:
+                        d = deltas[i]
+                        if firsts and ((firsts in d) if one else any(c in d for c in firsts)):
+                            break  # an end token may start in it: the full path
+                        buf += d
+                        i += 1
+                        if buf.find(marker, seek) >= 0:
+                            woke = True  # the marker came: the full path from here
+                            break
+                        nxt = len(buf) - longest + 1
+                        if nxt > seek:
+                            seek = nxt
+                    self._buf = buf
+                    w._seek = seek
+                    if woke:
+                        e = self._drain(final=False)
+                        if e.content or e.calls or e.reasoning:
+                            keep(e)
+                        continue
+            elif not self._virtual and not self._buf and self._region is self._default:
+                bad = self._plain_firsts  # a delta holding none of these is all content
+                if len(bad) == 1:
+                    while i < n and bad not in (d := deltas[i]):
+                        if d:
+                            keep(StreamDelta(content=d))
+                        i += 1
+                else:
+                    while i < n and not any(c in (d := deltas[i]) for c in bad):
+                        if d:
+                            keep(StreamDelta(content=d))
+                        i += 1
+            if i < n:
+                e = slow(self, deltas[i])  # a delta no shortcut takes (as feed() would send it)
+                i += 1
+                if e.content or e.calls or e.reasoning:
+                    keep(e)
+        return events
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A family class to which :meth:`feed`'s shortcut can never apply (:func:`_shortcut_class`)

@@ -49,11 +49,10 @@ arguments exactly as the whole-text parse gives them.
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
 from replay.parsers._family import GrammarParser
-from replay.parsers._jsonscan import TOO_DEEP
+from replay.parsers._jsonscan import TOO_DEEP, dumps_arguments
 from replay.parsers._reasoning import THINK
 from replay.parsers._schema import convert_value, declared_types
 from replay.parsers.base import ToolCall
@@ -95,7 +94,7 @@ def arguments_json(name: str, params: list[tuple[str, str]], declared: dict[str,
         if value is TOO_DEEP:
             return None
         args[key] = value
-    return json.dumps(args, ensure_ascii=False)
+    return dumps_arguments(args)
 
 
 # ------------------------------------------------------------------------- whole-text parse

@@ -56,12 +56,11 @@ End tokens ``<turn|>`` and ``<eos>`` (``end_tokens``) are removed from the raw t
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, ClassVar
 
 from replay.parsers._family import REASONING, EveryDelta, GrammarParser, MarkerWake, Region
-from replay.parsers._jsonscan import MAX_DEPTH, skip_ws
+from replay.parsers._jsonscan import MAX_DEPTH, dumps_arguments, skip_ws
 from replay.parsers.base import ToolCall
 
 START = "<|tool_call>"
@@ -283,9 +282,9 @@ def read_block(text: str, s: int, mark: str, final: bool = True) -> tuple[int, l
     else:
         m = skip_ws(text, k)
         if text.startswith(END, m):
-            return m + len(END), [ToolCall(name, json.dumps(args, ensure_ascii=False))]
+            return m + len(END), [ToolCall(name, dumps_arguments(args))]
         if m == n:
-            return (n, [ToolCall(name, json.dumps(args, ensure_ascii=False))]) if final else None
+            return (n, [ToolCall(name, dumps_arguments(args))]) if final else None
         if not final and _cut_at(text, m, END):
             return None
         seek = k

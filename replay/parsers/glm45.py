@@ -66,12 +66,11 @@ Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, ClassVar
 
 from replay.parsers._family import GrammarParser
-from replay.parsers._jsonscan import TOO_DEEP
+from replay.parsers._jsonscan import TOO_DEEP, dumps_arguments
 from replay.parsers._reasoning import THINK
 from replay.parsers._schema import convert_value, declared_types
 from replay.parsers.base import ToolCall
@@ -172,7 +171,7 @@ class Glm45Parser(GrammarParser):
         while True:
             q = skip_separators(text, q)
             if text.startswith(END, q):
-                return q + len(END), [ToolCall(name, json.dumps(args, ensure_ascii=False))]
+                return q + len(END), [ToolCall(name, dumps_arguments(args))]
             if not text.startswith(KEY_OPEN, q):
                 return _whole_fail(text, q, final)
             k0 = q + len(KEY_OPEN)

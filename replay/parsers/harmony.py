@@ -107,7 +107,7 @@ import re
 from typing import ClassVar
 
 from replay.parsers._family import CONTENT, DROP, REASONING, GrammarParser, MarkerWake, Region
-from replay.parsers._jsonscan import decode_at, skip_ws
+from replay.parsers._jsonscan import decode_at, dumps_arguments, skip_ws
 from replay.parsers._markers import first_marker
 from replay.parsers.base import ToolCall
 
@@ -185,7 +185,7 @@ def call_args(body: str, terminator: str | None) -> str | None:
         return None
     if skip_ws(body, k) != len(body) or not isinstance(obj, dict):
         return None
-    return json.dumps(obj, ensure_ascii=False)
+    return dumps_arguments(obj)
 
 
 def read_message(text: str, s: int, mark: str, final: bool = True) -> tuple[int, list[ToolCall] | None, str] | tuple[int, list[ToolCall] | None] | None:

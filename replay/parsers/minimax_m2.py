@@ -59,12 +59,11 @@ End token ``[e~[`` (MiniMax's end of message, ``end_tokens``) is removed from th
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, ClassVar
 
 from replay.parsers._family import GrammarParser
-from replay.parsers._jsonscan import TOO_DEEP
+from replay.parsers._jsonscan import TOO_DEEP, dumps_arguments
 from replay.parsers._reasoning import THINK
 from replay.parsers._schema import convert_value, declared_types
 from replay.parsers.base import ToolCall
@@ -164,7 +163,7 @@ class MiniMaxM2Parser(GrammarParser):
                 q = _skip_ws(text, q)
                 if text.startswith(INVOKE_CLOSE, q):
                     q += len(INVOKE_CLOSE)
-                    calls.append(ToolCall(name, json.dumps(args, ensure_ascii=False)))
+                    calls.append(ToolCall(name, dumps_arguments(args)))
                     break
                 if not text.startswith(PARAM_OPEN, q):
                     return _whole_fail(text, q, final)

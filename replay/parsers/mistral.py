@@ -85,12 +85,11 @@ Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
 from replay.parsers._block import arguments_text, read_json_block
 from replay.parsers._family import GrammarParser, ValueEndWake
-from replay.parsers._jsonscan import loads_or_too_deep, skip_ws
+from replay.parsers._jsonscan import dumps_arguments, loads_or_too_deep, skip_ws
 from replay.parsers._markers import first_marker
 from replay.parsers.base import ToolCall
 
@@ -113,7 +112,7 @@ def calls_from_value(form: str, name: str, obj: Any) -> list[tuple[str, str]] | 
     if form == "v11":
         if not name or not isinstance(obj, dict):
             return None
-        return [(name, json.dumps(obj, ensure_ascii=False))]
+        return [(name, dumps_arguments(obj))]
     if not isinstance(obj, list) or not obj:
         return None
     out: list[tuple[str, str]] = []

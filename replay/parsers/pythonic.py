@@ -76,14 +76,13 @@ Choices where the upstream suites differ (tests/conformance, ``KNOWN`` in tests/
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
 import warnings
 from typing import Any, ClassVar
 
 from replay.parsers._family import HEAD, GrammarParser, MarkerWake, ValueEndWake
-from replay.parsers._jsonscan import MAX_DEPTH
+from replay.parsers._jsonscan import MAX_DEPTH, dumps_arguments
 from replay.parsers._reasoning import THINK
 from replay.parsers.base import ToolCall
 
@@ -193,7 +192,7 @@ class _Reader:
         while True:
             if p < self.n and self.t[p] == ")":
                 raw = self.t[open_at:p]
-                return (name, json.dumps(kwargs, ensure_ascii=False), raw), p + 1
+                return (name, dumps_arguments(kwargs), raw), p + 1
             m = _IDENT.match(self.t, p)
             if not m or m.group() in kwargs:
                 raise _Invalid
