@@ -302,3 +302,27 @@ def test_sigterm_during_an_overlapping_ingest_leaves_no_work_folder_and_no_proce
     while time.monotonic() < end and any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pool):
         time.sleep(0.1)
     assert not [p for p in pool if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_an_audit_without_render_objects_does_not_wait_for_the_pool_to_check_them(tmp_path: Path, pooled: None,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec naming no chat template, tokenizer or renderer (the defaults): the render setup is
+    built in the audit's own process (~0.05 s, nothing imported), not checked through the pool's
+    first process (``render_check`` waits ~0.6-1 s for it to start, while ingest could run); a
+    spec naming a chat template is still checked there."""
+    import replay.pool as pool
+
+    asked: list[object] = []
+    monkeypatch.setattr(pool, "render_check", lambda spec, jobs: asked.append(spec) or None)
+    cfg = build_config(SPEC, load=False)
+    cfg.jobs = 2
+    audit_mod.setup_render(discover([SAMPLES]), cfg)
+    assert asked == [] and not cfg.deferred
+    close_pools()
+    templated = build_config(RunSpec(batch_rows=4, chat_template=str(SAMPLES / "templates" / "agent-new.jinja")), load=False)
+    templated.jobs = 2
+    try:
+        audit_mod.setup_render(discover([SAMPLES]), templated)
+        assert asked == [templated.spec]
+    finally:
+        close_pools()
