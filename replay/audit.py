@@ -27,7 +27,7 @@ from replay.capture import discover, ingest
 from replay.capture.files import file_size
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
-from replay.memory import arrow_without_pandas, glibc_allocators, release_memory, single_threaded_arrow
+from replay.memory import arrow_without_pandas, release_memory, single_threaded_arrow
 from replay.pipeline import RENDER, STREAM, AuditConfig, chunking_plan, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
@@ -147,9 +147,6 @@ def audit(
     check_out_folder(run_dir)
     arrow_without_pandas()  # ingest's pa.array calls would import pandas (44 MiB) into this process
     single_threaded_arrow()  # Arrow's thread pools only kept what they freed (--jobs 1 at 20k: 176 -> 151 MiB after re-stream)
-    # as in the pool processes: --jobs 1 at 20k, re-stream 155-169 -> 133 MiB, maxrss (in the report) 416 -> 392 MiB;
-    # --jobs 2 406 against 414 MiB
-    glibc_allocators()
     try:
         validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
         files = discover(paths)

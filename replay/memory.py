@@ -56,8 +56,8 @@ MMAP_THRESHOLD = 128 << 10
 
 
 def glibc_allocators() -> None:
-    """Allocators for the processes of an audit (its own, :func:`replay.audit.audit`, and each
-    ``--jobs`` pool process, :func:`replay.pool._init`), whose RSS sums to the audit's peak:
+    """Allocators for a ``--jobs`` pool process (:func:`replay.pool._init`), whose RSS counts
+    toward the audit's peak:
 
     - Arrow allocates through glibc (``pa.system_memory_pool()``) instead of mimalloc, which kept
       the pages of the Parquet pages and tables a batch freed until the batch ended (where
@@ -70,9 +70,10 @@ def glibc_allocators() -> None:
 
     Measured on one process rendering 8 batches of 512 bench exchanges with the Qwen3 template
     and the DeepSeek V4 tokenizer (sampled every 2 ms): peak RSS within a batch 231 -> ~205 MiB,
-    the same CPU within the noise; ``--jobs 1`` at 20,000 exchanges (all in one process): RSS during
-    re-stream 155-169 -> 133 MiB, peak (in the report) 416 -> 392 MiB. Call before the process
-    allocates much (Arrow buffers allocated before keep their pool); never raises."""
+    the same CPU within the noise. Not used in the audit's own process: ``--jobs 1`` at 20,000
+    exchanges took 0.5 more system CPU s (ingest's large buffers each mapped and unmapped) for a
+    peak 5 MB higher (398 against 393 MB, the report's). Call before the process allocates much
+    (Arrow buffers allocated before keep their pool); never raises."""
     try:
         pa.set_memory_pool(pa.system_memory_pool())
     except Exception:  # noqa: BLE001 - an Arrow without it
