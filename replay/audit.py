@@ -196,7 +196,8 @@ def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> Non
     if _pool_renders(files, cfg, engine):
         from replay.pool import prestart, render_check
 
-        prestart(cfg.spec, cfg.jobs)
+        if not _overlapping(cfg):  # else the check starts the first process and the drains the others (replay.overlap)
+            prestart(cfg.spec, cfg.jobs)
         words = render_check(cfg.spec, cfg.jobs)
         if words is not None:
             cfg.set_render_words(words)
@@ -204,18 +205,41 @@ def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> Non
     cfg.load_render()
 
 
-def _prestart_pool(files: list[Path], cfg: AuditConfig, engine: Any) -> bool:
-    """Start the render/re-stream pool (:func:`replay.pool.prestart`) before ingest, so its
-    processes' start-up overlaps this one's reading, when the stages will run on it
-    (:func:`_pool_renders`; :func:`setup_render` may have started it already).
-    Returns True when it started it: with ``cfg.parallel_ingest`` (``--parallel-ingest``) ingest
-    then parses on it too (:func:`replay.capture.ingest`, ``pool_spec``)."""
+def _overlapping(cfg: AuditConfig) -> bool:
+    """Whether the stages run during ingest when they run on the pool (:mod:`replay.overlap`):
+    ``cfg.overlap`` (not ``--no-overlap``) and no ``--parallel-ingest`` (the pool parses then)."""
+    return bool(cfg.overlap) and not cfg.parallel_ingest
+
+
+def _prestart_pool(files: list[Path], cfg: AuditConfig, engine: Any, start: bool = True) -> bool:
+    """Whether the render/re-stream pool starts before ingest, so its processes' start-up overlaps
+    this one's reading: when the stages will run on it (:func:`_pool_renders`). With ``start``,
+    all ``--jobs`` processes start now (:func:`replay.pool.prestart`; :func:`setup_render` may
+    have started them already); without, the caller starts what it needs (:mod:`replay.overlap`
+    starts ``--jobs`` - 1 by giving them work). With ``cfg.parallel_ingest``
+    (``--parallel-ingest``) ingest then parses on it too (:func:`replay.capture.ingest`,
+    ``pool_spec``)."""
     if not _pool_renders(files, cfg, engine):
         return False
+    if start:
+        from replay.pool import prestart
+
+        prestart(cfg.spec, cfg.jobs)
+    return True
+
+
+def _start_overlap(run_dir: Path, cfg: AuditConfig) -> Any:
+    """An :class:`replay.overlap.Overlap` of ``cfg``'s stages during ingest into ``run_dir``
+    (starting ``--jobs`` - 1 pool processes), or None when its work folder cannot be made; the
+    whole pool is then started (:func:`replay.pool.prestart`) and the stages run after ingest."""
+    from replay.overlap import Overlap
     from replay.pool import prestart
 
-    prestart(cfg.spec, cfg.jobs)
-    return True
+    try:
+        return Overlap(run_dir, cfg)
+    except OSError:
+        prestart(cfg.spec, cfg.jobs)
+        return None
 
 
 class RunExistsError(ValueError):
@@ -321,16 +345,28 @@ def _run(
             meta["filters"] = state["filters"]
     else:
         _write_state(run_dir, state)  # from here an interrupted audit can be resumed
-        pooled = _prestart_pool(files, cfg, engine) and cfg.parallel_ingest
+        # the stages start on each row group as ingest writes it, on all but one of the pool's
+        # processes (replay.overlap); with --parallel-ingest the pool parses the lines instead
+        overlapping = _overlapping(cfg)
+        prestarted = _prestart_pool(files, cfg, engine, start=not overlapping)
+        pooled = prestarted and cfg.parallel_ingest
         ingest_pool = PoolStats(workers=cfg.pool_workers) if pooled else None
         cfg.executor_stats["ingest"] = ingest_pool if pooled else {"engine": "local", "jobs": 1}
-        with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
-            # row groups of at most batch_rows exchanges: each stage batch is then one row group,
-            # which a pool process reads alone (replay.pipeline.batch_refs); with the stages' pool
-            # started, its processes parse the capture's lines too (the same rows and row groups)
-            stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.ingest_tokenizer(),
-                           redact=hash_text, max_line_bytes=max_line_bytes, filters=filters, batch_rows=cfg.batch_rows,
-                           jobs=cfg.jobs if pooled else 1, pool_spec=cfg.spec if pooled else None, pool_stats=ingest_pool)
+        overlap = _start_overlap(run_dir, cfg) if prestarted and overlapping else None
+        try:
+            with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
+                # row groups of at most batch_rows exchanges: each stage batch is then one row group,
+                # which a pool process reads alone (replay.pipeline.batch_refs); with the stages' pool
+                # started, its processes parse the capture's lines too (the same rows and row groups)
+                stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.ingest_tokenizer(),
+                               redact=hash_text, max_line_bytes=max_line_bytes, filters=filters, batch_rows=cfg.batch_rows,
+                               jobs=cfg.jobs if pooled else 1, pool_spec=cfg.spec if pooled else None, pool_stats=ingest_pool,
+                               on_exchanges=overlap.offer if overlap is not None else None)
+            if overlap is not None:
+                cfg.executor_stats["during_ingest"] = overlap.finish()
+        finally:
+            if overlap is not None:
+                overlap.close()
         meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
         if filters is not None and filters.active:
             meta["filters"] = filters_meta(filters, stats)

@@ -324,6 +324,15 @@ JobsOpt = Annotated[
              "Default: the CPU count. The rows do not depend on it.",
     ),
 ]
+OverlapOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overlap/--no-overlap",
+        help="Render and re-stream each row group on the --jobs pool as soon as ingest has written it, on all but one of its "
+             "processes (captures of at least 8 MiB, --jobs above 1, not with --parallel-ingest; the tables do not depend on it). "
+             "--no-overlap runs the stages after ingest, as with --jobs 1.",
+    ),
+]
 ParallelIngestOpt = Annotated[
     bool,
     typer.Option(
@@ -624,6 +633,7 @@ def audit(
     limit: LimitOpt = None,
     jobs: JobsOpt = None,
     parallel_ingest: ParallelIngestOpt = False,
+    overlap: OverlapOpt = True,
     batch_rows: BatchRowsOpt = 512,
     force: Annotated[
         bool,
@@ -666,6 +676,9 @@ def audit(
     cfg.options.update(redact=redact, max_line_bytes=max_line_bytes)
     _executor(cfg, jobs, batch_rows)
     cfg.parallel_ingest = parallel_ingest
+    cfg.overlap = overlap
+    if not overlap:
+        cfg.options.update(overlap=False)
     if parallel_ingest:
         cfg.options.update(parallel_ingest=True)
     _captures(paths)

@@ -1154,12 +1154,13 @@ def _open(path: Path) -> pq.ParquetFile:
     return _OPEN["file"]
 
 
-def _row_group_columns(pf: pq.ParquetFile, row_group: int, columns: list[str]) -> list[str]:
-    """The columns :func:`_read_row_group` reads for ``columns`` in ``row_group`` of ``pf``, in its
-    order (``request_json`` last when added), known before any value is read: whether
-    ``tools_json`` holds a null there comes from the row group's statistics (its column chunk is
-    read to count them when the file has none)."""
-    names = pf.schema_arrow.names
+def stage_columns(columns: list[str], names: list[str], tools_nulls: Callable[[], int]) -> list[str]:
+    """The ``exchanges`` columns a stage reads for its ``columns`` from a batch whose table has
+    the columns ``names``: without ``tools_json`` for a table written before it existed, and with
+    ``request_json`` (last) when ``tools_json`` is missing or ``tools_nulls()`` (the batch's count
+    of null ``tools_json`` values, asked only when needed) is not 0, so that :func:`exchange_tools`
+    decodes those rows' requests. The one rule for a row group of ``exchanges.parquet``
+    (:func:`_row_group_columns`) and a batch still in memory (:mod:`replay.overlap`)."""
     if "tools_json" not in columns:
         return columns
     if "tools_json" not in names:
@@ -1167,14 +1168,24 @@ def _row_group_columns(pf: pq.ParquetFile, row_group: int, columns: list[str]) -
         return columns + ["request_json"] if "request_json" not in columns else columns
     if "request_json" in columns:
         return columns
-    rg = pf.metadata.row_group(row_group)  # leaf columns: a list column is several, so found by path
-    leaf = next((rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema == "tools_json"), None)
-    stats = leaf.statistics if leaf is not None else None
-    if stats is not None and stats.has_null_count:
-        nulls = stats.null_count
-    else:
-        nulls = pf.read_row_group(row_group, columns=["tools_json"]).column(0).null_count
-    return columns + ["request_json"] if nulls else columns
+    return columns + ["request_json"] if tools_nulls() else columns
+
+
+def _row_group_columns(pf: pq.ParquetFile, row_group: int, columns: list[str]) -> list[str]:
+    """The columns :func:`_read_row_group` reads for ``columns`` in ``row_group`` of ``pf``, in its
+    order (:func:`stage_columns`), known before any value is read: whether ``tools_json`` holds a
+    null there comes from the row group's statistics (its column chunk is read to count them when
+    the file has none)."""
+
+    def nulls() -> int:
+        rg = pf.metadata.row_group(row_group)  # leaf columns: a list column is several, so found by path
+        leaf = next((rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema == "tools_json"), None)
+        stats = leaf.statistics if leaf is not None else None
+        if stats is not None and stats.has_null_count:
+            return stats.null_count
+        return pf.read_row_group(row_group, columns=["tools_json"]).column(0).null_count
+
+    return stage_columns(columns, pf.schema_arrow.names, nulls)
 
 
 def read_slices(path: Path, ref: BatchRef, columns: Any, rows: int | None = None) -> Iterator[pa.RecordBatch]:
@@ -1296,11 +1307,19 @@ def _resumable(run_dir: Path, stage: Stage, fingerprint: str) -> set[int]:
         return set.intersection(*have) if have else set()
     for table in stage.tables:
         shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
+    mark_parts(run_dir, stage, fingerprint)
+    return set()
+
+
+def mark_parts(run_dir: Path, stage: Stage, fingerprint: str) -> None:
+    """Record (atomically) that ``stage``'s part files in ``RUN/.parts/`` were made with
+    ``fingerprint`` (:func:`stage_fingerprint`), in ``RUN/.parts/<stage>.json``: :func:`run_stage`
+    then keeps them and runs only the batches that have none (:func:`_resumable`)."""
+    marker = Path(run_dir) / ".parts" / f"{stage.name}.json"
     marker.parent.mkdir(parents=True, exist_ok=True)
     tmp = marker.with_name(f".tmp-{os.getpid()}-{marker.name}")
     tmp.write_text(json.dumps({"fingerprint": fingerprint}), encoding="utf-8")
     os.replace(tmp, marker)
-    return set()
 
 
 def failed_batch(stage: Stage, batch: pa.RecordBatch, cfg: AuditConfig, message: str) -> dict[str, pa.Table]:

@@ -166,6 +166,9 @@ class AuditConfig:
     jobs: int = 1  # processes the batch functions run on (replay.pool); 1: this process
     # parse the capture-v1 lines on the stages' pool too (replay audit --parallel-ingest); False: in this process
     parallel_ingest: bool = False
+    # run render and re-stream on each row group as ingest writes it, on the pool's other processes
+    # (replay.overlap; replay audit --no-overlap turns it off); only with a prestarted --jobs pool
+    overlap: bool = True
     # what the executors went through, per stage ({"render": {...}, "stream": {...}}, replay.pool.PoolStats.as_dict
     # or replay.executors.RayEngine's), and the pool processes' side-worker counts by pid: for run.json and the report
     executor_stats: dict[str, Any] = field(default_factory=dict)

@@ -175,6 +175,15 @@ _DECL = pa.schema([f for f in TOOLS if f.name not in ("exchange_id", "tool_index
 #: zstd level of the ingest tables: level 3 is both smaller and faster than Arrow's default (1) on
 #: request text (measured on the bench capture: 6 vs 12 MiB for 114 MiB of requests, 0.15 vs 0.17 CPU s).
 ZSTD_LEVEL = 3
+#: Parquet data pages of the ingest tables: at most about PAGE_BYTES, a page being closed once it
+#: holds that much, checked every PAGE_CHECK_ROWS rows. A reader decodes a column a page at a time,
+#: so this is what a stage's slice of a row group costs to read: with Arrow's defaults (checked
+#: every 1,024 rows) a 512-exchange row group of the bench was one 16 MB page of ``request_json``,
+#: decoded whole for each 64-row slice (Arrow held 20 MiB, peak 33, in each pool process); with
+#: these, 8 MiB, peak 13. The file grows ~12% (zstd sees less of the repeated tool lists at a time:
+#: 9.7 -> 10.9 MiB at 5,000 exchanges); writing costs the same CPU.
+PAGE_BYTES = 4 << 20
+PAGE_CHECK_ROWS = 16
 
 #: Columns whose Parquet statistics are kept (min/max of short values a reader may filter on);
 #: the long texts get none (computing min/max of 30 KB strings costs CPU and no query uses them).
@@ -322,6 +331,7 @@ def _parquet_writer(path: Path, schema: pa.Schema, batches: pa.Schema | None = N
     records is ``schema`` either way, so every reader gets the table's own types."""
     batches = batches or schema
     w = pq.ParquetWriter(path, batches, compression="zstd", compression_level=ZSTD_LEVEL,
+                         data_page_size=PAGE_BYTES, write_batch_size=PAGE_CHECK_ROWS,
                          use_dictionary=[f.name for f in schema if f.name not in _UNIQUE_TEXT],
                          write_statistics=[f.name for f in schema if f.name in _STATS],
                          store_schema=batches.equals(schema))
@@ -622,8 +632,11 @@ class _Sink:
     renamed into place when every batch is in: an interrupted ingest leaves no table that reads as
     complete), with what needs the whole run: duplicate ids renamed, ``limit``, the counts."""
 
-    def __init__(self, out_dir: Path, stats: IngestStats, limit: int | None) -> None:
+    def __init__(self, out_dir: Path, stats: IngestStats, limit: int | None,
+                 on_exchanges: Callable[[int, pa.RecordBatch], None] | None = None) -> None:
         self.stats = stats
+        self.on_exchanges = on_exchanges
+        self.row_groups = 0  # of exchanges.parquet written so far: the key of the next one
         self.limit = limit
         self.kept = 0
         self.seen_ids: set[str] = set()  # the one structure that grows with the capture (tens of bytes an exchange)
@@ -650,7 +663,10 @@ class _Sink:
         self.kept += ex.num_rows
         ex, tl = self._unique_ids(ex, tl, counts)
         if ex.num_rows:
-            self.writers["exchanges"].write_batch(ex)
+            self.writers["exchanges"].write_batch(ex)  # one row group
+            if self.on_exchanges is not None:
+                self.on_exchanges(self.row_groups, ex)
+            self.row_groups += 1
         if tl.num_rows:
             self.writers["tools"].write_batch(tl)
         if err.num_rows:
@@ -714,6 +730,7 @@ def ingest(
     jobs: int = 1,
     pool_spec: Any = None,
     pool_stats: Any = None,
+    on_exchanges: Callable[[int, pa.RecordBatch], None] | None = None,
 ) -> IngestStats:
     """Read capture files (format v1) and write the ingest tables to ``out_dir``.
 
@@ -737,7 +754,11 @@ def ingest(
     to start, so a small capture is faster with ``jobs=1``; :func:`replay.pool.close_pools` ends it).
     ``pool_stats``: a :class:`replay.pool.PoolStats` the pool's restarts and failed items are
     counted in (``run.json`` ``executors.ingest`` of an audit); they are not :class:`IngestStats`,
-    which do not depend on ``jobs``.
+    which do not depend on ``jobs``. ``on_exchanges(key, batch)``: called after each row group of
+    ``exchanges.parquet`` is written, with its index in the file (0, 1, ...) and its rows (a
+    record batch of ``request_json`` as ``string_view``, ``tools_json`` dictionary-encoded, else
+    :data:`replay.tables.EXCHANGES`), as ``replay audit`` starts its stages on them
+    (:mod:`replay.overlap`); what it raises stops the ingest.
 
     Reading stays in this process: a zstd or gzip stream cannot be decompressed from the middle
     (zstd frames can, but writers put a whole capture in one frame), so one file is split into
@@ -775,7 +796,7 @@ def ingest(
     files = discover(paths)
     with line_limit(max_line_bytes), _fewer_collections(), _system_allocator():  # every reader's open_lines reads with this limit
         return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs,
-                               pool_spec, pool_stats)
+                               pool_spec, pool_stats, on_exchanges)
 
 
 def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callable[[int], None], tokenizer: Any,
@@ -1020,6 +1041,7 @@ def _ingest_planned(
     planned: list, files: list[Path], out_dir: str | os.PathLike, batch_rows: int,
     progress: Callable[[int], None] | None, redact: bool, max_line_bytes: int, tokenizer: Any,
     filters: Filters | None = None, jobs: int = 1, pool_spec: Any = None, pool_stats: Any = None,
+    on_exchanges: Callable[[int, pa.RecordBatch], None] | None = None,
 ) -> IngestStats:
     """The body of :func:`ingest` once the files are planned: batches read here, run through
     :func:`ingest_batch` (here, or on a pool of ``jobs`` processes: :func:`_on_pool`), written
@@ -1035,7 +1057,7 @@ def _ingest_planned(
 
     active = filters is not None and filters.active
     spec = IngestSpec(redact=redact, filters=filters if active else None)
-    sink = _Sink(out, stats, filters.limit if active else None)
+    sink = _Sink(out, stats, filters.limit if active else None, on_exchanges)
     formats: dict[str, int] = {}
     read: dict[str, list[int]] = {}
     ok = False
