@@ -313,6 +313,43 @@ def test_smallest_failures_is_the_first_failing_pair(stream_capture, plugins, tm
         assert all(r["chunking"] not in ("parse", "render") and r["deltas"] > 0 for r in got), name
 
 
+#: verdicts_by_exchange's per-exchange lists and firsts as one aggregate over every pair of
+#: verdict_pairs (as first written): the oracle of the view, which takes them from the wrong pairs only.
+PAIRWISE_BY_EXCHANGE = """
+SELECT exchange_id, "check",
+       coalesce(list_sort(list(chunking) FILTER (WHERE old_wrong)), []) AS old_failing_chunkings,
+       coalesce(list_sort(list(chunking) FILTER (WHERE new_wrong)), []) AS new_failing_chunkings,
+       CASE WHEN bool_or(new_wrong)
+            THEN first(chunking ORDER BY chunking IN ('parse', 'render'), new_deltas, chunking) FILTER (WHERE new_wrong)
+            ELSE first(chunking ORDER BY chunking IN ('parse', 'render'), old_deltas, chunking) FILTER (WHERE old_wrong) END AS smallest_failing_chunking,
+       CASE WHEN bool_or(new_wrong)
+            THEN first(new_deltas ORDER BY chunking IN ('parse', 'render'), new_deltas, chunking) FILTER (WHERE new_wrong)
+            ELSE first(old_deltas ORDER BY chunking IN ('parse', 'render'), old_deltas, chunking) FILTER (WHERE old_wrong) END AS smallest_failing_deltas,
+       count(*) AS chunkings_judged
+FROM verdict_pairs GROUP BY ALL ORDER BY ALL
+"""
+
+
+def test_verdicts_by_exchange_lists_match_every_pair(stream_capture, plugins, tmp_path):
+    """verdicts_by_exchange aggregates its failing-chunking lists and smallest failing chunking
+    from the pairs where a side is wrong; they equal one aggregate over every pair of
+    verdict_pairs on runs where old alone fails (fixed), new alone (broken), or both (still-wrong,
+    changed-wrong), under four chunkings whose delta counts differ."""
+    cols = 'exchange_id, "check", old_failing_chunkings, new_failing_chunkings, smallest_failing_chunking, smallest_failing_deltas, chunkings_judged'
+    for name, args in (("fixed", ("--old-parser", f"{plugins}:DropLast")),
+                       ("broken", ("--new-parser", f"{plugins}:DropFirst")),
+                       ("both", ("--old-parser", f"{plugins}:DropLast", "--new-parser", f"{plugins}:DropFirst"))):
+        run = tmp_path / name
+        result = runner.invoke(app, ["audit", str(stream_capture), "--out", str(run), "--quiet", "--chunkings", "recorded,char,fixed-3,fixed-13", *args])
+        assert result.exit_code == 0, result.output
+        want = query_json(run, "--sql", PAIRWISE_BY_EXCHANGE)
+        got = query_json(run, "--sql", f"SELECT {cols} FROM verdicts_by_exchange ORDER BY ALL")
+        assert got == want, name
+        sides = {"fixed": ("old",), "broken": ("new",), "both": ("old", "new")}[name]
+        for side in sides:  # the lists the run exercises are not empty
+            assert any(r[f"{side}_failing_chunkings"] for r in got if r["check"] == "dropped-call"), (name, side)
+
+
 def test_a_parser_that_always_raises_is_not_judged_on_the_other_stream_checks(stream_capture, plugins, tmp_path):
     """An old parser that raises in its whole-text parse and under every chunking: replay-error
     judges it (fixed on every exchange); no other stream check has an old result to judge, so each
