@@ -27,7 +27,7 @@ from replay.capture import discover, ingest
 from replay.capture.files import file_size
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
-from replay.memory import arrow_without_pandas, release_memory, single_threaded_arrow
+from replay.memory import arrow_without_pandas, glibc_allocators, release_memory, single_threaded_arrow
 from replay.pipeline import RENDER, STREAM, AuditConfig, chunking_plan, count_exchanges, run_render, run_stream, validate_specs
 import pyarrow as pa
 
@@ -147,6 +147,9 @@ def audit(
     check_out_folder(run_dir)
     arrow_without_pandas()  # ingest's pa.array calls would import pandas (44 MiB) into this process
     single_threaded_arrow()  # Arrow's thread pools only kept what they freed (--jobs 1 at 20k: 176 -> 151 MiB after re-stream)
+    # as in the pool processes: --jobs 1 at 20k, re-stream 155-169 -> 133 MiB, maxrss (in the report) 416 -> 392 MiB;
+    # --jobs 2 406 against 414 MiB
+    glibc_allocators()
     try:
         validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
         files = discover(paths)
@@ -193,7 +196,7 @@ def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> Non
     option, as :func:`replay.runspec.build_config` does."""
     if not cfg.deferred:
         return
-    if _pool_renders(files, cfg, engine):
+    if _builds_render_objects(cfg) and _pool_renders(files, cfg, engine):
         from replay.pool import prestart, render_check
 
         if not _overlapping(cfg):  # else the check starts the first process and the drains the others (replay.overlap)
@@ -203,6 +206,18 @@ def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> Non
             cfg.set_render_words(words)
             return
     cfg.load_render()
+
+
+def _builds_render_objects(cfg: AuditConfig) -> bool:
+    """Whether ``cfg``'s spec names render objects worth building only where they render (a chat
+    template, a tokenizer, a renderer or reference encoder: :data:`replay.runspec.BUILT_FROM` but
+    ``--date``). Without one, building here costs ~0.05 s and imports nothing, where asking the
+    pool (:func:`replay.pool.render_check`) kept ingest waiting ~0.6-1 s for its first process to
+    start."""
+    from replay.runspec import BUILT_FROM
+
+    spec = cfg.spec
+    return spec is not None and any(getattr(spec, name, None) for name in BUILT_FROM if name != "date")
 
 
 def _overlapping(cfg: AuditConfig) -> bool:

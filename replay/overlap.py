@@ -169,7 +169,7 @@ class Overlap:
     ``run_dir`` by an earlier, interrupted ingest are removed first: only this ingest's are marked."""
 
     def __init__(self, run_dir: Path, cfg: Any) -> None:
-        from replay.capture.ingest import _shm_dir
+        from replay.capture.ingest import _remove_stale_work_dirs, _shm_dir
         from replay.pool import _call, _shared
 
         self.run_dir = Path(run_dir)
@@ -178,7 +178,9 @@ class Overlap:
             for table in stage.tables:
                 shutil.rmtree(parts_dir(self.run_dir, table), ignore_errors=True)
             (self.run_dir / ".parts" / f"{stage.name}.json").unlink(missing_ok=True)
-        self.work = Path(tempfile.mkdtemp(prefix=f"replay-stages-{os.getpid()}-", dir=_shm_dir(self.run_dir, (QUEUE + 2) * (64 << 20))))
+        where = _shm_dir(self.run_dir, (QUEUE + cfg.jobs) * (64 << 20))
+        _remove_stale_work_dirs(where, "replay-stages")  # a SIGKILLed audit's, which it could not remove
+        self.work = Path(tempfile.mkdtemp(prefix=f"replay-stages-{os.getpid()}-", dir=where))
         self.offered = self.sent = 0
         self.stopped = False  # no more offers taken (a drain ended, or a file could not be written)
         pool = _shared(cfg.jobs, cfg.spec)

@@ -43,9 +43,9 @@ def _init(spec: Any) -> None:
     import os
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    from replay.memory import arrow_without_pandas, pool_allocators, single_threaded_arrow
+    from replay.memory import arrow_without_pandas, glibc_allocators, single_threaded_arrow
 
-    pool_allocators()  # Arrow on glibc, a fixed mmap threshold: a batch's freed pages are reused, not kept per allocator
+    glibc_allocators()  # Arrow on glibc, a fixed mmap threshold: a batch's freed pages are reused, not kept per allocator
     arrow_without_pandas()  # pa.array would import pandas: 44 MiB a process, which no stage uses
     single_threaded_arrow()  # one process per core already: Arrow's own threads only kept memory
     from replay.runspec import close_built, config_for

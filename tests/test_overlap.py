@@ -6,6 +6,7 @@ a drain process that dies, or parts an interrupted ingest left never change a ro
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -234,3 +235,94 @@ def test_parts_an_interrupted_ingest_left_are_never_marked_as_this_ingests(tmp_p
         close_pools()
     assert meta["resumed"] is True
     _same_tables(out, without)
+
+
+
+def _slow_audit(tmp_path: Path) -> tuple[list[str], Path]:
+    """A ``replay audit --jobs 2`` command line on the samples whose ingest sleeps 1 s after
+    each row group it offers to the drain (its pool started as for a capture of 8 MiB); its --out."""
+    (tmp_path / "run_cli.py").write_text(
+        "import sys, time\n"
+        "if __name__ == '__main__':  # the spawned pool processes import this file too\n"
+        "    import replay.audit, replay.overlap\n"
+        "    replay.audit.PRESTART_BYTES = 0\n"
+        "    offer = replay.overlap.Overlap.offer\n"
+        "    def slow(self, key, batch):\n"
+        "        offer(self, key, batch)\n"
+        "        time.sleep(1)\n"
+        "    replay.overlap.Overlap.offer = slow\n"
+        "    from replay.cli import app\n"
+        "    sys.argv = ['replay'] + sys.argv[1:]\n"
+        "    sys.exit(app())\n")
+    out = tmp_path / "run"
+    import sys
+
+    return [sys.executable, str(tmp_path / "run_cli.py"), "audit", str(SAMPLES), "--out", str(out), "--jobs", "2",
+            "--batch-rows", "4", "-q"], out
+
+
+def test_sigterm_during_an_overlapping_ingest_leaves_no_work_folder_and_no_process(tmp_path: Path) -> None:
+    """``replay audit --jobs 2`` stopped with SIGTERM while ingest writes and the drain runs:
+    exit 130 as for Ctrl-C, its work folder (/dev/shm) removed, its pool processes ended; and a
+    work folder a SIGKILLed audit left (a dead pid's) is removed by the next audit that runs its
+    stages during ingest."""
+    import subprocess
+
+    import psutil
+
+    from replay.capture.ingest import _shm_dir
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    shm = _shm_dir(tmp_path / "run")
+    stale = shm / f"replay-stages-{dead.pid}-left"
+    stale.mkdir()
+    (stale / "0.arrow").write_bytes(b"x")
+    cmd, out = _slow_audit(tmp_path)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    mine = lambda: list(shm.glob(f"replay-stages-{proc.pid}-*"))  # noqa: E731
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not list((out / ".parts").glob("renders/part-*.parquet")):
+            time.sleep(0.05)
+        assert mine() and list((out / ".parts").glob("renders/part-*.parquet")), "the drain never wrote a part"
+        assert not stale.exists()
+        pool = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(stale, ignore_errors=True)
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err, err.decode()
+    assert not mine()
+    end = time.monotonic() + 30
+    while time.monotonic() < end and any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pool):
+        time.sleep(0.1)
+    assert not [p for p in pool if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_an_audit_without_render_objects_does_not_wait_for_the_pool_to_check_them(tmp_path: Path, pooled: None,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec naming no chat template, tokenizer or renderer (the defaults): the render setup is
+    built in the audit's own process (~0.05 s, nothing imported), not checked through the pool's
+    first process (``render_check`` waits ~0.6-1 s for it to start, while ingest could run); a
+    spec naming a chat template is still checked there."""
+    import replay.pool as pool
+
+    asked: list[object] = []
+    monkeypatch.setattr(pool, "render_check", lambda spec, jobs: asked.append(spec) or None)
+    cfg = build_config(SPEC, load=False)
+    cfg.jobs = 2
+    audit_mod.setup_render(discover([SAMPLES]), cfg)
+    assert asked == [] and not cfg.deferred
+    close_pools()
+    templated = build_config(RunSpec(batch_rows=4, chat_template=str(SAMPLES / "templates" / "agent-new.jinja")), load=False)
+    templated.jobs = 2
+    try:
+        audit_mod.setup_render(discover([SAMPLES]), templated)
+        assert asked == [templated.spec]
+    finally:
+        close_pools()

@@ -1,6 +1,6 @@
 """What keeps a ``--jobs`` pool process small (its RSS counts toward the audit's peak).
 
-- :func:`replay.memory.pool_allocators`: Arrow allocates through glibc, and glibc's mmap
+- :func:`replay.memory.glibc_allocators`: Arrow allocates through glibc, and glibc's mmap
   threshold stays fixed (a freed large block no longer raises it, which sent every later block
   up to that size to the heap);
 - the ingest tables' Parquet pages are small (:data:`replay.capture.ingest.PAGE_BYTES`), so a
@@ -39,8 +39,8 @@ libc.mallinfo2.restype = MI
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]
 if sys.argv[1] == "pool":
-    from replay.memory import pool_allocators
-    pool_allocators()
+    from replay.memory import glibc_allocators
+    glibc_allocators()
 import pyarrow as pa
 libc.free(libc.malloc(4 << 20))
 before = libc.mallinfo2().hblks
@@ -52,7 +52,7 @@ print(json.dumps({"mapped": mapped, "arrow": pa.default_memory_pool().backend_na
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
-def test_pool_allocators_keep_large_blocks_mapped_and_arrow_on_glibc() -> None:
+def test_glibc_allocators_keep_large_blocks_mapped_and_arrow_on_glibc() -> None:
     plain = _python(MMAP_PROBE, "plain")
     assert plain["mapped"] == 0, "the probe relies on glibc raising its threshold after a freed mapped block"
     assert plain["arrow"] != "system"
@@ -61,7 +61,7 @@ def test_pool_allocators_keep_large_blocks_mapped_and_arrow_on_glibc() -> None:
     assert pool["arrow"] == "system"
 
 
-def test_a_pool_process_runs_with_the_pool_allocators(tmp_path: Path) -> None:
+def test_a_pool_process_runs_with_the_glibc_allocators(tmp_path: Path) -> None:
     code = r"""
 import json
 from replay.pool import _shared, close_pools

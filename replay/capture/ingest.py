@@ -906,17 +906,18 @@ def _shm_need(jobs: int) -> int:
     return 4 * _POOL_ITEM_BYTES * (jobs * IN_FLIGHT + 1)
 
 
-def _remove_stale_work_dirs(where: Path) -> list[Path]:
-    """Remove the parallel ingest's work folders in ``where`` (``replay-ingest-<pid>-*``, as
-    :func:`_on_pool` names them) whose process no longer exists: a ``replay`` killed with SIGKILL
-    (or the OOM killer) cannot remove its own, and in ``/dev/shm`` each held up to ~35 MiB of
+def _remove_stale_work_dirs(where: Path, prefix: str = "replay-ingest") -> list[Path]:
+    """Remove the work folders ``<prefix>-<pid>-*`` in ``where`` whose process no longer exists
+    (the parallel ingest's, ``replay-ingest``, as :func:`_on_pool` names them; the stages run
+    during ingest, ``replay-stages``, :mod:`replay.overlap`): a ``replay`` killed with SIGKILL
+    (or the OOM killer) cannot remove its own, and in ``/dev/shm`` each held up to ~35-60 MiB of
     memory until reboot. A folder of a live process, or of a pid this user may not signal
     (another user's), is left alone. Returns the folders removed."""
     import shutil
 
     removed = []
     try:
-        found = list(where.glob("replay-ingest-*-*"))
+        found = list(where.glob(f"{prefix}-*-*"))
     except OSError:
         return removed
     for d in found:
