@@ -617,14 +617,30 @@ def with_copies(table: pa.Table, copies: list[tuple[str, int, int, int]]) -> pa.
     return out.set_column(i, out.schema.field(i), pa.array(out_sides, out.schema.field(i).type))
 
 
+#: ``id(schema)`` -> ``(schema, its struct type)`` for :func:`_from_rows` (the tables' few schemas).
+_ROW_TYPES: dict[int, tuple[pa.Schema, pa.DataType]] = {}
+
+
+def _from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """``pa.Table.from_pylist(rows, schema=schema)``, the same table (values, types, nullability;
+    keys a row lacks are null, keys the schema lacks ignored; the same exceptions), converted by
+    Arrow in one pass as one struct array of ``schema``'s fields: ``from_pylist`` builds each
+    column from a Python list of the rows' values (a streams row: ~1.5 us against ~0.5)."""
+    got = _ROW_TYPES.get(id(schema))
+    if got is None or got[0] is not schema:
+        got = _ROW_TYPES[id(schema)] = (schema, pa.struct(list(schema)))
+    table = pa.Table.from_struct_array(pa.array(rows, type=got[1]))
+    return table.replace_schema_metadata(schema.metadata) if schema.metadata else table
+
+
 def rows_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Rows (dicts) -> an Arrow table of ``schema``. A string UTF-8 cannot hold (a lone surrogate
-    a parser decoded from a ``"\\ud800"`` escape) is written escaped (:func:`_utf8_safe`) rather
-    than lose the batch or stop the run."""
+    """Rows (dicts) -> an Arrow table of ``schema`` (:func:`_from_rows`). A string UTF-8 cannot
+    hold (a lone surrogate a parser decoded from a ``"\\ud800"`` escape) is written escaped
+    (:func:`_utf8_safe`) rather than lose the batch or stop the run."""
     try:
-        return pa.Table.from_pylist(rows, schema=schema)
+        return _from_rows(rows, schema)
     except (UnicodeEncodeError, pa.ArrowException):
-        return pa.Table.from_pylist([_utf8_safe(r) for r in rows], schema=schema)
+        return _from_rows([_utf8_safe(r) for r in rows], schema)
 
 
 class _StageContext:

@@ -239,3 +239,58 @@ def test_judge_rows_are_the_same_when_the_own_parse_is_the_reference_object_or_a
     rep.parse = copy.deepcopy(rep.parse)
     judge_side(plan, "old", "hermes", plan.chunks["old"], rep)
     assert (plan.streams[ns:], plan.calls[nc:]) == shared
+
+
+# ------------------------------------------------------------------ rows -> Arrow tables
+def _values(t: pa.DataType):
+    if pa.types.is_string(t):
+        return st.one_of(st.text(max_size=5), st.sampled_from(["\ud800", "a\udfffb", "é😀"]))
+    if pa.types.is_int32(t):
+        return st.integers(-(2**31), 2**31 - 1)
+    if pa.types.is_int64(t):
+        return st.integers(-(2**63), 2**63 - 1)
+    if pa.types.is_boolean(t):
+        return st.booleans()
+    if pa.types.is_timestamp(t):
+        return st.datetimes(timezones=st.just(__import__("datetime").timezone.utc))
+    if pa.types.is_list(t):
+        return st.lists(_values(t.value_type) | st.none(), max_size=3)
+    if pa.types.is_struct(t):
+        return st.fixed_dictionaries({f.name: _values(f.type) | st.none() for f in t})
+    raise AssertionError(t)
+
+
+def _rows(schema: pa.Schema):
+    row = st.fixed_dictionaries({}, optional={f.name: _values(f.type) | st.none() for f in schema} | {"extra": st.integers()})
+    return st.lists(row, max_size=6)
+
+
+def _from_pylist(rows, schema):
+    """The rule rows_table had: Table.from_pylist, lone surrogates escaped on failure."""
+    from replay.pipeline import _utf8_safe
+
+    try:
+        return pa.Table.from_pylist(rows, schema=schema)
+    except (UnicodeEncodeError, pa.ArrowException):
+        return pa.Table.from_pylist([_utf8_safe(r) for r in rows], schema=schema)
+
+
+@pytest.mark.parametrize("name", ["streams", "calls", "family_fit", "renders"])
+def test_rows_table_is_from_pylist(name):
+    schema = tables.TABLES[name]
+
+    @budget(150)
+    @given(_rows(schema))
+    def run(rows):
+        try:
+            want = _from_pylist(rows, schema)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+            with pytest.raises(type(exc)):
+                rows_table(rows, schema)
+            return
+        got = rows_table(rows, schema)
+        assert got.schema.equals(want.schema, check_metadata=True)
+        assert got.equals(want)
+        assert got.to_pylist() == want.to_pylist()
+
+    run()
