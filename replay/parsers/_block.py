@@ -78,6 +78,7 @@ def read_json_block(
     trailing: Callable[[str], bool] | None = None,
     final: bool = True,
     open_end: bool = True,
+    prefix_shortcut: bool = True,
 ) -> tuple[int, Any] | None:
     """Decide the block whose body starts at ``body_start``: ``(end, value)``, or None.
 
@@ -106,32 +107,15 @@ def read_json_block(
     On a prefix (``final`` False) without ``trailing``, every answer is decided at an end marker,
     so a prefix holding none from ``body_start`` on gets None at once, without decoding (a
     streamed block is read when it opens, before its end marker can have come: a failed decode,
-    its exception and a :class:`JsonPrefix` scan per call); :func:`read_json_block_full` is the
-    same reading without that shortcut.
+    its exception and a :class:`JsonPrefix` scan per call); ``prefix_shortcut=False`` reads it
+    without that shortcut (the answer is the same: ``tests/test_stream_shortcuts.py`` compares them).
     """
-    if not final and trailing is None and first_marker(text, _ends(end_markers), body_start)[0] < 0:
+    ends = _ends(end_markers)
+    if prefix_shortcut and not final and trailing is None and first_marker(text, ends, body_start)[0] < 0:
         # without trailing, each non-None answer below on a prefix needs an end marker at or after
         # the body: after the value (the block's end, or the first one after a value that is no
         # call) or after its start (a value that does not decode); none there: None
         return None
-    return read_json_block_full(
-        text, body_start, end_markers, consume=consume, trailing=trailing, final=final, open_end=open_end
-    )
-
-
-def read_json_block_full(
-    text: str,
-    body_start: int,
-    end_markers: str | tuple[str, ...],
-    *,
-    consume: bool = True,
-    trailing: Callable[[str], bool] | None = None,
-    final: bool = True,
-    open_end: bool = True,
-) -> tuple[int, Any] | None:
-    """:func:`read_json_block` without its shortcut for a prefix that holds no end marker (the
-    answer is the same: ``tests/test_stream_shortcuts.py`` compares them)."""
-    ends = _ends(end_markers)
     j = skip_ws(text, body_start)
     n = len(text)
     if j == n and not final:
