@@ -183,7 +183,7 @@ def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> Non
     """Check a deferred render setup (:func:`replay.runspec.build_config` ``load=False``, what
     ``replay audit`` makes) before any work, building the renderers and tokenizer only where
     they render: when the stages will run on the ``--jobs`` pool (:func:`_pool_renders`), the
-    pool is started now (:func:`replay.pool.prestart`) and its first process's build is the check
+    pool's first process is started now and its build is the check
     (:func:`replay.pool.render_check`; its ``run.json`` words are recorded), and this process
     never loads them (a chat template and a tokenizer: ~190 MiB of this process's RSS on the
     bench, 0.7 CPU s, for nothing, since the pool renders); else (``--jobs 1``, a small capture,
@@ -194,11 +194,9 @@ def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> Non
     if not cfg.deferred:
         return
     if _builds_render_objects(cfg) and _pool_renders(files, cfg, engine):
-        from replay.pool import prestart, render_check
+        from replay.pool import render_check
 
-        if not _overlapping(cfg):  # else the check starts the first process and the drains the others (replay.overlap)
-            prestart(cfg.spec, cfg.jobs)
-        words = render_check(cfg.spec, cfg.jobs)
+        words = render_check(cfg.spec, cfg.jobs)  # starts the pool's first process; _run starts what else it needs
         if words is not None:
             cfg.set_render_words(words)
             return
@@ -223,34 +221,15 @@ def _overlapping(cfg: AuditConfig) -> bool:
     return bool(cfg.overlap) and not cfg.parallel_ingest
 
 
-def _prestart_pool(files: list[Path], cfg: AuditConfig, engine: Any, start: bool = True) -> bool:
-    """Whether the render/re-stream pool starts before ingest, so its processes' start-up overlaps
-    this one's reading: when the stages will run on it (:func:`_pool_renders`). With ``start``,
-    all ``--jobs`` processes start now (:func:`replay.pool.prestart`; :func:`setup_render` may
-    have started them already); without, the caller starts what it needs (:mod:`replay.overlap`
-    starts ``--jobs`` - 1 by giving them work). With ``cfg.parallel_ingest``
-    (``--parallel-ingest``) ingest then parses on it too (:func:`replay.capture.ingest`,
-    ``pool_spec``)."""
-    if not _pool_renders(files, cfg, engine):
-        return False
-    if start:
-        from replay.pool import prestart
-
-        prestart(cfg.spec, cfg.jobs)
-    return True
-
-
 def _start_overlap(run_dir: Path, cfg: AuditConfig) -> Any:
     """An :class:`replay.overlap.Overlap` of ``cfg``'s stages during ingest into ``run_dir``
-    (starting ``--jobs`` - 1 pool processes), or None when its work folder cannot be made; the
-    whole pool is then started (:func:`replay.pool.prestart`) and the stages run after ingest."""
+    (starting ``--jobs`` - 1 pool processes), or None when its work folder cannot be made (the
+    stages then run after ingest)."""
     from replay.overlap import Overlap
-    from replay.pool import prestart
 
     try:
         return Overlap(run_dir, cfg)
     except OSError:
-        prestart(cfg.spec, cfg.jobs)
         return None
 
 
@@ -359,12 +338,18 @@ def _run(
         _write_state(run_dir, state)  # from here an interrupted audit can be resumed
         # the stages start on each row group as ingest writes it, on all but one of the pool's
         # processes (replay.overlap); with --parallel-ingest the pool parses the lines instead
-        overlapping = _overlapping(cfg)
-        prestarted = _prestart_pool(files, cfg, engine, start=not overlapping)
-        pooled = prestarted and cfg.parallel_ingest
+        # the pool starts before ingest when the stages will run on it, so that its processes'
+        # start-up overlaps this one's reading: N-1 of them by the Overlap's drains (the last one
+        # when ingest ends: idle, it only added to the peak), else all N now
+        on_pool = _pool_renders(files, cfg, engine)
+        pooled = on_pool and cfg.parallel_ingest
         ingest_pool = PoolStats(workers=cfg.pool_workers) if pooled else None
         cfg.executor_stats["ingest"] = ingest_pool if pooled else {"engine": "local", "jobs": 1}
-        overlap = _start_overlap(run_dir, cfg) if prestarted and overlapping else None
+        overlap = _start_overlap(run_dir, cfg) if on_pool and _overlapping(cfg) else None
+        if on_pool and overlap is None:
+            from replay.pool import prestart
+
+            prestart(cfg.spec, cfg.jobs)
         try:
             with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
                 # row groups of at most batch_rows exchanges: each stage batch is then one row group,

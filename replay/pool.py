@@ -281,9 +281,8 @@ def prestart(spec: Any, jobs: int) -> None:
     imports replay and builds the spec's config (:func:`_init`, about 0.6 CPU s) while this
     process goes on (``replay audit`` ingests meanwhile), and :func:`map_batches` with the same
     ``spec`` and ``jobs`` then finds them ready. :func:`close_pools` ends them as any kept pool.
-    Nothing when that pool is already kept (started by an earlier call or :func:`render_check`)."""
-    if (spec, jobs) in _KEPT:  # already started (render_check, an earlier prestart): nothing to do
-        return
+    On a pool already kept (:func:`render_check` started its first process) the no-ops start the
+    rest: the executor starts a process only for work that finds none idle."""
     pool = _shared(jobs, spec)
     _STARTING[(spec, jobs)] = [pool.submit(_noop) for _ in range(jobs)]
 
