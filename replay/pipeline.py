@@ -526,9 +526,9 @@ def finish_stream(
     here, the out-of-process ones come in ``remote`` (``{side: SideReplay}``).
 
     ``copies``: when a list, the rows of a side that are the old side's renamed (the same replay
-    of the same chunks) are not made; ``(side, at_s, s0, s1, at_c, c0, c1)`` is appended to it
-    instead: that side's streams rows are rows ``s0:s1`` of the returned streams list with
-    ``side`` set, and belong at position ``at_s`` (``at_c``, ``c0:c1``: the same for calls).
+    of the same chunks) are not made; ``(side, s0, s1, c0, c1)`` is appended to it instead: that
+    side's streams rows are rows ``s0:s1`` of the returned streams list with ``side`` set, and
+    belong right after them, at ``s1`` (``c0:c1``: the same for calls).
     :func:`with_copies` makes the full table of such rows (the re-stream stage builds the copies in
     Arrow rather than as dicts)."""
     if plan.done:
@@ -550,7 +550,7 @@ def finish_stream(
             s0, c0 = judged[2], judged[3]
             if copies is not None:
                 ns, nc = len(plan.streams), len(plan.calls)
-                copies.append((side, ns, s0, ns, nc, c0, nc))
+                copies.append((side, s0, ns, c0, nc))
                 continue
             plan.streams.extend([{**r, "side": side} for r in plan.streams[s0:]])
             plan.calls.extend([{**r, "side": side} for r in plan.calls[c0:]])
@@ -1001,9 +1001,10 @@ def _stream_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
         for plan, got in zip(plans, answers):
             copies: list[tuple[Any, ...]] = []
             s, c = finish_stream(plan, cfg, got, copies)
-            for side, at_s, s0, s1, at_c, c0, c1 in copies:  # positions in the batch's lists
-                s_copies.append((side, len(s_rows) + at_s, len(s_rows) + s0, len(s_rows) + s1))
-                c_copies.append((side, len(c_rows) + at_c, len(c_rows) + c0, len(c_rows) + c1))
+            ns, nc = len(s_rows), len(c_rows)  # the exchange's positions in the batch's lists
+            for side, s0, s1, c0, c1 in copies:  # each copy goes right after the rows it copies
+                s_copies.append((side, ns + s1, ns + s0, ns + s1))
+                c_copies.append((side, nc + c1, nc + c0, nc + c1))
             s_rows.extend(s)
             c_rows.extend(c)
     return {
