@@ -8,6 +8,8 @@
 --   lacking_stream      no chunks: only the final response is checked on the served side
 --   lacking_response    no response captured at all
 --   lacking_served      a server-side record: what the client received is not in it
+--   lacking_tools       no tool declarations logged (an OTel span without tool definitions)
+--   lacking_tool_shape  tool declarations converted to the Chat Completions shape (flat GenAI definitions)
 --   lacks               every part lacked by at least one exchange, comma-separated
 WITH l AS (
     SELECT coalesce(capture_format, 'v1') AS capture_format, server_output_text,
@@ -24,6 +26,8 @@ SELECT
     count(*) FILTER (WHERE list_contains(lacks, 'stream')) AS lacking_stream,
     count(*) FILTER (WHERE list_contains(lacks, 'response')) AS lacking_response,
     count(*) FILTER (WHERE list_contains(lacks, 'served')) AS lacking_served,
+    count(*) FILTER (WHERE list_contains(lacks, 'tools')) AS lacking_tools,
+    count(*) FILTER (WHERE list_contains(lacks, 'tool_shape')) AS lacking_tool_shape,
     coalesce(array_to_string(list_sort(list_distinct(flatten(list(lacks)))), ', '), '') AS lacks
 FROM l
 GROUP BY capture_format

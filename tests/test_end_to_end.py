@@ -287,7 +287,8 @@ def test_replay_errors_are_said(tmp_path: Path, run_dir: Path) -> None:
 def test_ingest_only_run_has_null_stage_counts(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = runner.invoke(app, ["ingest", str(SAMPLES), "--out", str(out), "-q"])
-    assert result.exit_code == 0 and "45 lines: 38 exchanges, 5 errors, 2 skipped" in result.output
+    # 45 records on 44 lines: samples/formats/otel-spans.jsonl holds 3 spans on 2 lines
+    assert result.exit_code == 0 and "44 lines, 45 records: 38 exchanges, 5 errors, 2 skipped" in result.output
     old = {r["side"]: r for r in query_json(out, "summary")}["old"]
     assert (old["exchanges"], old["tool_schemas"]) == (38, 81)
     assert old["schemas_with_leaked_null"] is None and old["calls_dropped"] is None and old["render_failures"] is None

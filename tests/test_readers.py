@@ -148,7 +148,8 @@ def test_every_format_ingests_to_its_rows(samples_run) -> None:
 
     o1, o2 = rows["chatcmpl-o1"], rows["d7ad6b7169203333"]
     assert calls_of(o1) == LISBON and calls_of(o2) == LISBON
-    assert (o1["model"], o1["n_tools"], o1["served_finish_reason"]) == ("gpt-4.1", 1, "tool_call")
+    # the GenAI conventions' finish_reason tool_call is Chat Completions' tool_calls
+    assert (o1["model"], o1["n_tools"], o1["served_finish_reason"]) == ("gpt-4.1", 1, "tool_calls")
     assert (o2["model"], o2["n_tools"], o2["n_messages"]) == ("gpt-4o-mini", 1, 1)
     assert o1["capture_lacks"] == ["exact_request", "raw_completion", "stream"]
     for row in rows.values():
@@ -285,10 +286,11 @@ def test_jsonl_reader_errors_name_the_line(tmp_path: Path) -> None:
     assert ingest(ll, tmp_path / "run2").errors_by_reason == {"bad-field": 1}
     ot = tmp_path / "ot.jsonl"
     bad_span = {"spanId": "s", "attributes": {"gen_ai.request.model": "m", "gen_ai.input.messages": "{\"a\": 1}"}}
-    good_span = {"spanId": "t", "attributes": {"gen_ai.request.model": "m"}}
-    ot.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [bad_span, good_span]}]}]}) + "\n")
+    good_span = {"spanId": "t", "attributes": {"gen_ai.request.model": "m", "gen_ai.input.messages": '[{"role": "user", "parts": []}]'}}
+    empty_span = {"spanId": "u", "attributes": {"gen_ai.request.model": "m"}}  # no content: skipped, not an exchange
+    ot.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [bad_span, good_span, empty_span]}]}]}) + "\n")
     st = ingest(ot, tmp_path / "run3")
-    assert (st.exchanges, st.errors, st.lines) == (1, 1, 2)
+    assert (st.exchanges, st.errors, st.skipped, st.lines, st.shared_line_records) == (1, 1, 1, 3, 2)
     assert "span 0" in read(tmp_path / "run3", "ingest_errors")[0]["detail"]
 
 

@@ -14,7 +14,7 @@
 ``har``             a HAR 1.2 archive (``log.entries``) (:mod:`replay.capture.har`)
 ``serverlog``       server-side JSON-lines logs: prompt, token ids, output, steps (:mod:`replay.capture.serverlog`)
 ``litellm``         LiteLLM spend-log rows / standard logging payloads (:mod:`replay.capture.litellm`)
-``otel``            OpenTelemetry spans with ``gen_ai.*`` attributes, OTLP JSON (:mod:`replay.capture.otel`)
+``otel``            OpenTelemetry spans and GenAI log records, OTLP JSON (:mod:`replay.capture.otel`)
 ==================  ==========================================================================
 
 Rules, in order: a file whose first non-blank line starts with an SSE field (``data:``,
@@ -22,7 +22,7 @@ Rules, in order: a file whose first non-blank line starts with an SSE field (``d
 :data:`SNIFF_LINES` non-blank lines are parsed as JSON and the first object that names a format
 decides (:func:`classify_record`). When no line is a whole JSON object (a pretty-printed document),
 the head of the text is searched for the keys of a HAR (``"log"`` and ``"entries"``), an OTLP
-export (``"resourceSpans"``) or a response body. Anything else is ``v1``, so that a broken v1
+export (``"resourceSpans"``, ``"resourceLogs"``) or a response body. Anything else is ``v1``, so that a broken v1
 file still gives v1's errors line by line.
 """
 
@@ -57,7 +57,8 @@ _SERVERLOG_KEYS = ("prompt_token_ids", "output_token_ids", "output_text", "step_
 def classify_record(obj: Any) -> str | None:
     """The format one decoded JSON record belongs to, or None when it names none.
 
-    ``log.entries`` -> ``har``; ``resourceSpans`` (or a span with ``gen_ai.*`` attributes) -> ``otel``;
+    ``log.entries`` -> ``har``; ``resourceSpans`` or ``resourceLogs`` (or a span: ``spanId`` with
+    ``attributes``) -> ``otel``;
     ``custom_id`` -> ``openai-batch``; ``request`` with ``route`` -> ``v1``; ``object``
     ``chat.completion`` / ``response`` or ``type`` ``message`` -> ``body``; ``call_type`` or
     ``request_id`` with ``messages`` / ``spend`` / ``proxy_server_request`` -> ``litellm``;
@@ -68,7 +69,7 @@ def classify_record(obj: Any) -> str | None:
         return None
     if isinstance(obj.get("log"), dict) and "entries" in obj["log"]:
         return "har"
-    if "resourceSpans" in obj or ("spanId" in obj and "attributes" in obj):
+    if "resourceSpans" in obj or "resourceLogs" in obj or ("spanId" in obj and "attributes" in obj):
         return "otel"
     if "custom_id" in obj:
         return "openai-batch"
@@ -111,7 +112,7 @@ def sniff(head: bytes) -> str:
         text = head[:SNIFF_BYTES]
         if re.search(rb'"log"\s*:\s*\{', text) and b'"entries"' in text:
             return "har"
-        if b'"resourceSpans"' in text:
+        if b'"resourceSpans"' in text or b'"resourceLogs"' in text:
             return "otel"
         if re.search(rb'"object"\s*:\s*"(chat\.completion|response)"', text) or re.search(rb'"type"\s*:\s*"message"', text):
             return "body"

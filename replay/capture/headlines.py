@@ -20,6 +20,8 @@ LACK_WORDS = {
     "stream": "no chunks (served side checked on the final response only)",
     "response": "no response",
     "served": "no served response (no served-side checks)",
+    "tools": "no tool declarations logged (the request may have had some)",
+    "tool_shape": "tool declarations converted from the flat GenAI form to the Chat Completions shape",
 }
 
 _COLS = (
@@ -29,6 +31,8 @@ _COLS = (
     ("stream", "lacking_stream"),
     ("response", "lacking_response"),
     ("served", "lacking_served"),
+    ("tools", "lacking_tools"),
+    ("tool_shape", "lacking_tool_shape"),
 )
 
 

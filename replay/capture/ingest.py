@@ -38,6 +38,7 @@ from replay.capture.columns import batch_from_rows, numpy_column, take as _take,
 from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
 from replay.capture.filters import REASONS, Filters
 from replay.capture.readers import plan, read_units
+from replay.capture.records import lines_and_records
 from replay.capture.v1 import CaptureError, decode_line, record_row
 from replay.tables import EXCHANGES, INGEST_ERRORS, TOOLS
 
@@ -109,6 +110,10 @@ class IngestStats:
     (:mod:`replay.capture.filters`; not errors), split in ``filtered_by`` by the first filter that
     dropped each (``model``, ``route``, ``no-ts``, ``since``, ``until``, ``sample``, ``limit``).
     Invariant: ``lines - blank_lines - skipped - filtered == exchanges + errors``.
+    ``shared_line_records``: records read from a line that held an earlier record of the same file
+    too (an OTLP export line holding several spans): the files had ``lines - shared_line_records``
+    lines. ``skipped_by``: ``skipped`` split by the reason the reader gave (records skipped without
+    one are not in it).
     ``files_without_exchanges``: one dict per capture file (as planned: a Batch input with its
     output is one file) that gave no exchange, in reading order, from the per-file counts ingest
     keeps: ``file``, ``lines``, ``blank_lines``, ``skipped``, ``errors``, ``filtered`` (the
@@ -130,6 +135,8 @@ class IngestStats:
     formats: dict[str, int] = field(default_factory=dict)
     redactions: dict[str, int] = field(default_factory=dict)
     files_without_exchanges: list[dict[str, Any]] = field(default_factory=list)
+    shared_line_records: int = 0
+    skipped_by: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
         def n(count: int, noun: str) -> str:
@@ -137,7 +144,7 @@ class IngestStats:
 
         skipped = f", {self.skipped:,} skipped" if self.skipped else ""
         filtered = f", {self.filtered:,} filtered out" if self.filtered else ""
-        return f"{n(self.lines, 'line')}: {n(self.exchanges, 'exchange')}, {n(self.errors, 'error')}{skipped}{filtered}"
+        return f"{lines_and_records(self.lines, self.shared_line_records)}: {n(self.exchanges, 'exchange')}, {n(self.errors, 'error')}{skipped}{filtered}"
 
 
 def no_exchange_why(lines: int, blank_lines: int, skipped: int, errors: int, filtered: int) -> str:
@@ -820,9 +827,14 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
         rows = size_of = 0  # records and bytes of the batch so far (of all its parts)
         last_line = 0
         last_end = 0
+        prev_at: tuple | None = None  # (source, line) of the previous record: one line may hold several
         try:
             for unit in read_units(pf, on_read=on_read, tokenizer=tokenizer):
                 line_no, offset, raw = unit.line, unit.offset, unit.raw
+                at = (unit.source or source, line_no)
+                if line_no is not None and at == prev_at:
+                    stats.shared_line_records += 1
+                prev_at = at
                 size = raw.length if isinstance(raw, LongLine) else len(raw)
                 if line_no is not None and (unit.source or source) == source:
                     last_line, last_end = line_no, (offset or 0) + size + 1
@@ -836,6 +848,8 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
                     continue
                 elif unit.skipped:
                     stats.skipped += 1
+                    if unit.skip_reason:
+                        stats.skipped_by[unit.skip_reason] = stats.skipped_by.get(unit.skip_reason, 0) + 1
                     continue
                 elif unit.error is not None:
                     batch.entries.append(("error", line_no, offset, raw, unit.error.reason, unit.error.detail, unit.source))

@@ -7,7 +7,7 @@ each with :func:`replay.capture.v1.decode_line` and hands the object to a pure m
 decode, or whose mapping raises :class:`CaptureError` (or any other exception: reason
 ``internal-error``), is one error at that line; a line mapping to
 an empty list is one ``skipped``; a line mapping to N items gives N units at that line (an OTLP
-export line holding several spans), None items ``skipped``. A ``{...}`` document spread over several lines (a
+export line holding several spans), None and :class:`Skip` items ``skipped`` (the latter with its reason). A ``{...}`` document spread over several lines (a
 pretty-printed export) is not JSON lines: it is read whole, at most :data:`WHOLE_MAX_BYTES`, as
 one record at line 1.
 """
@@ -21,7 +21,7 @@ import orjson
 
 from replay.capture.detect import open_binary
 from replay.capture.files import LongLine, open_lines
-from replay.capture.records import Unit, exchange, failed
+from replay.capture.records import Skip, Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
 __all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "mapped_units", "read_json_lines", "read_whole"]
@@ -66,6 +66,8 @@ def mapped_units(line: int, offset: int | None, raw: bytes, obj: Any, to_records
     for rec in recs:
         if rec is None:  # a record of the file that is not an exchange (an OTel span without gen_ai.*)
             yield Unit(line, offset, raw, skipped=True)
+        elif isinstance(rec, Skip):  # the same, with the reader's reason
+            yield Unit(line, offset, raw, skipped=True, skip_reason=rec.reason)
         elif isinstance(rec, CaptureError):
             yield Unit(line, offset, raw, error=rec)
         else:

@@ -107,5 +107,5 @@ def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None,
     if pf.fmt == "litellm":
         return read_json_lines(path, litellm.record_from_row, on_read)
     if pf.fmt == "otel":
-        return read_json_lines(path, otel.records_from_export, on_read)
+        return otel.read_export(path, on_read)
     raise ValueError(f"unknown capture format {pf.fmt!r}")

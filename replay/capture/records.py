@@ -25,7 +25,16 @@ from typing import Any
 
 from replay.capture.v1 import CaptureError
 
-__all__ = ["Unit", "exchange", "failed"]
+__all__ = ["Skip", "Unit", "exchange", "failed", "lines_and_records"]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """What a reader's mapping returns for a record that is not an LLM exchange, with the reason it
+    is not (counted per reason in :attr:`replay.capture.ingest.IngestStats.skipped_by`; e.g.
+    ``"otel: gen_ai.operation.name execute_tool is not a model call"``)."""
+
+    reason: str
 
 
 @dataclass
@@ -34,7 +43,8 @@ class Unit:
     ``source``; ``offset``: byte offset of the record in the decompressed file, when known;
     ``raw``: bytes for the error excerpt (or the v1 line); ``source``: the file the record came
     from when not the file being read (a Batch output line). Exactly one of ``record``, ``error``,
-    ``v1_raw``, ``blank``, ``skipped`` applies."""
+    ``v1_raw``, ``blank``, ``skipped`` applies. ``skip_reason``: why a ``skipped`` unit is not an
+    exchange, when its reader says."""
 
     line: int | None
     offset: int | None
@@ -45,6 +55,7 @@ class Unit:
     blank: bool = False
     skipped: bool = False
     source: str | None = None
+    skip_reason: str | None = None
 
 
 def exchange(line: int | None, offset: int | None, record: dict[str, Any], raw: bytes = b"", source: str | None = None) -> Unit:
@@ -55,3 +66,15 @@ def exchange(line: int | None, offset: int | None, record: dict[str, Any], raw: 
 def failed(line: int | None, offset: int | None, reason: str, detail: str, raw: bytes = b"", source: str | None = None) -> Unit:
     """A unit holding an error (``reason`` goes to ``ingest_errors.reason``)."""
     return Unit(line, offset, raw, error=CaptureError(reason, detail), source=source)
+
+
+def lines_and_records(records: int, shared_line_records: int) -> str:
+    """How much was read, as :class:`IngestStats` counts it: ``"45 lines"`` when every record had a
+    line of its own, else ``"44 lines, 45 records"`` (``records``: :attr:`IngestStats.lines`;
+    ``shared_line_records``: :attr:`IngestStats.shared_line_records`)."""
+    def n(count: int, noun: str) -> str:
+        return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+    if not shared_line_records:
+        return n(records, "line")
+    return f"{n(records - shared_line_records, 'line')}, {n(records, 'record')}"

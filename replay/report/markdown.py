@@ -16,6 +16,7 @@ import pyarrow as pa
 from rich.table import Table
 from rich.text import Text
 
+from replay.capture.records import lines_and_records
 from replay.sql import get_query, run_query, run_sql, scalar
 
 
@@ -212,13 +213,15 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
         blank = ingest.get("blank_lines") or 0
         dup = ingest.get("duplicate_ids") or 0
         out.append(
-            f"Ingested {_n(ingest.get('lines'), 'line')}: {_n(ingest.get('exchanges'), 'exchange')}, "
+            f"Ingested {lines_and_records(ingest.get('lines') or 0, ingest.get('shared_line_records') or 0)}: {_n(ingest.get('exchanges'), 'exchange')}, "
             f"{_n(ingest.get('errors'), 'error')}" + (f" ({reasons})" if reasons else "")
             + (f", {_n(blank, 'blank line')}" if blank else "")
             + (f", {ingest.get('skipped')} skipped (not an LLM exchange)" if ingest.get("skipped") else "")
             + (f"; {_n(dup, 'repeated id')} kept apart as `<id>@<file>:<line>`" if dup else "")
             + ("; first: " + _first_error(con) + "." if ingest.get("errors") else ".")
         )
+        if ingest.get("skipped_by"):
+            out.append("Skipped, by reason: " + "; ".join(f"{v:,} {k}" for k, v in sorted(ingest["skipped_by"].items())) + ".")
         if (meta.get("filters") or {}).get("sentence"):
             out.append(f"Filters: {meta['filters']['sentence']}.")
         red = ingest.get("redactions") or {}
