@@ -33,6 +33,20 @@ SOURCES = {
     "openinference": (["traces.jsonl"], {"tools", "stream", "exact"}),
 }
 
+NO_CONTENT = ("otel: no content (no input or output message attributes: content capture off, content on log records, "
+              "or a server span such as vLLM's llm_request)")
+_AGENT = {"otel: gen_ai.operation.name invoke_agent is not a model call": 1, "otel: gen_ai.operation.name execute_tool is not a model call": 1}
+#: source -> the spans its writer wrote beside the exchanges (an embedding call; util-genai's agent
+#: and tool spans; the event mode's content-less chat spans), skipped with these reasons, and the
+#: lines and records of its files
+SKIPS = {
+    "otel-genai-spans": ({**_AGENT, "otel: gen_ai.operation.name embeddings is not a model call": 1}, 4, 7),
+    "otel-genai-events": ({**_AGENT, "otel: gen_ai.operation.name embeddings is not a model call": 1, NO_CONTENT: 4}, 8, 11),
+    "openllmetry": ({"otel: gen_ai.operation.name embeddings is not a model call": 1}, 4, 5),
+    "openllmetry-indexed": ({"otel: llm.request.type embedding is not a model call": 1}, 4, 5),
+    "openinference": ({"otel: openinference.span.kind EMBEDDING is not a model call": 1}, 4, 5),
+}
+
 
 def expected(source: str) -> list[dict]:
     return [json.loads(ln) for ln in (CAPTURES / source / "expected.jsonl").read_text().splitlines()]
@@ -85,6 +99,9 @@ def test_fixture_reads_as_the_server_saw_it(source: str, tmp_path: Path) -> None
     assert errors == []
     assert len(rows) == len(exp) == 4
     assert stats.formats == {"otel": len(files)}
+    skipped_by, lines, records = SKIPS[source]
+    assert stats.skipped_by == skipped_by
+    assert (stats.lines - stats.shared_line_records, stats.lines, stats.skipped) == (lines, records, records - 4)
     by_id = {r["exchange_id"]: r for r in rows}
     for e in exp:
         sent = e["response"] or e["stream"][0]
@@ -131,9 +148,8 @@ def test_event_mode_content_is_read_and_its_empty_spans_skipped(tmp_path: Path) 
     folder = CAPTURES / "otel-genai-events"
     assert detect_file(folder / "logs.jsonl") == "otel"
     stats, rows, _ = run([folder / "traces.jsonl"], tmp_path / "spans")
-    assert (stats.lines, stats.exchanges, stats.skipped, rows) == (4, 0, 4, [])
-    [(reason, n)] = stats.skipped_by.items()
-    assert n == 4 and reason.startswith("otel: no content")
+    assert (stats.lines, stats.exchanges, stats.skipped, rows) == (7, 0, 7, [])
+    assert stats.skipped_by[NO_CONTENT] == 4
     stats, rows, _ = run([folder / "logs.jsonl"], tmp_path / "logs")
     assert (stats.lines, stats.exchanges, stats.skipped) == (4, 4, 0)
     assert sorted(r["exchange_id"] for r in rows) == ["chatcmpl-fx1", "chatcmpl-fx2", "chatcmpl-fx3", "chatcmpl-fx4"]
@@ -158,13 +174,16 @@ def test_agent_tool_embedding_and_server_spans_are_skipped_and_lines_counted(tmp
     agent = _span("invoke_agent weather", **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather"})
     tool = _span("execute_tool get_weather", **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather"})
     emb = _span("embeddings text-embedding-3-small", **{"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "text-embedding-3-small"})
-    vllm = {"traceId": "ef" * 16, "spanId": "01" * 8, "name": "llm_request", "attributes": [
+    # vLLM's own span (--otlp-traces-endpoint), written from vllm/tracing.py's SpanAttributes: a
+    # SERVER span named llm_request with ids, usage and latencies, never the messages
+    vllm = {"traceId": "ef" * 16, "spanId": "01" * 8, "name": "llm_request", "kind": "SPAN_KIND_SERVER", "attributes": [
         {"key": "gen_ai.request.model", "value": {"stringValue": "Qwen/Qwen3-8B"}},
         {"key": "gen_ai.request.id", "value": {"stringValue": "chatcmpl-v1"}},
         {"key": "gen_ai.usage.prompt_tokens", "value": {"intValue": "12"}},
         {"key": "gen_ai.latency.time_to_first_token", "value": {"doubleValue": 0.01}}]}
     src = tmp_path / "agent.jsonl"
-    src.write_text("\n".join([_with_spans(lines[0], agent, tool), _with_spans(lines[1], emb, vllm), _with_spans(lines[2], agent, tool), _with_spans(lines[3], emb)]) + "\n")
+    # openllmetry's own file: 4 chat spans and, on line 4, an embeddings span
+    src.write_text("\n".join([_with_spans(lines[0], agent, tool), _with_spans(lines[1], emb, vllm), _with_spans(lines[2], agent, tool), lines[3]]) + "\n")
     stats, rows, errors = run([src], tmp_path / "run")
     assert (stats.lines, stats.shared_line_records, stats.exchanges, stats.skipped, stats.errors) == (11, 7, 4, 7, 0)
     assert str(stats).startswith("4 lines, 11 records: 4 exchanges, 0 errors, 7 skipped")
@@ -172,8 +191,7 @@ def test_agent_tool_embedding_and_server_spans_are_skipped_and_lines_counted(tmp
         "otel: gen_ai.operation.name invoke_agent is not a model call": 2,
         "otel: gen_ai.operation.name execute_tool is not a model call": 2,
         "otel: gen_ai.operation.name embeddings is not a model call": 2,
-        "otel: no content (no input or output message attributes: content capture off, content on log records, "
-        "or a server span such as vLLM's llm_request)": 1,
+        NO_CONTENT: 1,
     }
     assert sorted(r["exchange_id"] for r in rows) == ["chatcmpl-fx1", "chatcmpl-fx2", "chatcmpl-fx3", "chatcmpl-fx4"]
 
@@ -227,7 +245,7 @@ def test_truncated_export_is_an_error_row_naming_the_format(tmp_path: Path, sour
     src = tmp_path / name
     src.write_bytes(data[: len(data) - len(data.splitlines()[-1]) // 2 - 1])
     stats, rows, errors = run([src], tmp_path / "run")
-    assert stats.errors == 1 and stats.exchanges + stats.skipped == 3
+    assert (stats.errors, stats.exchanges) == (1, 3)
     [err] = errors
     assert (err["source_line"], err["reason"]) == (4, "bad-json")
     assert err["detail"].startswith("otel (OTLP JSON export): ")

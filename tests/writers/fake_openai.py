@@ -8,6 +8,8 @@ streamed; (4) a text answer, streamed. Every request declares the same 2 tools (
 :class:`FakeOpenAI` serves the script: the n-th request gets the n-th scripted answer (a
 ``chat.completion`` body, or SSE ``chat.completion.chunk`` events ending with ``data: [DONE]`` when
 the request has ``stream: true``; a usage chunk when it asked ``stream_options.include_usage``).
+``POST /v1/embeddings`` gets :data:`EMBEDDING` and is not recorded (not an exchange: the writers'
+embedding spans are there to be skipped).
 :meth:`FakeOpenAI.expected` returns one dict per exchange: ``{"exchange": n, "request": <the body
 received, parsed>, "response": <the body sent> | None, "stream": [<each chunk sent>] | None}``.
 Standard library only (http.server), so it runs beside any writer's dependencies.
@@ -20,7 +22,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["CREATED", "EXCHANGES", "FakeOpenAI", "MODEL", "TOOLS"]
+__all__ = ["CREATED", "EMBEDDING", "EMBEDDING_MODEL", "EXCHANGES", "FakeOpenAI", "MODEL", "TOOLS"]
 
 MODEL = "gpt-4o-mini"
 #: ``created`` of every body and chunk (seconds since the epoch), so the fixtures do not depend on the clock.
@@ -61,6 +63,10 @@ EXCHANGES: list[dict[str, Any]] = [
 ]
 
 _USAGE = {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}
+EMBEDDING_MODEL = "text-embedding-3-small"
+#: The answer to every ``POST /v1/embeddings`` (a call that is not an exchange: not recorded).
+EMBEDDING = {"object": "list", "model": EMBEDDING_MODEL, "data": [{"object": "embedding", "index": 0, "embedding": [0.25, -0.5, 0.125]}],
+             "usage": {"prompt_tokens": 2, "total_tokens": 2}}
 
 
 def _body(n: int, answer: dict) -> dict:
@@ -112,6 +118,15 @@ class FakeOpenAI:
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 n = len(outer.records)
+                if self.path.rstrip("/") == "/v1/embeddings":  # not an exchange: answered, not recorded
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    data = json.dumps(EMBEDDING).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 if self.path.rstrip("/") != "/v1/chat/completions" or n >= len(outer.exchanges):
                     self.send_response(404)
                     self.end_headers()

@@ -17,6 +17,11 @@ writes, in ``<out>/<source>/``:
   as OTLP/JSON requires (the protobuf mapping writes bytes as base64);
 - ``expected.jsonl``: what the fake server received and sent, one line per exchange.
 
+Besides the 4 exchanges, every run makes one embeddings call after the last exchange (its span
+shares the last line), and the ``otel-genai-*`` runs wrap exchanges 1 and 2 in an ``invoke_agent``
+span with an ``execute_tool`` span between them (``opentelemetry-util-genai``'s
+``TelemetryHandler``, as an agent framework does): spans a reader must skip, never exchanges.
+
 Sources: ``otel-genai-spans`` and ``otel-genai-events``: ``opentelemetry-instrumentation-openai-v2``
 with ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` and
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` ``span_only`` / ``event_only`` (content on
@@ -121,7 +126,7 @@ def run_source(source: str, out: Path) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     sys.path.insert(0, str(HERE.parent.parent))
-    from tests.writers.fake_openai import EXCHANGES, FakeOpenAI
+    from tests.writers.fake_openai import EMBEDDING_MODEL, EXCHANGES, FakeOpenAI
 
     resource = Resource.create({"service.name": f"replay-fixture-{source}"})
     spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
@@ -134,13 +139,26 @@ def run_source(source: str, out: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     trace_lines: list[str] = []
     log_lines: list[str] = []
+    handler = None
+    if source.startswith("otel-genai"):  # an agent framework's spans around the calls, as util-genai writes them
+        from opentelemetry.util.genai.handler import TelemetryHandler
+
+        handler = TelemetryHandler(tracer_provider=tp, logger_provider=lp)
     with FakeOpenAI() as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="sk-fixture", max_retries=0)
-        for ex in EXCHANGES:
+        agent = handler.invoke_local_agent(request_model=EXCHANGES[0]["request"]["model"], agent_name="weather") if handler else None
+        for n, ex in enumerate(EXCHANGES, 1):
+            if n == 2 and handler is not None:  # the agent runs the tool the model called, then asks again
+                with handler.tool("get_weather", tool_call_id="call_w1", tool_type="function"):
+                    pass
             res = client.chat.completions.create(**ex["request"])
             if ex["request"].get("stream"):
                 for _chunk in res:
                     pass
+            if n == 2 and agent is not None:
+                agent.stop()
+            if n == len(EXCHANGES):  # an embedding call: a span that is not an exchange
+                client.embeddings.create(model=EMBEDDING_MODEL, input="Lisbon")
             tp.force_flush()
             lp.force_flush()
             if got := spans.get_finished_spans():
@@ -166,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         run_source(args.child, args.out)
         return 0
-    for source in args.source or SOURCES:
+    for source in args.source or [s for s in SOURCES if s != "openllmetry-indexed"]:  # that one needs --python
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELOOP_"))}
         env.update(SOURCES[source])
         subprocess.run([args.python, __file__, "--out", str(args.out), "--child", source], env=env, check=True)
