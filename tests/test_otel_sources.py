@@ -221,6 +221,7 @@ BAD_ATTRS = [
     ("otel-genai-spans/traces.jsonl", "gen_ai.output.messages", {"stringValue": '[{"role": "assistant", "parts": "hi"}]'}, "gen_ai.output.messages[0].parts must be an array, got str"),
     ("otel-genai-events/logs.jsonl", "gen_ai.input.messages", {"kvlistValue": {"values": []}}, "gen_ai.input.messages must be a JSON array of messages, got dict"),
     ("openllmetry/traces.jsonl", "gen_ai.tool.definitions", {"stringValue": '["get_weather"]'}, "gen_ai.tool.definitions[0] must be an object, got str"),
+    ("openllmetry-indexed/traces.jsonl", "llm.request.functions.0.parameters", {"stringValue": '{"type": "object", '}, "llm.request.functions.0.parameters must be a JSON object, got text that is not JSON"),
     ("openinference/traces.jsonl", "input.value", {"stringValue": '{"model": "gpt-4o-mini", "messages": ['}, "input.value must be a JSON object"),
 ]
 

@@ -118,15 +118,15 @@ def _json(value: Any) -> Any:
     return value
 
 
-def _json_attr(a: dict, key: str, want: type, what: str) -> Any:
+def _json_attr(a: dict, key: str, want: type, what: str, name: str | None = None) -> Any:
     """Attribute ``key`` decoded from JSON text (or as it is when structured), None when absent;
-    raises ``bad-field`` naming the attribute when it is not a ``want``."""
+    raises ``bad-field`` naming the attribute (``name``, default ``key``) when it is not a ``want``."""
     if key not in a or a[key] is None:
         return None
     v = _json(a[key])
     if not isinstance(v, want):
         shown = "text that is not JSON" if isinstance(v, str) else type(v).__name__
-        raise CaptureError("bad-field", f"{key} must be {what}, got {shown}")
+        raise CaptureError("bad-field", f"{name or key} must be {what}, got {shown}")
     return v
 
 
@@ -206,12 +206,14 @@ def _tools(a: dict, lacks: list[str]) -> list[dict] | None:
     if not fns:
         return None
     tools = []
-    for f in fns:
+    for j, f in enumerate(fns):
         fn = {"name": f.get("name")}
         if "description" in f:
             fn["description"] = f["description"]
         if "parameters" in f:
-            fn["parameters"] = _json(f["parameters"])
+            fn["parameters"] = _json_attr(f, "parameters", dict, "a JSON object", f"llm.request.functions.{j}.parameters")
+            if fn["parameters"] is None:
+                del fn["parameters"]
         tools.append({"type": "function", "function": fn})
     return tools
 
