@@ -101,8 +101,8 @@ class IngestStats:
     ``errors_by_reason``: ``errors`` split by ``reason``. ``duplicate_ids``: exchanges whose
     captured ``id`` was seen before in this run; their ``exchange_id`` became ``<id>@<file>:<line>``
     so that it stays a key.
-    ``skipped``: records that are not LLM exchanges (a HAR entry to another URL, an OTel span
-    without ``gen_ai.*`` attributes). ``formats``: files read per capture format.
+    ``skipped``: records that are not LLM exchanges (a HAR entry to another URL, an OTel span that
+    is not a model call or holds no content). ``formats``: files read per capture format.
     ``redactions``: what :mod:`replay.capture.redact` removed, by kind (``name``,
     ``value:<kind>``, ``hashed``, ``raw-dropped``); counts only, never the values.
     ``lines`` counts records: a line for the JSON-lines formats, else what each reader calls a

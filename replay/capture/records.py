@@ -13,7 +13,8 @@ entry, an OTel span, a Batch input line (with its joined output line). Each unit
 - a v1 line (``v1_raw``): ingest parses ``raw`` with :func:`replay.capture.v1.parse_line`;
 - an error: ``error`` is a :class:`replay.capture.v1.CaptureError`;
 - ``blank`` (whitespace only) or ``skipped`` (a record that is not an LLM exchange: a HAR entry to
-  another URL, an OTel span without ``gen_ai.*`` attributes): neither an exchange nor an error.
+  another URL, an OTel span that is not a model call or holds no content; its reason, when the
+  reader gives one, in ``skip_reason``): neither an exchange nor an error.
 
 Hence, per run: ``lines - blank_lines - skipped == exchanges + errors``.
 """
