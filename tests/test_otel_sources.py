@@ -264,17 +264,15 @@ def test_sniffing_goes_by_the_distinctive_keys() -> None:
 
 
 def test_headline_says_what_each_otel_source_lacks(tmp_path: Path) -> None:
-    """``report.md`` names the converted tool shape and the tools a span did not log."""
-    from typer.testing import CliRunner
-
-    from replay.cli import app
+    """The report's format headline names the converted tool shape and the tools a span did not log."""
+    from replay.capture.headlines import capture_headlines
+    from replay.sql import connect, run_query
 
     files = [CAPTURES / "openllmetry" / "traces.jsonl", CAPTURES / "otel-genai-spans" / "traces.jsonl"]
-    out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["audit", *map(str, files), "--out", str(out), "--chunkings", "whole", "-q"])
-    assert result.exit_code == 0, result.output
-    text = (out / "report.md").read_text()
-    assert ("8 exchanges from otel: request rebuilt from logged fields; no raw completion, not re-streamed; "
-            "no chunks (served side checked on the final response only); 4 with no tool declarations logged "
-            "(the request may have had some); 4 with tool declarations converted from the flat GenAI form to the "
-            "Chat Completions shape.") in text
+    ingest(files, tmp_path / "run")
+    con = connect(tmp_path / "run")
+    [line] = capture_headlines({"capture_formats": run_query(con, "capture_formats")})
+    assert line == ("8 exchanges from otel: request rebuilt from logged fields; no raw completion, not re-streamed; "
+                    "no chunks (served side checked on the final response only); 4 with no tool declarations logged "
+                    "(the request may have had some); 4 with tool declarations converted from the flat GenAI form to the "
+                    "Chat Completions shape.")
