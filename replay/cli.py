@@ -795,6 +795,11 @@ def ingest(
     console.print(str(stats), highlight=False)
     if filters.active:
         console.print(meta["filters"]["sentence"], highlight=False, markup=False)
+    from replay.report import chunking_lost_line
+
+    lost = chunking_lost_line(stats.redactions)
+    if lost:
+        console.print(lost, highlight=False, markup=False)
     _nothing_ingested(meta)
     if stats.errors:
         from replay.sql import connect, run_sql

@@ -194,6 +194,23 @@ def mismatch_lines(table: Any) -> list[str]:
     return out
 
 
+def chunking_lost_line(redactions: dict[str, int] | None) -> str | None:
+    """The sentence on exchanges whose recorded chunking the secret scrub dropped, or None when
+    none did. ``redactions``: ``run.json``'s ``ingest.redactions`` (:data:`replay.capture.redact.Redactions`),
+    whose ``steps-dropped`` counts exchanges: a secret-shaped string split across two recorded
+    deltas is replaced in the raw completion but not in the deltas, which then no longer join to
+    the completion, so ingest drops them (:func:`replay.capture.redact.redact_exchange`) and the
+    exchange is replayed under the synthetic chunkings only."""
+    n = (redactions or {}).get("steps-dropped") or 0
+    if not n:
+        return None
+    return (
+        f"{_n(n, 'exchange')} lost {'its' if n == 1 else 'their'} recorded chunking: the secret scrub rewrote "
+        f"{'its' if n == 1 else 'their'} completion (a secret-shaped string split across recorded deltas), so the "
+        "deltas no longer joined to it and were dropped; the other chunkings still replay it."
+    )
+
+
 def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | None = None) -> list[str]:
     """The run's headline numbers as sentences, in Markdown (one list item each).
 
@@ -225,6 +242,9 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
         if red.get("name") or any(k.startswith("value:") for k in red):
             shapes = sum(v for k, v in red.items() if k.startswith("value:"))
             out.append(f"Secrets dropped at ingest: {_n(red.get('name', 0), 'field')} named like one, {_n(shapes, 'value')} shaped like one.")
+        lost = chunking_lost_line(red)
+        if lost:
+            out.append(lost)
         if opts.get("redact"):
             out.append(
                 f"`--redact`: {_n(red.get('hashed', 0), 'message string')} hashed; the logged prompts and raw completions "
