@@ -29,9 +29,18 @@ import orjson  # noqa: E402
 import typer  # noqa: E402
 import typer.core  # noqa: E402
 from rich.console import Console  # noqa: E402
-from rich.markup import escape  # noqa: E402
+from rich.markup import escape as _markup_escape  # noqa: E402
 
 from replay import __version__  # noqa: E402
+from replay.term import plain, visible  # noqa: E402
+
+
+def escape(text: str) -> str:
+    """``text`` for a rich markup string: control characters made visible
+    (:func:`replay.term.visible`: a capture's escape codes never reach the terminal) and square
+    brackets escaped (``[bold]`` in a model name or path prints as it is)."""
+    return _markup_escape(visible(text))
+
 
 def _interrupted(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
@@ -704,14 +713,14 @@ def audit(
         if executor is not None:
             executor.close()
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
-    console.print(escape(fidelity_sentence(result.report.results["fidelity"])), highlight=False)
+    console.print(plain(fidelity_sentence(result.report.results["fidelity"])))
     if result.meta.get("filters"):
-        console.print(f"Filters: {result.meta['filters']['sentence']}.", highlight=False, markup=False)
+        console.print(plain(f"Filters: {result.meta['filters']['sentence']}."))
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
     for line in result.report.headlines:
-        console.print(f"• {line}", highlight=False, markup=False, soft_wrap=True)
+        console.print(plain(f"• {line}"), soft_wrap=True)
     total = sum(result.seconds.values())
-    console.print(f"\nWrote {result.report.path} and the tables in {run_dir}/ ({total:.2f} s).", highlight=False)
+    console.print(plain(f"\nWrote {result.report.path} and the tables in {run_dir}/ ({total:.2f} s)."))
     _nothing_ingested(result.meta)
     _gate(gates, result.report.results["verdicts"])
 
@@ -792,14 +801,14 @@ def ingest(
     if filters.active:
         meta["filters"] = filters_meta(filters, stats)
     write_meta(out, meta)
-    console.print(str(stats), highlight=False)
+    console.print(plain(str(stats)))
     if filters.active:
-        console.print(meta["filters"]["sentence"], highlight=False, markup=False)
+        console.print(plain(meta["filters"]["sentence"]))
     from replay.report import chunking_lost_line
 
     lost = chunking_lost_line(stats.redactions)
     if lost:
-        console.print(lost, highlight=False, markup=False)
+        console.print(plain(lost))
     _nothing_ingested(meta)
     if stats.errors:
         from replay.sql import connect, run_sql
@@ -894,7 +903,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
     except ValueError as exc:  # a table of the run DuckDB cannot read
         _fail(f"{which} done, report.md not written: {exc}")
     wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
-    console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
+    console.print(plain(f"{which}: wrote {wrote}; {run}/report.md updated."))
 
 
 _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
@@ -1040,9 +1049,10 @@ def query(
         w.writerow(table.column_names)
         for row in table.to_pylist():
             w.writerow(["" if v is None else v for v in row.values()])
-        sys.stdout.write(buf.getvalue())
+        # CSV is data: kept as captured into a pipe or file, made visible on a terminal
+        sys.stdout.write(visible(buf.getvalue()) if sys.stdout.isatty() else buf.getvalue())
     elif fmt == "md":
-        sys.stdout.write(markdown_table(table) + "\n")
+        sys.stdout.write(visible(markdown_table(table)) + "\n")
     else:
         console.print(rich_table(table))
 
@@ -1069,7 +1079,7 @@ def show(
         shown = show_exchange(run, exchange_id, mask=mask)
     except (ShowError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
-    sys.stdout.write(shown.markdown() if fmt == "md" else shown.text())
+    sys.stdout.write(visible(shown.markdown() if fmt == "md" else shown.text()))
 
 
 @app.command(short_help="Rewrite a run's report.md, report.html and exemplars.")
@@ -1093,7 +1103,7 @@ def report(
         written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
-    sys.stdout.write(written.path.read_text(encoding="utf-8"))
+    sys.stdout.write(visible(written.path.read_text(encoding="utf-8")))
     from replay.verdicts import unjudged
 
     for line in unjudged(gates, run):

@@ -2,7 +2,9 @@
 faults"): faults said, not silent, and captured text never acting on the terminal.
 
 - an exchange whose recorded chunking the secret scrub dropped (a secret-shaped string split across
-  two recorded deltas) is counted in the terminal, ``report.md`` and the ingest output.
+  two recorded deltas) is counted in the terminal, ``report.md`` and the ingest output;
+- terminal escape codes and rich markup in captured strings (exchange id, model name, tool name)
+  are shown as text, escape codes made visible (``\\x1b``), by every command that prints them.
 """
 
 from __future__ import annotations
@@ -57,3 +59,72 @@ def test_scrub_that_drops_the_recorded_chunking_is_said(tmp_path):
     result = runner.invoke(app, ["ingest", str(cap), "--out", str(tmp_path / "ing"), "--quiet"])
     assert result.exit_code == 0, result.output
     assert sentence in result.output.splitlines()
+
+
+# an xterm title (OSC ... BEL), clear-screen and colour (CSI) sequences, and rich markup
+EID = "e\x1b]0;pwned\x07[bold]id"
+MODEL = "Qwen/Qwen3-8B\x1b[2J[bold]"  # its name picks the Hermes parser
+HOUSE = "acme/m\x1b[2J[bold]odel"  # no family matches: the audit's family-mismatch headline names it
+TOOL_NAME = "re\x1b[31m[red]ad"
+SHOWN = {  # how each must be printed: control characters escaped, brackets as they are
+    EID: "e\\x1b]0;pwned\\x07[bold]id",
+    MODEL: "Qwen/Qwen3-8B\\x1b[2J[bold]",
+    HOUSE: "acme/m\\x1b[2J[bold]odel",
+    TOOL_NAME: "re\\x1b[31m[red]ad",
+}
+
+
+@pytest.fixture(scope="module")
+def escape_run(tmp_path_factory) -> tuple[Path, str]:
+    """An audit of one exchange whose id, model and tool name carry escape codes and markup (the
+    raw completion a Hermes call of that tool, its name JSON-escaped as a model writes it)."""
+    tmp = tmp_path_factory.mktemp("esc")
+    tool = {"type": "function", "function": {"name": TOOL_NAME, "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
+    call = '<tool_call>\n{"name": %s, "arguments": {"path": "a.py"}}\n</tool_call>' % json.dumps(TOOL_NAME)
+    cap = _write(tmp / "esc.jsonl", [_record(EID, ["Let me look.\n", call], model=MODEL, tool=tool),
+                                     _record("house", ["Let me look.\n", call], model=HOUSE, tool=tool)])
+    out = tmp / "run"
+    result = runner.invoke(app, ["audit", str(cap), "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def _no_control(text: str, *which: str) -> None:
+    assert "\x1b" not in text and "\x07" not in text
+    for raw in which:
+        assert SHOWN[raw] in text, (SHOWN[raw], text)
+
+
+def test_audit_summary_shows_escape_codes_as_text(escape_run):
+    out, output = escape_run
+    _no_control(output, HOUSE)
+    assert f"1 exchange of model `{SHOWN[HOUSE]}` (of 1) looks like family `hermes`" in output
+    _no_control((out / "report.md").read_text(encoding="utf-8"), HOUSE)  # `cat report.md` is terminal output too
+    result = runner.invoke(app, ["report", "--run", str(out)])
+    assert result.exit_code == 0, result.output
+    _no_control(result.output, HOUSE)
+
+
+def test_query_table_shows_escape_codes_as_text(escape_run):
+    out, _ = escape_run
+    sql = "SELECT e.exchange_id, e.model, t.name FROM exchanges e JOIN tools t USING (exchange_id) WHERE e.model = 'Qwen/Qwen3-8B\x1b[2J[bold]'"
+    for fmt in ("table", "md"):
+        result = runner.invoke(app, ["query", "--run", str(out), "--sql", sql, "--format", fmt])
+        assert result.exit_code == 0, result.output
+        _no_control(result.output, EID, MODEL, TOOL_NAME)
+    # a column name is shown the same way
+    result = runner.invoke(app, ["query", "--run", str(out), "--sql", "SELECT 1 AS \"a\x1b[2Jb\""])
+    assert result.exit_code == 0 and "a\\x1b[2Jb" in result.output and "\x1b" not in result.output
+    # JSON stays JSON: its own escapes (\u001b), read back as the captured value
+    result = runner.invoke(app, ["query", "--run", str(out), "--sql", sql, "--format", "json"])
+    assert "\x1b" not in result.output and json.loads(result.output) == [{"exchange_id": EID, "model": MODEL, "name": TOOL_NAME}]
+
+
+def test_show_shows_escape_codes_as_text(escape_run):
+    out, _ = escape_run
+    for fmt in ("text", "md"):
+        result = runner.invoke(app, ["show", EID, "--run", str(out), "--format", fmt])
+        assert result.exit_code == 0, result.output
+        _no_control(result.output, EID, MODEL, TOOL_NAME)
+    result = runner.invoke(app, ["show", "no\x1b[2Jsuch", "--run", str(out)])  # the error names the id as text
+    assert result.exit_code == 1 and "no\\x1b[2Jsuch" in result.output and "\x1b" not in result.output

@@ -14,9 +14,9 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 from rich.table import Table
-from rich.text import Text
 
 from replay.sql import get_query, run_query, run_sql, scalar
+from replay.term import plain
 
 
 def _fmt(value: Any) -> str:
@@ -32,13 +32,15 @@ def _fmt(value: Any) -> str:
 
 
 def rich_table(table: pa.Table, title: str | None = None) -> Table:
-    """An Arrow table as a rich Table: numbers right-aligned with thousands separators, nulls as –."""
-    out = Table(title=title, title_justify="left", header_style="bold")
+    """An Arrow table as a rich Table: numbers right-aligned with thousands separators, nulls as –.
+    Title, headers and cells go through :func:`replay.term.plain`: control characters made visible,
+    never rich markup."""
+    out = Table(title=plain(title) if title is not None else None, title_justify="left", header_style="bold")
     for name in table.column_names:
         numeric = pa.types.is_integer(table.schema.field(name).type) or pa.types.is_floating(table.schema.field(name).type)
-        out.add_column(name, justify="right" if numeric else "left")
+        out.add_column(plain(name), justify="right" if numeric else "left")
     for row in table.to_pylist():
-        out.add_row(*(Text(_fmt(v)) for v in row.values()))  # Text: cell values are never rich markup
+        out.add_row(*(plain(_fmt(v)) for v in row.values()))
     return out
 
 
