@@ -28,7 +28,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import orjson  # noqa: E402
 import typer  # noqa: E402
 import typer.core  # noqa: E402
-from rich.console import Console  # noqa: E402
+from rich.console import Console, ConsoleDimensions  # noqa: E402
 from rich.markup import escape as _markup_escape  # noqa: E402
 
 from replay import __version__  # noqa: E402
@@ -103,10 +103,29 @@ app = typer.Typer(
     # cut long words with "…" at 80 columns (the default chunkings, the --fail-on example)
     rich_markup_mode=None,
 )
-# a CI log or a pipe is not a terminal: rich would then wrap to 80 columns and cut the check
-# names of the verdict table; there tables and lines take the room they need.
-# emoji off: ":x:" in a path or spec is text, not an emoji code
-console = Console(emoji=False) if Console().is_terminal else Console(width=100_000, emoji=False)
+class _Stdout(Console):
+    """stdout's console: the width is ``COLUMNS`` when set (read at each print, as rich reads it;
+    a CI log or pipe whose width the user chose), else the terminal's, else (a pipe, a CI log)
+    unlimited: tables and lines take the room they need there. Tables fit whatever the width
+    (:class:`replay.term.FitTable`). Emoji off: ":x:" in a path or spec is text, not an emoji code."""
+
+    def __init__(self) -> None:
+        super().__init__(emoji=False)
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0:
+            return ConsoleDimensions(int(columns), size.height)
+        return size if self.is_terminal else ConsoleDimensions(100_000, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = _Stdout()
 err = Console(stderr=True, emoji=False)
 
 # --- option values, judged before any work (a bad one: typer.BadParameter, exit 2, one line) -----
@@ -1121,46 +1140,34 @@ def formats() -> None:
 
     Example: replay formats
     """
-    from rich.table import Table
-
     from replay.parsers import MODEL_FAMILIES, PARSERS
+    from replay.prepare import DEFAULT_PREPARER, PREPARERS
+    from replay.term import FitTable
     from replay.tools import SERIALIZERS
 
-    t = Table(title="tool parsers", title_justify="left", header_style="bold")
-    for col in ("family", "aliases", "covers", "markers", "call starts", "end tokens"):
-        t.add_column(col)
     by_cls: dict[type, list[str]] = {}
     for alias, cls in PARSERS.items():
         by_cls.setdefault(cls, []).append(alias)
+    rows = []
     for cls, aliases in by_cls.items():
         others = [a for a in aliases if a != cls.name]
-        # markers such as [TOOL_CALLS] or [/THINK] are text, not rich markup
-        cells = (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers),
-                 " ".join(getattr(cls, "call_starts", ())), " ".join(getattr(cls, "end_tokens", ())))
-        t.add_row(*(escape(c) for c in cells))
-    console.print(t)
-    m = Table(title="served model names -> family (first match wins; --parser overrides)", title_justify="left", header_style="bold")
-    m.add_column("model name pattern")
-    m.add_column("family")
-    for pattern, family in MODEL_FAMILIES:
-        m.add_row(escape(pattern.pattern), family or "(none built in)")
-    console.print(m)
-    s = Table(title="tool serializers", title_justify="left", header_style="bold")
-    s.add_column("name")
-    s.add_column("what it reproduces")
+        # markers such as [TOOL_CALLS] or [/THINK] are text: FitTable cells are never rich markup
+        rows.append((cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers),
+                     " ".join(getattr(cls, "call_starts", ())), " ".join(getattr(cls, "end_tokens", ()))))
+    console.print(FitTable(("family", "aliases", "covers", "markers", "call starts", "end tokens"), rows, title="tool parsers"))
+    console.print(FitTable(("model name pattern", "family"),
+                           [(pattern.pattern, family or "(none built in)") for pattern, family in MODEL_FAMILIES],
+                           title="served model names -> family (first match wins; --parser overrides)"))
+    rows = []
     for name, fn in SERIALIZERS.items():
         first = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
-        s.add_row(name, escape(re.sub(r":\w+:`([^`]*)`", r"\1", first).replace("``", "`")))
-    console.print(s)
-    from replay.prepare import DEFAULT_PREPARER, PREPARERS
-
-    p = Table(title="request preparers", title_justify="left", header_style="bold")
-    p.add_column("name")
-    p.add_column("what it reproduces")
+        rows.append((name, re.sub(r":\w+:`([^`]*)`", r"\1", first).replace("``", "`")))
+    console.print(FitTable(("name", "what it reproduces"), rows, title="tool serializers"))
+    rows = []
     for name, cls in PREPARERS.items():
         doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
-        p.add_row(name + (" (default)" if name == DEFAULT_PREPARER else ""), escape(doc.replace("``", "`")))
-    console.print(p)
+        rows.append((name + (" (default)" if name == DEFAULT_PREPARER else ""), doc.replace("``", "`")))
+    console.print(FitTable(("name", "what it reproduces"), rows, title="request preparers"))
 
 
 @app.callback(invoke_without_command=True)

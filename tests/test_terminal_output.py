@@ -4,18 +4,24 @@ faults"): faults said, not silent, and captured text never acting on the termina
 - an exchange whose recorded chunking the secret scrub dropped (a secret-shaped string split across
   two recorded deltas) is counted in the terminal, ``report.md`` and the ingest output;
 - terminal escape codes and rich markup in captured strings (exchange id, model name, tool name)
-  are shown as text, escape codes made visible (``\\x1b``), by every command that prints them.
+  are shown as text, escape codes made visible (``\\x1b``), by every command that prints them;
+- at 80 and 60 columns every table (verdicts, summary, ``replay query``, ``replay formats``)
+  fits without cutting a value: each check name whole, each count next to its column's name.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 
 from replay.cli import app
 from sides_data import TOOL, call_text, query_json, runner
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SK = "sk-proj-Prompt9f8e7d6c5b4a3210ZYXW"  # an OpenAI-shaped key (as tests/test_secrets.py plants)
 
@@ -128,3 +134,70 @@ def test_show_shows_escape_codes_as_text(escape_run):
         _no_control(result.output, EID, MODEL, TOOL_NAME)
     result = runner.invoke(app, ["show", "no\x1b[2Jsuch", "--run", str(out)])  # the error names the id as text
     assert result.exit_code == 1 and "no\\x1b[2Jsuch" in result.output and "\x1b" not in result.output
+
+
+def _tokens(output: str) -> set[str]:
+    return set(re.split(r"[\s│┃]+", output))
+
+
+def _row(output: str, key: str, headers: list[str]) -> dict[str, str]:
+    """``{header: shown value}`` of the row whose first cell is ``key``, from either layout: a
+    table line ``│ key │ v1 │ ...``, or a stacked block (``key`` alone on a line, then indented
+    ``header value`` pairs)."""
+    lines = output.splitlines()
+    for line in lines:
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells and cells[0] == key and len(cells) == len(headers) + 1:
+            return dict(zip(headers, cells[1:]))
+    start = lines.index(key)  # ValueError: the key is not whole on a line of its own
+    block = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        block.append(line.strip())
+    text = "  " + "  ".join(block) + "  "
+    got = {}
+    for h in headers:
+        m = re.search(rf"  {re.escape(h)} (\S+)  ", text)
+        assert m, (h, text)
+        got[h] = m.group(1)
+    return got
+
+
+def _shown(v) -> str:
+    return "–" if v is None else f"{v:,}"
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_tables_fit_the_terminal_without_cutting_a_value(width, tmp_path):
+    """`replay audit samples/` on an 80- and a 60-column terminal (COLUMNS, as rich reads it): no
+    value is cut with …, no table line is wider than the terminal, every check name of the verdict
+    table is whole (rich cut them to `nul…` and seven identical `ser…`), and each count is shown
+    under (or next to) its column's name with the value `replay query verdicts` gives. The summary
+    table, `replay query` and `replay formats` the same."""
+    env = {"COLUMNS": str(width)}
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["audit", str(ROOT / "samples"), "--out", str(out), "--quiet"], env=env)
+    assert result.exit_code == 0, result.output
+    output = result.output
+    assert "…" not in output
+    # the headline bullets are soft-wrapped (the terminal wraps them, nothing is cut)
+    assert all(cell_len(line) <= width for line in output.splitlines() if not line.startswith("• ")), output
+    verdicts = json.loads(runner.invoke(app, ["query", "verdicts", "--run", str(out), "--format", "json"]).output)
+    checks = [r["check"] for r in verdicts]
+    assert len(checks) == 21 and sum(c.startswith("served:") for c in checks) == 7
+    headers = [h for h in verdicts[0] if h != "check"]
+    for r in verdicts:
+        assert r["check"] in _tokens(output)
+        assert _row(output, r["check"], headers) == {h: _shown(r[h]) for h in headers}
+    summary = {r["side"]: r for r in json.loads(runner.invoke(app, ["query", "summary", "--run", str(out), "--format", "json"]).output)}
+    assert _row(output, "schemas_with_leaked_null", ["served", "old", "new", "reference"]) == {
+        s: _shown(summary[s]["schemas_with_leaked_null"]) for s in ("served", "old", "new", "reference")}
+    from replay.parsers import PARSERS
+
+    # `replay query` (table) names every check whole, `replay formats` every parser family
+    for args, names in ((["query", "verdicts", "--run", str(out)], set(checks)), (["formats"], {c.name for c in PARSERS.values()})):
+        got = runner.invoke(app, args, env=env)
+        assert got.exit_code == 0, got.output
+        assert "…" not in got.output and all(cell_len(line) <= width for line in got.output.splitlines()), got.output
+        assert names <= _tokens(got.output)

@@ -13,10 +13,9 @@ import re
 from typing import Any, Iterable
 
 import pyarrow as pa
-from rich.table import Table
 
 from replay.sql import get_query, run_query, run_sql, scalar
-from replay.term import plain
+from replay.term import FitTable
 
 
 def _fmt(value: Any) -> str:
@@ -31,17 +30,14 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def rich_table(table: pa.Table, title: str | None = None) -> Table:
-    """An Arrow table as a rich Table: numbers right-aligned with thousands separators, nulls as –.
-    Title, headers and cells go through :func:`replay.term.plain`: control characters made visible,
-    never rich markup."""
-    out = Table(title=plain(title) if title is not None else None, title_justify="left", header_style="bold")
-    for name in table.column_names:
-        numeric = pa.types.is_integer(table.schema.field(name).type) or pa.types.is_floating(table.schema.field(name).type)
-        out.add_column(plain(name), justify="right" if numeric else "left")
-    for row in table.to_pylist():
-        out.add_row(*(plain(_fmt(v)) for v in row.values()))
-    return out
+def rich_table(table: pa.Table, title: str | None = None) -> FitTable:
+    """An Arrow table for the terminal (:class:`replay.term.FitTable`: fits the console's width,
+    never cuts a value, stacks one block per row when the columns cannot fit): numbers
+    right-aligned with thousands separators, nulls as –. Title, headers and cells go through
+    :func:`replay.term.visible` (control characters made visible) and are never rich markup."""
+    numeric = [_numeric(table, name) for name in table.column_names]
+    rows = ([_fmt(v) for v in row.values()] for row in table.to_pylist())
+    return FitTable(table.column_names, rows, numeric=numeric, title=title)
 
 
 def markdown_table(table: pa.Table) -> str:
