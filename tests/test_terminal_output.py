@@ -201,3 +201,37 @@ def test_tables_fit_the_terminal_without_cutting_a_value(width, tmp_path):
         assert got.exit_code == 0, got.output
         assert "…" not in got.output and all(cell_len(line) <= width for line in got.output.splitlines()), got.output
         assert names <= _tokens(got.output)
+
+
+def test_visible_escapes_every_control_character():
+    """C0 (but newline and tab), DEL, C1 (U+009B is a one-byte CSI) and bidi controls are escaped;
+    other text, brackets included, is unchanged."""
+    from replay.term import visible
+
+    assert visible("a\x1b[2Jb\r\x00\x7f\x9b\u202eZ\tc\nd [bold]é") == "a\\x1b[2Jb\\r\\x00\\x7f\\x9b\\u202eZ\tc\nd [bold]é"
+    assert visible(12) == "12"
+
+
+def test_fit_table_breaks_headers_before_it_stacks():
+    """Between the width the table needs whole (headers on one line) and the width its values need,
+    headers break after a hyphen (`still-` over `wrong`) and the values stay whole in a table."""
+    import io
+
+    from rich.console import Console
+
+    from replay.term import FitTable
+
+    t = FitTable(["check", "same-ok", "still-wrong", "changed-wrong"], [["served:non-json-join", "1,234", "0", "–"]],
+                 numeric=[False, True, True, True])
+    whole, broken = 20 + 7 + 11 + 13 + 13, 20 + 5 + 6 + 8 + 13  # cells + 3 per column + 1
+    for width, layout in ((whole, "one-line"), (whole - 1, "broken"), (broken, "broken"), (broken - 1, "stacked")):
+        buf = io.StringIO()
+        Console(file=buf, width=width).print(t)
+        text = buf.getvalue()
+        assert all(cell_len(line) <= width for line in text.splitlines()), (width, text)
+        if layout == "stacked":
+            assert text.splitlines()[:2] == ["served:non-json-join", "  same-ok 1,234  still-wrong 0  changed-wrong –"]
+            continue
+        row = next(line for line in text.splitlines() if "served:non-json-join" in line)
+        assert [c.strip() for c in row.split("│")[1:-1]] == ["served:non-json-join", "1,234", "0", "–"]
+        assert ("still-wrong" in text) == (layout == "one-line") and ("changed-" in text)
