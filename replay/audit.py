@@ -36,6 +36,7 @@ from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries, write_exemplars, write_html_report
 from replay.report.html import html_queries
 from replay.tables import TABLES
+from replay.term import visible
 import duckdb
 
 from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_message
@@ -97,7 +98,8 @@ def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, du
         lines = headlines(con, meta, results)
         exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
         path = Path(run_dir) / "report.md"
-        path.write_text(markdown_report(con, meta, results, lines, exemplars), encoding="utf-8")
+        # control characters of captured text made visible: `cat report.md` must not act on a terminal
+        path.write_text(visible(markdown_report(con, meta, results, lines, exemplars)), encoding="utf-8")
     except duckdb.OutOfMemoryException as exc:  # raised by a query outside run_sql (exemplars, headlines)
         raise QueryError(out_of_memory_message(exc, con)) from exc
     finally:

@@ -28,10 +28,19 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import orjson  # noqa: E402
 import typer  # noqa: E402
 import typer.core  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.markup import escape  # noqa: E402
+from rich.console import Console, ConsoleDimensions  # noqa: E402
+from rich.markup import escape as _markup_escape  # noqa: E402
 
 from replay import __version__  # noqa: E402
+from replay.term import plain, visible  # noqa: E402
+
+
+def escape(text: str) -> str:
+    """``text`` for a rich markup string: control characters made visible
+    (:func:`replay.term.visible`: a capture's escape codes never reach the terminal) and square
+    brackets escaped (``[bold]`` in a model name or path prints as it is)."""
+    return _markup_escape(visible(text))
+
 
 def _interrupted(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
@@ -94,10 +103,29 @@ app = typer.Typer(
     # cut long words with "…" at 80 columns (the default chunkings, the --fail-on example)
     rich_markup_mode=None,
 )
-# a CI log or a pipe is not a terminal: rich would then wrap to 80 columns and cut the check
-# names of the verdict table; there tables and lines take the room they need.
-# emoji off: ":x:" in a path or spec is text, not an emoji code
-console = Console(emoji=False) if Console().is_terminal else Console(width=100_000, emoji=False)
+class _Stdout(Console):
+    """stdout's console: the width is ``COLUMNS`` when set (read at each print, as rich reads it;
+    a CI log or pipe whose width the user chose), else the terminal's, else (a pipe, a CI log)
+    unlimited: tables and lines take the room they need there. Tables fit whatever the width
+    (:class:`replay.term.FitTable`). Emoji off: ":x:" in a path or spec is text, not an emoji code."""
+
+    def __init__(self) -> None:
+        super().__init__(emoji=False)
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0:
+            return ConsoleDimensions(int(columns), size.height)
+        return size if self.is_terminal else ConsoleDimensions(100_000, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = _Stdout()
 err = Console(stderr=True, emoji=False)
 
 # --- option values, judged before any work (a bad one: typer.BadParameter, exit 2, one line) -----
@@ -704,14 +732,14 @@ def audit(
         if executor is not None:
             executor.close()
     console.print(rich_table(result.report.results["verdicts"], title="verdicts (exchanges; old vs new against the reference)"))
-    console.print(escape(fidelity_sentence(result.report.results["fidelity"])), highlight=False)
+    console.print(plain(fidelity_sentence(result.report.results["fidelity"])))
     if result.meta.get("filters"):
-        console.print(f"Filters: {result.meta['filters']['sentence']}.", highlight=False, markup=False)
+        console.print(plain(f"Filters: {result.meta['filters']['sentence']}."))
     console.print(rich_table(summary_by_side(result.report.results["summary"]), title=f"replay audit: {run_dir}"))
     for line in result.report.headlines:
-        console.print(f"• {line}", highlight=False, markup=False, soft_wrap=True)
+        console.print(plain(f"• {line}"), soft_wrap=True)
     total = sum(result.seconds.values())
-    console.print(f"\nWrote {result.report.path} and the tables in {run_dir}/ ({total:.2f} s).", highlight=False)
+    console.print(plain(f"\nWrote {result.report.path} and the tables in {run_dir}/ ({total:.2f} s)."))
     _nothing_ingested(result.meta)
     _gate(gates, result.report.results["verdicts"])
 
@@ -792,9 +820,14 @@ def ingest(
     if filters.active:
         meta["filters"] = filters_meta(filters, stats)
     write_meta(out, meta)
-    console.print(str(stats), highlight=False)
+    console.print(plain(str(stats)))
     if filters.active:
-        console.print(meta["filters"]["sentence"], highlight=False, markup=False)
+        console.print(plain(meta["filters"]["sentence"]))
+    from replay.report import chunking_lost_line
+
+    lost = chunking_lost_line(stats.redactions)
+    if lost:
+        console.print(plain(lost))
     _nothing_ingested(meta)
     if stats.errors:
         from replay.sql import connect, run_sql
@@ -889,7 +922,7 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
     except ValueError as exc:  # a table of the run DuckDB cannot read
         _fail(f"{which} done, report.md not written: {exc}")
     wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
-    console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
+    console.print(plain(f"{which}: wrote {wrote}; {run}/report.md updated."))
 
 
 _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
@@ -1035,9 +1068,10 @@ def query(
         w.writerow(table.column_names)
         for row in table.to_pylist():
             w.writerow(["" if v is None else v for v in row.values()])
-        sys.stdout.write(buf.getvalue())
+        # CSV is data: kept as captured into a pipe or file, made visible on a terminal
+        sys.stdout.write(visible(buf.getvalue()) if sys.stdout.isatty() else buf.getvalue())
     elif fmt == "md":
-        sys.stdout.write(markdown_table(table) + "\n")
+        sys.stdout.write(visible(markdown_table(table)) + "\n")
     else:
         console.print(rich_table(table))
 
@@ -1064,7 +1098,7 @@ def show(
         shown = show_exchange(run, exchange_id, mask=mask)
     except (ShowError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
-    sys.stdout.write(shown.markdown() if fmt == "md" else shown.text())
+    sys.stdout.write(visible(shown.markdown() if fmt == "md" else shown.text()))
 
 
 @app.command(short_help="Rewrite a run's report.md, report.html and exemplars.")
@@ -1088,7 +1122,7 @@ def report(
         written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
-    sys.stdout.write(written.path.read_text(encoding="utf-8"))
+    sys.stdout.write(visible(written.path.read_text(encoding="utf-8")))
     from replay.verdicts import unjudged
 
     for line in unjudged(gates, run):
@@ -1106,46 +1140,34 @@ def formats() -> None:
 
     Example: replay formats
     """
-    from rich.table import Table
-
     from replay.parsers import MODEL_FAMILIES, PARSERS
+    from replay.prepare import DEFAULT_PREPARER, PREPARERS
+    from replay.term import FitTable
     from replay.tools import SERIALIZERS
 
-    t = Table(title="tool parsers", title_justify="left", header_style="bold")
-    for col in ("family", "aliases", "covers", "markers", "call starts", "end tokens"):
-        t.add_column(col)
     by_cls: dict[type, list[str]] = {}
     for alias, cls in PARSERS.items():
         by_cls.setdefault(cls, []).append(alias)
+    rows = []
     for cls, aliases in by_cls.items():
         others = [a for a in aliases if a != cls.name]
-        # markers such as [TOOL_CALLS] or [/THINK] are text, not rich markup
-        cells = (cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers),
-                 " ".join(getattr(cls, "call_starts", ())), " ".join(getattr(cls, "end_tokens", ())))
-        t.add_row(*(escape(c) for c in cells))
-    console.print(t)
-    m = Table(title="served model names -> family (first match wins; --parser overrides)", title_justify="left", header_style="bold")
-    m.add_column("model name pattern")
-    m.add_column("family")
-    for pattern, family in MODEL_FAMILIES:
-        m.add_row(escape(pattern.pattern), family or "(none built in)")
-    console.print(m)
-    s = Table(title="tool serializers", title_justify="left", header_style="bold")
-    s.add_column("name")
-    s.add_column("what it reproduces")
+        # markers such as [TOOL_CALLS] or [/THINK] are text: FitTable cells are never rich markup
+        rows.append((cls.name, ", ".join(others), getattr(cls, "covers", ""), " ".join(cls.markers),
+                     " ".join(getattr(cls, "call_starts", ())), " ".join(getattr(cls, "end_tokens", ()))))
+    console.print(FitTable(("family", "aliases", "covers", "markers", "call starts", "end tokens"), rows, title="tool parsers"))
+    console.print(FitTable(("model name pattern", "family"),
+                           [(pattern.pattern, family or "(none built in)") for pattern, family in MODEL_FAMILIES],
+                           title="served model names -> family (first match wins; --parser overrides)"))
+    rows = []
     for name, fn in SERIALIZERS.items():
         first = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
-        s.add_row(name, escape(re.sub(r":\w+:`([^`]*)`", r"\1", first).replace("``", "`")))
-    console.print(s)
-    from replay.prepare import DEFAULT_PREPARER, PREPARERS
-
-    p = Table(title="request preparers", title_justify="left", header_style="bold")
-    p.add_column("name")
-    p.add_column("what it reproduces")
+        rows.append((name, re.sub(r":\w+:`([^`]*)`", r"\1", first).replace("``", "`")))
+    console.print(FitTable(("name", "what it reproduces"), rows, title="tool serializers"))
+    rows = []
     for name, cls in PREPARERS.items():
         doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
-        p.add_row(name + (" (default)" if name == DEFAULT_PREPARER else ""), escape(doc.replace("``", "`")))
-    console.print(p)
+        rows.append((name + (" (default)" if name == DEFAULT_PREPARER else ""), doc.replace("``", "`")))
+    console.print(FitTable(("name", "what it reproduces"), rows, title="request preparers"))
 
 
 @app.callback(invoke_without_command=True)

@@ -93,12 +93,15 @@ def incomplete_stage(run_dir: str | Path) -> str | None:
 
 def filters_meta(filters: Filters, stats: Any) -> dict[str, Any]:
     """``run.json`` ``filters``: the options (:meth:`Filters.options`), the exchanges ``kept`` and
-    ``seen`` (kept + filtered out), ``filtered_by`` reason, and the sentence the reports show
-    (:func:`replay.capture.filters.describe_kept`)."""
+    ``seen`` (kept + filtered out), ``filtered_by`` reason, ``no_timestamp`` (those of them dropped
+    by ``--since`` / ``--until`` for having no readable timestamp, ``filtered_by["no-ts"]``), and
+    the sentence the reports show (:func:`replay.capture.filters.describe_kept`, which names the
+    ``no_timestamp`` count when it is not 0)."""
     seen = stats.exchanges + stats.filtered
     opts = filters.options()
+    no_ts = stats.filtered_by.get("no-ts", 0)
     return {"options": opts, "kept": stats.exchanges, "seen": seen, "filtered_by": dict(stats.filtered_by),
-            "sentence": describe_kept(opts, stats.exchanges, seen)}
+            "no_timestamp": no_ts, "sentence": describe_kept(opts, stats.exchanges, seen, no_ts)}
 
 
 def nothing_ingested(stats: dict[str, Any], files: list[str | Path]) -> str | None:

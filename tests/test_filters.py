@@ -113,7 +113,25 @@ def test_since_until_read_every_form_of_ts(capture, tmp_path):
     epoch = str(int(when(35).timestamp()))
     meta = ingest_with(capture, tmp_path / "c", "--since", epoch)
     assert kept_ids(tmp_path / "c") == ["e35", "e36", "e37", "e38", "e39"]
-    assert meta["filters"]["sentence"] == f"kept 5 of 40 exchanges; since {when(35).isoformat()}"
+    assert meta["filters"]["sentence"] == f"kept 5 of 40 exchanges; since {when(35).isoformat()}; 4 dropped for having no timestamp"
+
+
+def test_since_says_how_many_had_no_timestamp(capture, tmp_path):
+    """An exchange without a readable ts cannot be placed in a time window, so --since drops it
+    (e00 e10 e20 e30 here): the ingest line, run.json's filters and the filters' sentence (the
+    reports' ``Filters:`` line) say how many, apart from those before --since (e01..e09)."""
+    result = runner.invoke(app, ["ingest", str(capture), "--out", str(tmp_path / "a"), "-q", "--since", "2026-01-01T10:00:00Z"])
+    assert result.exit_code == 0, result.output
+    out = result.output.splitlines()
+    assert out[0] == "41 lines: 27 exchanges, 1 error, 13 filtered out (4 for having no timestamp)"
+    sentence = f"kept 27 of 40 exchanges; since {when(10).isoformat()}; 4 dropped for having no timestamp"
+    assert out[1] == sentence
+    meta = json.loads((tmp_path / "a" / "run.json").read_text(encoding="utf-8"))
+    check_counts(meta, 27, {"no-ts": 4, "since": 9})
+    assert meta["filters"]["no_timestamp"] == 4 and meta["filters"]["sentence"] == sentence
+    # without a time window nothing is dropped for its timestamp, and nothing is said about it
+    meta = ingest_with(capture, tmp_path / "b", "--model", "Qwen/*")
+    assert meta["filters"]["no_timestamp"] == 0 and "timestamp" not in meta["filters"]["sentence"]
 
 
 def point(key: str) -> float:

@@ -201,7 +201,7 @@ def test_redact_exchange_default() -> None:
     assert row["server_steps"] is None  # the key was split across steps: they no longer join to the text
     assert row["server_prompt_token_ids"] == [1]
     assert tools[0]["tool_json"] == '{"default":"[redacted:jwt]"}'
-    assert counts["name"] == 4 and counts["value:sk"] == 3 and counts["raw-dropped"] == 1
+    assert counts["name"] == 4 and counts["value:sk"] == 3 and counts["steps-dropped"] == 1 and counts["raw-dropped"] == 0
 
 
 def test_redact_exchange_hash() -> None:

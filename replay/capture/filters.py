@@ -151,10 +151,13 @@ class FilterState:
         return self.kept + sum(self.dropped.values())
 
 
-def describe_kept(options: dict[str, Any], kept: int, seen: int) -> str:
+def describe_kept(options: dict[str, Any], kept: int, seen: int, no_ts: int = 0) -> str:
     """One sentence on what the filters kept, from ``run.json``'s ``filters`` options:
     ``"sampled 10%: 12,345 of 123,456 exchanges; model Qwen/*"``. ``kept`` / ``seen``: exchanges
-    written / exchanges the filters looked at."""
+    written / exchanges the filters looked at. ``no_ts``: exchanges dropped because ``--since`` or
+    ``--until`` was given and they have no readable timestamp (``filtered_by["no-ts"]``); when
+    non-zero the sentence ends ``"; 4 dropped for having no timestamp"``, so that a time window
+    never drops them unsaid."""
     parts = []
     sample = options.get("sample")
     head = f"{kept:,} of {seen:,} exchanges"
@@ -173,6 +176,8 @@ def describe_kept(options: dict[str, Any], kept: int, seen: int) -> str:
         parts.append(f"until {options['until']}")
     if options.get("limit") is not None:
         parts.append(f"at most {options['limit']:,}")
+    if no_ts:
+        parts.append(f"{no_ts:,} dropped for having no timestamp")
     return "; ".join([head, *parts])
 
 

@@ -143,7 +143,9 @@ class IngestStats:
             return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
         skipped = f", {self.skipped:,} skipped" if self.skipped else ""
-        filtered = f", {self.filtered:,} filtered out" if self.filtered else ""
+        no_ts = self.filtered_by.get("no-ts", 0)
+        filtered = (f", {self.filtered:,} filtered out" + (f" ({no_ts:,} for having no timestamp)" if no_ts else "")
+                    if self.filtered else "")
         return f"{lines_and_records(self.lines, self.shared_line_records)}: {n(self.exchanges, 'exchange')}, {n(self.errors, 'error')}{skipped}{filtered}"
 
 

@@ -105,7 +105,9 @@ __all__ = [
 
 #: Counts of what was removed, by kind (``name`` for a field or header dropped by its name,
 #: ``value:<kind>`` for a key-like substring replaced, ``hashed`` for message strings hashed under
-#: ``--redact``, ``raw-dropped`` for the logged prompt / raw completion / steps dropped under it).
+#: ``--redact``, ``raw-dropped`` for the logged prompt / raw completion / steps dropped under it,
+#: ``steps-dropped`` for an exchange whose recorded steps the scrub dropped because a replacement in
+#: the raw completion made them no longer join to it: its ``recorded`` chunking is lost).
 Redactions = Counter
 
 # --------------------------------------------------------------------------- names
@@ -883,7 +885,8 @@ def redact_exchange(
     rule 1; ``exchange_id``, ``source_file``, ``route``, ``model`` and ``ts`` are kept as they are.
     Tool rows: ``tool_json`` by rule 1 only (declarations are never pruned by name). When a
     replacement inside the raw completion makes ``server_steps`` no longer join to it, the steps
-    are dropped (counted ``raw-dropped``). With ``hash_text_too`` (``--redact``), also: message
+    are dropped (counted ``steps-dropped``, once per exchange: the reports say how many exchanges
+    lost their recorded chunking). With ``hash_text_too`` (``--redact``), also: message
     text of the JSON columns hashed (:func:`hash_messages`), ``served_content`` hashed,
     ``served_tool_calls`` arguments by :func:`hash_arguments`, :data:`RAW_TEXT_COLUMNS` set to
     None. ``counts``: see :data:`Redactions`. ``raw``: the capture-v1 line (bytes) the row was
@@ -957,7 +960,7 @@ def redact_exchange(
         # longer join to the completion, which the `recorded` chunking needs
         row["server_steps"] = None
         if counts is not None:
-            counts["raw-dropped"] += 1
+            counts["steps-dropped"] += 1
     if st is not scrub_text:
         return tools
     shared = getattr(tools, "cols", None)

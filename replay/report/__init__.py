@@ -17,6 +17,7 @@ from replay.report.exemplars import Exemplar, write_exemplars
 from replay.report.html import write_html_report
 from replay.report.markdown import (
     REPORT_QUERIES,
+    chunking_lost_line,
     fidelity_sentence,
     headlines,
     markdown_report,
@@ -32,6 +33,7 @@ from replay.report.markdown import (
 __all__ = [
     "Exemplar",
     "REPORT_QUERIES",
+    "chunking_lost_line",
     "fidelity_sentence",
     "headlines",
     "markdown_report",

@@ -13,11 +13,10 @@ import re
 from typing import Any, Iterable
 
 import pyarrow as pa
-from rich.table import Table
-from rich.text import Text
 
 from replay.capture.records import lines_and_records
 from replay.sql import get_query, run_query, run_sql, scalar
+from replay.term import FitTable
 
 
 def _fmt(value: Any) -> str:
@@ -32,15 +31,14 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def rich_table(table: pa.Table, title: str | None = None) -> Table:
-    """An Arrow table as a rich Table: numbers right-aligned with thousands separators, nulls as –."""
-    out = Table(title=title, title_justify="left", header_style="bold")
-    for name in table.column_names:
-        numeric = pa.types.is_integer(table.schema.field(name).type) or pa.types.is_floating(table.schema.field(name).type)
-        out.add_column(name, justify="right" if numeric else "left")
-    for row in table.to_pylist():
-        out.add_row(*(Text(_fmt(v)) for v in row.values()))  # Text: cell values are never rich markup
-    return out
+def rich_table(table: pa.Table, title: str | None = None) -> FitTable:
+    """An Arrow table for the terminal (:class:`replay.term.FitTable`: fits the console's width,
+    never cuts a value, stacks one block per row when the columns cannot fit): numbers
+    right-aligned with thousands separators, nulls as –. Title, headers and cells go through
+    :func:`replay.term.visible` (control characters made visible) and are never rich markup."""
+    numeric = [_numeric(table, name) for name in table.column_names]
+    rows = ([_fmt(v) for v in row.values()] for row in table.to_pylist())
+    return FitTable(table.column_names, rows, numeric=numeric, title=title)
 
 
 def markdown_table(table: pa.Table) -> str:
@@ -195,6 +193,23 @@ def mismatch_lines(table: Any) -> list[str]:
     return out
 
 
+def chunking_lost_line(redactions: dict[str, int] | None) -> str | None:
+    """The sentence on exchanges whose recorded chunking the secret scrub dropped, or None when
+    none did. ``redactions``: ``run.json``'s ``ingest.redactions`` (:data:`replay.capture.redact.Redactions`),
+    whose ``steps-dropped`` counts exchanges: a secret-shaped string split across two recorded
+    deltas is replaced in the raw completion but not in the deltas, which then no longer join to
+    the completion, so ingest drops them (:func:`replay.capture.redact.redact_exchange`) and the
+    exchange is replayed under the synthetic chunkings only."""
+    n = (redactions or {}).get("steps-dropped") or 0
+    if not n:
+        return None
+    return (
+        f"{_n(n, 'exchange')} lost {'its' if n == 1 else 'their'} recorded chunking: the secret scrub rewrote "
+        f"{'its' if n == 1 else 'their'} completion (a secret-shaped string split across recorded deltas), so the "
+        "deltas no longer joined to it and were dropped; the other chunkings still replay it."
+    )
+
+
 def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | None = None) -> list[str]:
     """The run's headline numbers as sentences, in Markdown (one list item each).
 
@@ -228,6 +243,9 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
         if red.get("name") or any(k.startswith("value:") for k in red):
             shapes = sum(v for k, v in red.items() if k.startswith("value:"))
             out.append(f"Secrets dropped at ingest: {_n(red.get('name', 0), 'field')} named like one, {_n(shapes, 'value')} shaped like one.")
+        lost = chunking_lost_line(red)
+        if lost:
+            out.append(lost)
         if opts.get("redact"):
             out.append(
                 f"`--redact`: {_n(red.get('hashed', 0), 'message string')} hashed; the logged prompts and raw completions "
