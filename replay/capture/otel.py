@@ -242,9 +242,9 @@ def _genai_record(a: dict, item: dict, ts_keys: tuple[str, ...]) -> dict | Skip:
     """An exchange from GenAI-conventions or OpenLLMetry attributes ``a`` of a span or log record ``item``."""
     op = a.get("gen_ai.operation.name")
     if op is not None and op not in MODEL_CALLS:
-        return Skip(f"otel: gen_ai.operation.name {op} is not a model call")
+        return Skip(f"otel: gen_ai.operation.name {str(op)[:60]} is not a model call")
     if a.get("llm.request.type") not in (None, "chat", "completion"):
-        return Skip(f"otel: llm.request.type {a['llm.request.type']} is not a model call")
+        return Skip(f"otel: llm.request.type {str(a['llm.request.type'])[:60]} is not a model call")
     inputs = _json_attr(a, "gen_ai.input.messages", list, "a JSON array of messages")
     sys_ins = _json_attr(a, "gen_ai.system_instructions", list, "a JSON array of parts")
     outputs = _json_attr(a, "gen_ai.output.messages", list, "a JSON array of messages")
@@ -297,7 +297,7 @@ def _openinference_record(a: dict, span: dict) -> dict | Skip:
     """An exchange from OpenInference attributes ``a`` of ``span``."""
     kind = a.get("openinference.span.kind")
     if kind is not None and kind != "LLM":
-        return Skip(f"otel: openinference.span.kind {kind} is not a model call")
+        return Skip(f"otel: openinference.span.kind {str(kind)[:60]} is not a model call")
     lacks = ["raw_completion", "stream"]
     request = None
     if a.get("input.value") is not None and a.get("input.mime_type") == "application/json":
@@ -376,7 +376,7 @@ def log_record(rec: dict) -> dict | Skip:
     a = attributes(rec)
     name = rec.get("eventName") or a.get("event.name")
     if name != DETAILS_EVENT:
-        return Skip(f"otel: log record {str(name)[:60]!s} is not the {DETAILS_EVENT} event")
+        return Skip(f"otel: log record {str(name)[:60]} is not the {DETAILS_EVENT} event")
     return _genai_record(a, rec, ("timeUnixNano", "observedTimeUnixNano"))
 
 
