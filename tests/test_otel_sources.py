@@ -276,3 +276,9 @@ def test_headline_says_what_each_otel_source_lacks(tmp_path: Path) -> None:
                     "no chunks (served side checked on the final response only); 4 with no tool declarations logged "
                     "(the request may have had some); 4 with tool declarations converted from the flat GenAI form to the "
                     "Chat Completions shape.")
+
+
+def test_skip_reason_quotes_a_bounded_piece_of_the_capture() -> None:
+    """The reason is a key of ``skipped_by`` (run.json, report.md): a captured value in it is cut."""
+    [skip] = records_from_export({"spanId": "ab", "attributes": {"gen_ai.operation.name": "x" * 500}})
+    assert skip == Skip(f"otel: gen_ai.operation.name {'x' * 60} is not a model call")
