@@ -31,18 +31,19 @@ WHOLE_MAX_BYTES = 256 << 20
 
 
 def decoded_lines(
-    lines: Iterable[tuple[int, int, bytes]], source: str | None = None
+    lines: Iterable[tuple[int, int, bytes]], source: str | None = None, decode: Callable[[bytes], Any] = decode_line
 ) -> Iterator[tuple[int, int, bytes, Any]]:
     """The JSON-lines loop shared by every reader of one JSON value a line: takes ``(line, offset,
     raw)`` from :func:`open_lines` and yields ``(line, offset, raw, obj)``, ``obj`` being the
     decoded value, or a finished :class:`Unit` (``blank`` for a blank line, ``error`` for a line
-    that :func:`decode_line` rejects) tagged with ``source``."""
+    that ``decode`` rejects) tagged with ``source``. ``decode``: bytes -> value, raising
+    :class:`CaptureError` (default :func:`decode_line`: JSON objects only)."""
     for line, offset, raw in lines:
         if not raw.strip():
             yield line, offset, raw, Unit(line, offset, raw, blank=True, source=source)
             continue
         try:
-            yield line, offset, raw, decode_line(raw)
+            yield line, offset, raw, decode(raw)
         except CaptureError as exc:
             yield line, offset, raw, Unit(line, offset, raw, error=exc, source=source)
 
@@ -106,9 +107,11 @@ def _first_line_is_whole(path: Path) -> bool:
 
 
 def read_json_lines(
-    path: Path, to_records: Callable[[Any], list[dict]], on_read: Callable[[int], None] | None = None
+    path: Path, to_records: Callable[[Any], list[dict]], on_read: Callable[[int], None] | None = None,
+    decode: Callable[[bytes], Any] = decode_line,
 ) -> Iterator[Unit]:
-    """Units of a JSON-lines capture file mapped by ``to_records`` (rules: module docstring).
+    """Units of a JSON-lines capture file mapped by ``to_records`` (rules: module docstring);
+    ``decode``: as :func:`decoded_lines` (a reader that takes JSON arrays passes its own).
     Stream faults of a compressed file propagate as :class:`replay.capture.files.StreamFault`."""
     try:
         whole = _first_line_is_whole(path)
@@ -120,13 +123,13 @@ def read_json_lines(
             yield data
             return
         try:
-            obj = decode_line(data)
+            obj = decode(data)
         except CaptureError as exc:
             yield Unit(1, 0, data[:200], error=exc)
             return
         yield from mapped_units(1, 0, data[:200], obj, to_records)
         return
-    for line, offset, raw, obj in decoded_lines(open_lines(path, on_read=on_read)):
+    for line, offset, raw, obj in decoded_lines(open_lines(path, on_read=on_read), decode=decode):
         if isinstance(obj, Unit):
             yield obj
         else:

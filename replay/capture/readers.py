@@ -105,7 +105,7 @@ def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None,
     if pf.fmt == "serverlog":
         return read_json_lines(path, lambda obj: serverlog.record_from_log(obj, tokenizer), on_read)
     if pf.fmt == "litellm":
-        return read_json_lines(path, litellm.record_from_row, on_read)
+        return read_json_lines(path, litellm.record_from_row, on_read, decode=litellm.decode)
     if pf.fmt == "otel":
         return read_json_lines(path, otel.records_from_export, on_read)
     raise ValueError(f"unknown capture format {pf.fmt!r}")
