@@ -313,7 +313,7 @@ class _OutputIndex:
             reader = open_lines(path, on_read=on_read)
         self.index: dict[str, tuple[int, int, int]] = {}
         self.units: list[Unit] = []  # blank and broken output lines, in order
-        for line, offset, raw, obj in decoded_lines(reader, source):
+        for line, offset, raw, obj in decoded_lines(reader, source, decode=_decode):
             if isinstance(obj, Unit):
                 self.units.append(obj)
                 continue
@@ -338,6 +338,14 @@ class _OutputIndex:
         self.fh.close()
         if self.tmp:
             os.unlink(self.tmp)
+
+
+def _decode(raw: bytes) -> dict:
+    """:func:`replay.capture.v1.decode_line` with the format leading an error's detail."""
+    try:
+        return decode_line(raw)
+    except CaptureError as exc:
+        raise CaptureError(exc.reason, f"openai-batch line: {exc.detail}") from None
 
 
 def _keys(obj: Any) -> str:
@@ -370,7 +378,7 @@ def read_batch(
     try:
         if idx is not None:
             yield from idx.units
-        for line, offset, raw, obj in decoded_lines(open_lines(path, on_read=on_read)):
+        for line, offset, raw, obj in decoded_lines(open_lines(path, on_read=on_read), decode=_decode):
             if isinstance(obj, Unit):
                 yield obj
                 continue

@@ -120,16 +120,16 @@ def record_from_row(obj: Any) -> list[Any]:
 
 def decode(raw: bytes) -> Any:
     """One line of a LiteLLM file: a JSON object (:func:`replay.capture.v1.decode_line`) or a JSON
-    array (a ``/spend/logs`` response). Raises :class:`CaptureError` as ``decode_line`` does."""
+    array (a ``/spend/logs`` response). Raises :class:`CaptureError` as ``decode_line`` does, its
+    detail led by the format (``litellm record: ...``)."""
     try:
         return decode_line(raw)
     except CaptureError as exc:
-        if exc.reason != "not-object":
-            raise
-        value = orjson.loads(raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw)
-        if isinstance(value, list):
-            return value
-        raise
+        if exc.reason == "not-object":
+            value = orjson.loads(raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw)
+            if isinstance(value, list):
+                return value
+        raise CaptureError(exc.reason, f"litellm record: {exc.detail}") from None
 
 
 def _body_in_metadata(metadata: Any, where: str) -> Any:
