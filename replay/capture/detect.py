@@ -113,11 +113,7 @@ def sniff(head: bytes) -> str:
             obj = orjson.loads(ln)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(obj, list):  # a /spend/logs array; else a value on a line of a pretty-printed document
-            if classify_record(obj) is not None:
-                return classify_record(obj)
-            continue
-        if not isinstance(obj, dict):  # a bare value on a line of a pretty-printed document
+        if not isinstance(obj, dict):  # a bare value on a line of a pretty-printed document (a /spend/logs array: below)
             continue
         parsed_any = True
         fmt = classify_record(obj)
