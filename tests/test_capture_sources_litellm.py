@@ -298,3 +298,34 @@ def test_forced_format_that_does_not_fit_says_which_keys(tmp_path: Path) -> None
     assert rows == [] and len(errors) == 4
     assert errors[0]["detail"].startswith("not a Batch line: expected custom_id with body/params (input) or response/error/result (output)")
     assert errors[0]["detail"].endswith("found keys: request_id, call_type, api_key, cache_hit, startTime, endTime, completionStartTime, model")
+
+
+def test_pretty_printed_documents_are_read(tmp_path: Path) -> None:
+    """`curl ... | jq .` of /spend/logs and /spend/logs/v2, and a Message Batch create body saved
+    with indent=2 (json.dump's habit), read as the compact files are."""
+    d = tmp_path / "p"
+    d.mkdir()
+    for name in ("spend-logs.json", "spend-logs-v2.json"):
+        (d / name).write_text(json.dumps(json.loads((DATA / "litellm" / "files" / name).read_text()), indent=2))
+    stats, rows, errors = run(d, tmp_path / "run")
+    assert errors == [] and stats.formats == {"litellm": 2} and len(rows) == 8
+    assert all(json.loads(r["request_json"])["tools"] == TOOLS for r in rows)
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "create.json").write_text(json.dumps(json.loads((DATA / "anthropic-batch" / "files" / "message-batch-create.json").read_text()), indent=2))
+    shutil.copy(DATA / "anthropic-batch" / "files" / "msgbatch_01HkcTjaV5uDC8jWR4ZsDV8d_results.jsonl", b / "results.jsonl")
+    stats, rows, errors = run(b, tmp_path / "run2")
+    assert errors == [] and stats.exchanges == 4 and stats.formats == {"openai-batch": 2}
+    assert all(r["capture_lacks"] == ["stream", "raw_completion"] and r["route"] == "messages" for r in rows)
+
+
+def test_a_truncated_first_line_loses_only_itself(tmp_path: Path) -> None:
+    """JSON lines whose first line was cut (a log rotated mid-write) are still JSON lines: the
+    first line is one error, the rows after it are read (it was taken for a pretty-printed
+    document and the whole file became one bad-json error)."""
+    lines = (DATA / "litellm" / "files" / "spend-logs-rows.jsonl").read_text().splitlines()
+    src = tmp_path / "rows.jsonl"
+    src.write_text(lines[0][:300] + "\n" + "\n".join(lines[1:]) + "\n")
+    stats, rows, errors = run(src, tmp_path / "run")
+    assert [(e["source_line"], e["reason"]) for e in errors] == [(1, "bad-json")]
+    assert sorted(r["source_line"] for r in rows) == [2, 3, 4]

@@ -58,11 +58,11 @@ from typing import Any, Callable, Iterator
 
 from replay.capture.detect import open_binary
 from replay.capture.files import detect_compression, open_lines
-from replay.capture.jsonlines import decoded_lines
+from replay.capture.jsonlines import WHOLE_MAX_BYTES, decoded_lines, first_line_is_whole, read_whole
 from replay.capture.records import Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
-__all__ = ["join_record", "pair_files", "read_batch", "role_of"]
+__all__ = ["file_role", "join_record", "pair_files", "read_batch", "role_of"]
 
 
 #: Output lines read per output file to pair it by custom_id and content.
@@ -136,17 +136,24 @@ def pair_files(roles: dict[Path, str]) -> dict[Path, Path]:
 def _records(path: Path) -> Iterator[dict]:
     """The decoded Batch records of ``path`` (an Anthropic create body's requests one by one);
     undecodable lines are passed over (the reader reports them)."""
-    for _line, _off, raw in open_lines(path):
-        if not raw.strip():
-            continue
-        try:
-            obj = decode_line(raw)
-        except CaptureError:
+    for _line, _off, _raw, obj in _input_lines(path, None):
+        if isinstance(obj, Unit):
             continue
         if isinstance(obj.get("requests"), list) and "custom_id" not in obj:
             yield from (r for r in obj["requests"] if isinstance(r, dict))
         else:
             yield obj
+
+
+def file_role(path: Path) -> str | None:
+    """:func:`role_of` the first record of the Batch file ``path`` that decodes (None when none
+    does, or the file cannot be read)."""
+    try:
+        for rec in _records(path):
+            return role_of(rec)
+    except Exception:  # noqa: BLE001 - the reader reports the fault
+        return None
+    return None
 
 
 def _api(kind: str | None) -> str | None:
@@ -363,6 +370,26 @@ def _joined(line: int, offset: int, raw: bytes, inp: dict, idx: "_OutputIndex | 
         yield Unit(line, offset, raw, error=exc)
 
 
+def _input_lines(path: Path, on_read: Callable[[int], None] | None) -> Iterator[tuple[int, int, bytes, Any]]:
+    """``(line, offset, raw, obj or error Unit)`` of an input file: JSON lines, or one document
+    spread over several lines (a create body saved pretty-printed), read whole as line 1."""
+    try:
+        whole = first_line_is_whole(path)
+    except Exception:  # noqa: BLE001 - the line reader reports the fault
+        whole = False
+    if not whole:
+        yield from decoded_lines(open_lines(path, on_read=on_read), decode=_decode)
+        return
+    data = read_whole(path, WHOLE_MAX_BYTES, f"a pretty-printed Batch document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", on_read)
+    if isinstance(data, Unit):
+        yield 1, 0, b"", data
+        return
+    try:
+        yield 1, 0, data[:200], _decode(data)
+    except CaptureError as exc:
+        yield 1, 0, data[:200], Unit(1, 0, data[:200], error=exc)
+
+
 def read_batch(
     path: Path, source: str, output: Path | None = None, on_read: Callable[[int], None] | None = None
 ) -> Iterator[Unit]:
@@ -378,7 +405,7 @@ def read_batch(
     try:
         if idx is not None:
             yield from idx.units
-        for line, offset, raw, obj in decoded_lines(open_lines(path, on_read=on_read), decode=_decode):
+        for line, offset, raw, obj in _input_lines(path, on_read):
             if isinstance(obj, Unit):
                 yield obj
                 continue

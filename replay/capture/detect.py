@@ -125,6 +125,8 @@ def sniff(head: bytes) -> str:
             return "har"
         if b'"resourceSpans"' in text:
             return "otel"
+        if b'"requests"' in text and b'"custom_id"' in text and b'"params"' in text:
+            return "openai-batch"  # an Anthropic Message Batch create body, pretty-printed
         if b'"call_type"' in text and (b'"request_id"' in text or b'"model_parameters"' in text):
             return "litellm"  # before the body test: a LiteLLM row holds a response body
         if re.search(rb'"object"\s*:\s*"(chat\.completion|response)"', text) or re.search(rb'"type"\s*:\s*"message"', text):

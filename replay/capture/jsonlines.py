@@ -24,7 +24,7 @@ from replay.capture.files import LongLine, open_lines
 from replay.capture.records import Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
-__all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "mapped_units", "read_json_lines", "read_whole"]
+__all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "first_line_is_whole", "mapped_units", "read_json_lines", "read_whole"]
 
 #: Largest pretty-printed JSON document read whole (bytes, decompressed).
 WHOLE_MAX_BYTES = 256 << 20
@@ -87,23 +87,43 @@ def read_whole(path: Path, limit: int, too_large: str, on_read: Callable[[int], 
     return data
 
 
-def _first_line_is_whole(path: Path) -> bool:
+def first_line_is_whole(path: Path) -> bool:
     """True when the first non-blank line of the file is not a JSON value by itself but starts a
-    document (``{`` or ``[``): the file is pretty-printed."""
+    document (``{`` or ``[``) and none of the next :data:`LOOKAHEAD_LINES` non-blank lines is a
+    JSON object with keys by itself: the file is pretty-printed. A JSON-lines file whose first
+    line is truncated is not (its other lines are read, the first one an error)."""
+    first = True
+    seen = 0
     for _line, _off, raw in open_lines(path):
         if isinstance(raw, LongLine):  # over --max-line-bytes: a line to skip, not a document to read whole
             return False
         s = raw.strip()
         if not s:
             continue
-        if s[:1] not in (b"{", b"["):
-            return False
+        if first:
+            if s[:1] not in (b"{", b"["):
+                return False
+            try:
+                orjson.loads(s)
+                return False
+            except orjson.JSONDecodeError:
+                first = False
+                continue
         try:
-            orjson.loads(s)
-            return False
+            obj = orjson.loads(s)
         except orjson.JSONDecodeError:
-            return True
-    return False
+            obj = None
+        if isinstance(obj, dict) and obj:
+            return False
+        seen += 1
+        if seen >= LOOKAHEAD_LINES:
+            break
+    return not first
+
+
+#: Non-blank lines after a first line that is not JSON by itself looked at to tell a
+#: pretty-printed document from JSON lines whose first line is broken.
+LOOKAHEAD_LINES = 8
 
 
 def read_json_lines(
@@ -114,7 +134,7 @@ def read_json_lines(
     ``decode``: as :func:`decoded_lines` (a reader that takes JSON arrays passes its own).
     Stream faults of a compressed file propagate as :class:`replay.capture.files.StreamFault`."""
     try:
-        whole = _first_line_is_whole(path)
+        whole = first_line_is_whole(path)
     except Exception:  # noqa: BLE001 - the line reader below reports the fault
         whole = False
     if whole:

@@ -39,16 +39,7 @@ class PlannedFile:
 def _batch_role(path: Path) -> str | None:
     from replay.capture import batch
 
-    try:
-        for _l, _o, raw in open_lines(path):
-            if raw.strip():
-                try:
-                    return batch.role_of(decode_line(raw))
-                except Exception:  # noqa: BLE001
-                    return None
-    except Exception:  # noqa: BLE001
-        return None
-    return None
+    return batch.file_role(path)
 
 
 def plan(files: list[Path], capture_format: str | None = None) -> list[PlannedFile]:
