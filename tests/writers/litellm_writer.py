@@ -17,8 +17,9 @@ spend-log row the proxy writes to Postgres. Each call carries ``proxy_server_req
 the client sent to the proxy), as the proxy passes it. Files written under ``OUT_DIR/files``:
 
 - ``standard-logging.jsonl``: one payload a line, as a custom callback writes it;
-- ``bucket/<YYYY-MM-DD>/<id>.json``: one payload per object, as the S3/GCS bucket loggers lay
-  them out (date folder, one JSON object per request);
+- ``bucket/<YYYY-MM-DD>/<time>_<id>.json``: one payload per object, named and written by the S3
+  logger's own helpers (``get_s3_object_key``, ``safe_dumps``): date folder, one JSON object per
+  request;
 - ``spend-logs-rows.jsonl``: the rows as the helper returns them (JSON columns as JSON text;
   the release decides the layout: the body in ``proxy_server_request`` in current releases, as
   JSON text in ``metadata.proxy_server_request`` in older ones such as 1.67);
@@ -68,11 +69,32 @@ class Keep(CustomLogger):
         super().__init__()
         self.payloads: list[dict] = []
         self.rows: list[dict] = []
+        self.objects: list[tuple[str, str]] = []  # (bucket object key, body)
 
     def log_success_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001 - LiteLLM's signature
-        self.payloads.append(json.loads(json.dumps(kwargs["standard_logging_object"], default=_json_default)))
+        # LiteLLM swallows a callback's exceptions: everything is built before anything is kept, and
+        # main() checks that each call left one payload, one object and one row
+        payload = kwargs["standard_logging_object"]
+        obj = _bucket_object(payload, start_time)
         row = get_logging_payload(kwargs=kwargs, response_obj=response_obj, start_time=start_time, end_time=end_time)
+        self.objects.append(obj)
         self.rows.append(json.loads(json.dumps(dict(row), default=_json_default)))
+        self.payloads.append(json.loads(json.dumps(payload, default=_json_default)))
+
+
+def _bucket_object(payload: dict, start_time: datetime) -> tuple[str, str]:
+    """(object key, body) as LiteLLM's S3 logger names and writes one payload
+    (``litellm/integrations/s3.py`` ``get_s3_object_key``, ``s3_v2.py``: ``safe_dumps``); releases
+    without those helpers: ``<YYYY-MM-DD>/<id>.json`` and ``json.dumps``."""
+    try:
+        from litellm.integrations.s3 import get_s3_object_key
+        from litellm.litellm_core_utils.safe_json_dumps import safe_dumps
+        from litellm.utils import get_logging_id
+
+        # (s3_path, prefix, start_time, s3_file_name): positional, the prefix's name changed (team_alias_prefix in 1.67)
+        return get_s3_object_key("", "", start_time, get_logging_id(start_time, payload) or ""), safe_dumps(payload)
+    except ImportError:
+        return f"{start_time.strftime('%Y-%m-%d')}/{payload['id']}.json", json.dumps(payload, default=_json_default)
 
 
 def _parsed_row(row: dict) -> dict:
@@ -111,16 +133,16 @@ def main(out_dir: Path) -> None:
             deadline = time.monotonic() + 30
             while len(keep.payloads) == n and time.monotonic() < deadline:  # success callbacks run on a thread
                 time.sleep(0.05)
-            if len(keep.payloads) != n + 1:
-                raise SystemExit(f"{name}: LiteLLM logged {len(keep.payloads) - n} payloads, expected 1")
+            if not len(keep.payloads) == len(keep.rows) == len(keep.objects) == n + 1:
+                raise SystemExit(f"{name}: the callback kept {len(keep.payloads) - n} payloads, {len(keep.rows) - n} rows, "
+                                 f"{len(keep.objects) - n} objects; expected 1 each (LiteLLM logs a callback's exception and goes on)")
             expected.append({"name": name, "client_request": body, "upstream": up.log[-1]})
     with open(files / "standard-logging.jsonl", "w") as fh:
         for p in keep.payloads:
             fh.write(json.dumps(p) + "\n")
-    for p in keep.payloads:
-        day = datetime.fromtimestamp(p["startTime"], timezone.utc).strftime("%Y-%m-%d")
-        (files / "bucket" / day).mkdir(parents=True, exist_ok=True)
-        (files / "bucket" / day / f"{p['id']}.json").write_text(json.dumps(p))
+    for key, body in keep.objects:
+        (files / "bucket" / key).parent.mkdir(parents=True, exist_ok=True)
+        (files / "bucket" / key).write_text(body)
     with open(files / "spend-logs-rows.jsonl", "w") as fh:
         for r in keep.rows:
             fh.write(json.dumps(r) + "\n")
