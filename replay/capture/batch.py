@@ -161,12 +161,12 @@ def _api(kind: str | None) -> str | None:
 
 
 def _input_facts(inp: dict) -> tuple[str | None, set[str] | None, str]:
-    """(requested model, declared tool names or None when the request declares none, route)."""
+    """(requested model, declared tool names (None when the request is not an object), route)."""
     req = inp.get("body") if "body" in inp else inp.get("params")
     if not isinstance(req, dict):
         return None, None, _route(inp)
     names: set[str] = set()
-    for t in req.get("tools") or ():
+    for t in _list(req.get("tools")):
         if isinstance(t, dict):
             fn = t.get("function") if isinstance(t.get("function"), dict) else t
             if isinstance(fn.get("name"), str):
@@ -175,22 +175,26 @@ def _input_facts(inp: dict) -> tuple[str | None, set[str] | None, str]:
     return model, names, _route(inp)
 
 
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
 def _output_facts(out: dict) -> tuple[str | None, set[str], str | None] | None:
     """(served model, called tool names, API) of an output line; None when it has no body."""
     body, _why = _response_of(out)
     if body is None:
         return None
     called: set[str] = set()
-    for ch in body.get("choices") or ():
+    for ch in _list(body.get("choices")):
         msg = ch.get("message") if isinstance(ch, dict) else None
-        for c in (msg or {}).get("tool_calls") or () if isinstance(msg, dict) else ():
+        for c in _list(msg.get("tool_calls")) if isinstance(msg, dict) else ():
             fn = c.get("function") if isinstance(c, dict) else None
             if isinstance(fn, dict) and isinstance(fn.get("name"), str):
                 called.add(fn["name"])
-    for block in (body.get("content") if isinstance(body.get("content"), list) else ()):
+    for block in _list(body.get("content")):
         if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("name"), str):
             called.add(block["name"])
-    for item in (body.get("output") if isinstance(body.get("output"), list) else ()):
+    for item in _list(body.get("output")):
         if isinstance(item, dict) and item.get("type") == "function_call" and isinstance(item.get("name"), str):
             called.add(item["name"])
     kind = body.get("object") if body.get("object") in ("chat.completion", "response") else body.get("type")
