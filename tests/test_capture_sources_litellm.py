@@ -307,8 +307,10 @@ def test_pretty_printed_documents_are_read(tmp_path: Path) -> None:
     d.mkdir()
     for name in ("spend-logs.json", "spend-logs-v2.json"):
         (d / name).write_text(json.dumps(json.loads((DATA / "litellm" / "files" / name).read_text()), indent=2))
+    rows_text = (DATA / "litellm" / "files" / "spend-logs-rows.jsonl").read_text().splitlines()
+    (d / "one-a-line.json").write_text("[\n" + ",\n".join(rows_text[:3]) + "\n]\n")  # the last element alone is JSON by itself
     stats, rows, errors = run(d, tmp_path / "run")
-    assert errors == [] and stats.formats == {"litellm": 2} and len(rows) == 8
+    assert errors == [] and stats.formats == {"litellm": 3} and len(rows) == 11
     assert all(json.loads(r["request_json"])["tools"] == TOOLS for r in rows)
     b = tmp_path / "b"
     b.mkdir()

@@ -58,7 +58,7 @@ from typing import Any, Callable, Iterator
 
 from replay.capture.detect import open_binary
 from replay.capture.files import detect_compression, open_lines
-from replay.capture.jsonlines import WHOLE_MAX_BYTES, decoded_lines, first_line_is_whole, read_whole
+from replay.capture.jsonlines import decoded_lines, document_or_lines
 from replay.capture.records import Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
@@ -376,22 +376,9 @@ def _joined(line: int, offset: int, raw: bytes, inp: dict, idx: "_OutputIndex | 
 
 def _input_lines(path: Path, on_read: Callable[[int], None] | None) -> Iterator[tuple[int, int, bytes, Any]]:
     """``(line, offset, raw, obj or error Unit)`` of an input file: JSON lines, or one document
-    spread over several lines (a create body saved pretty-printed), read whole as line 1."""
-    try:
-        whole = first_line_is_whole(path)
-    except Exception:  # noqa: BLE001 - the line reader reports the fault
-        whole = False
-    if not whole:
-        yield from decoded_lines(open_lines(path, on_read=on_read), decode=_decode)
-        return
-    data = read_whole(path, WHOLE_MAX_BYTES, f"a pretty-printed Batch document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", on_read)
-    if isinstance(data, Unit):
-        yield 1, 0, b"", data
-        return
-    try:
-        yield 1, 0, data[:200], _decode(data)
-    except CaptureError as exc:
-        yield 1, 0, data[:200], Unit(1, 0, data[:200], error=exc)
+    spread over several lines (a create body saved pretty-printed), read whole as line 1
+    (:func:`replay.capture.jsonlines.document_or_lines`)."""
+    return document_or_lines(path, _decode, on_read)
 
 
 def read_batch(
