@@ -191,8 +191,14 @@ def test_two_openai_batches_paired_by_the_batch_id_in_the_names(tmp_path: Path) 
         (d / names[exp_input]).write_text(text)
         out = (DATA / "openai-batch" / "files" / f"{batch}_output.jsonl").read_text().replace('"gpt-4.1-mini"', '"gpt-4o-mini"')
         (d / f"{batch}_output.jsonl").write_text(out)
+    # OpenAI writes a batch's failed requests to batch_<id>_error.jsonl: the output file is the pair
+    err = {"id": "batch_req_x", "custom_id": "request-9", "response": None, "error": {"code": "invalid_request", "message": "bad"}}
+    (d / "batch_6931a2f0c4e881908d1f2b3c4d5e6f70_error.jsonl").write_text(json.dumps(err) + "\n")
     _stats, rows, errors = run(d, tmp_path / "run")
     assert errors == []
+    lone = [r for r in rows if Path(r["source_file"]).name.endswith("_error.jsonl")]
+    assert [tuple(r["capture_lacks"]) for r in lone] == [("request", "stream", "raw_completion", "response")]
+    rows = [r for r in rows if r not in lone]
     by = _batch_rows(rows)
     assert len(rows) == 4
     for exp in expected("openai-batch"):

@@ -107,7 +107,7 @@ def pair_files(roles: dict[Path, str]) -> dict[Path, Path]:
                 pairs[i] = o
                 taken.add(o)
                 break
-    for o in outputs:  # rule 2: the batch id in both names
+    for o in sorted(outputs, key=lambda o: "error" in o.name):  # rule 2: the batch id in both names (the output file before the error file)
         m = _BATCH_ID.search(o.name)
         if o in taken or m is None:
             continue
