@@ -179,6 +179,21 @@ def test_two_openai_batches_in_one_folder_paired_by_custom_id_and_content(tmp_pa
     check_openai_batch(rows, {"weather-requests.jsonl": "weather-requests.jsonl", "mixed-requests.jsonl": "mixed-requests.jsonl"})
 
 
+def test_an_error_file_does_not_take_a_batch_input(tmp_path: Path) -> None:
+    """An error file (no result to judge by) beside the outputs: it fits any input holding its
+    custom_ids, and must not compete with the output that really fits (both were dropped)."""
+    d = tmp_path / "b"
+    d.mkdir()
+    for f in (DATA / "openai-batch" / "files").iterdir():
+        (d / f.name).write_text(f.read_text().replace('"request-', '"m-') if "mixed" in f.name or "a31e9" in f.name else f.read_text())
+    err = {"id": "batch_req_x", "custom_id": "request-1", "response": None, "error": {"code": "invalid_request", "message": "bad"}}
+    (d / "errors-download.jsonl").write_text(json.dumps(err) + "\n")  # no batch id in its name
+    _stats, rows, errors = run(d, tmp_path / "run")
+    assert errors == [] and len(rows) == 5
+    joined = sorted(r["exchange_id"].split("@")[0] for r in rows if not {"request", "response"} & set(r["capture_lacks"]))
+    assert joined == ["m-1", "m-2", "request-1", "request-2"]
+
+
 def test_two_openai_batches_paired_by_the_batch_id_in_the_names(tmp_path: Path) -> None:
     """Inputs saved under their batch's id pair by that id, even when content could not tell the
     batches apart (here both batches ask for the same model)."""

@@ -26,7 +26,8 @@ Checked on files the SDKs wrote (tests/data/captures/{openai-batch,anthropic-bat
    it, ``gpt-4o-mini`` -> ``gpt-4o-mini-2024-07-18``), every called tool is declared, the API is
    the same (Chat Completions, Responses, Messages). Two batches that reuse the same custom_ids
    (``request-1``, ...) are told apart so; an output that fits no input, or more than one, or
-   that another output also fits, is left unpaired;
+   whose input another output also fits, or whose sampled lines hold no result (an error file),
+   is left unpaired;
 4. when a folder holds exactly one unpaired input and one unpaired output, those two.
 
 Input and output are told apart by their first record (``body`` / ``params`` / ``requests`` ->
@@ -234,8 +235,9 @@ def _pair_by_content(ins: list[Path], outs: list[Path]) -> dict[Path, Path]:
                         if isinstance(rec.get("custom_id"), str) and rec["custom_id"] in wanted}
     except Exception:  # noqa: BLE001 - a file that cannot be read is reported by its reader
         return {}
-    fits = {o: [i for i in ins if s and all(cid in facts[i] and _fits(facts[i][cid], f) for cid, f in s.items())]
-            for o, s in samples.items()}
+    # an output whose sampled lines have no body (an error file) tells nothing: it does not compete
+    fits = {o: [i for i in ins if all(cid in facts[i] and _fits(facts[i][cid], f) for cid, f in s.items())]
+            for o, s in samples.items() if any(f is not None for f in s.values())}
     chosen = {o: c[0] for o, c in fits.items() if len(c) == 1}
     counts: dict[Path, int] = {}
     for i in chosen.values():
