@@ -22,7 +22,8 @@ Rules, in order: a file whose first non-blank line starts with an SSE field (``d
 :data:`SNIFF_LINES` non-blank lines are parsed as JSON and the first object that names a format
 decides (:func:`classify_record`). When no line is a whole JSON object (a pretty-printed document),
 the head of the text is searched for the keys of a HAR (``"log"`` and ``"entries"``), an OTLP
-export (``"resourceSpans"``, ``"resourceLogs"``) or a response body. Anything else is ``v1``, so that a broken v1
+export (``"resourceSpans"``, ``"resourceLogs"``), LiteLLM rows (``"call_type"`` with ``"request_id"`` or
+``"model_parameters"``) or a response body. Anything else is ``v1``, so that a broken v1
 file still gives v1's errors line by line.
 """
 
@@ -54,32 +55,43 @@ _SSE_START = re.compile(rb"^(data|event|id|retry)\s*:|^:")
 _SERVERLOG_KEYS = ("prompt_token_ids", "output_token_ids", "output_text", "step_token_ids", "delta_token_ids", "steps", "deltas", "token_ids")
 
 
+def litellm_kind(obj: Any) -> str | None:
+    """:func:`replay.capture.litellm.kind_of`, imported when first needed (a run of v1 captures
+    imports no other reader)."""
+    from replay.capture.litellm import kind_of
+
+    return kind_of(obj)
+
+
 def classify_record(obj: Any) -> str | None:
     """The format one decoded JSON record belongs to, or None when it names none.
 
     ``log.entries`` -> ``har``; ``resourceSpans`` or ``resourceLogs`` (or a span: ``spanId`` with
     ``attributes``) -> ``otel``;
-    ``custom_id`` -> ``openai-batch``; ``request`` with ``route`` -> ``v1``; ``object``
-    ``chat.completion`` / ``response`` or ``type`` ``message`` -> ``body``; ``call_type`` or
-    ``request_id`` with ``messages`` / ``spend`` / ``proxy_server_request`` -> ``litellm``;
+    ``custom_id``, or ``requests`` whose first item has one (an Anthropic Message Batch create
+    body) -> ``openai-batch``; ``request`` with ``route`` -> ``v1``; ``object``
+    ``chat.completion`` / ``response`` or ``type`` ``message`` -> ``body``; a LiteLLM payload,
+    spend-log row, ``/spend/logs`` array or ``/spend/logs/v2`` page
+    (:func:`replay.capture.litellm.kind_of`) -> ``litellm``; another JSON array -> None;
     any of the server-log keys (``prompt_token_ids``, ``output_text``, ``steps``, ...) -> ``serverlog``;
     ``request`` alone -> ``v1``.
     """
+    if isinstance(obj, list):
+        return "litellm" if litellm_kind(obj) else None
     if not isinstance(obj, dict):
         return None
     if isinstance(obj.get("log"), dict) and "entries" in obj["log"]:
         return "har"
     if "resourceSpans" in obj or "resourceLogs" in obj or ("spanId" in obj and "attributes" in obj):
         return "otel"
-    if "custom_id" in obj:
+    reqs = obj.get("requests")
+    if "custom_id" in obj or (isinstance(reqs, list) and reqs and isinstance(reqs[0], dict) and "custom_id" in reqs[0]):
         return "openai-batch"
     if "request" in obj and "route" in obj:
         return "v1"
     if obj.get("object") in ("chat.completion", "response") or obj.get("type") == "message":
         return "body"
-    if "call_type" in obj or "standard_logging_object" in obj or (
-        "request_id" in obj and any(k in obj for k in ("messages", "spend", "proxy_server_request"))
-    ):
+    if litellm_kind(obj):
         return "litellm"
     if any(k in obj for k in _SERVERLOG_KEYS):
         return "serverlog"
@@ -102,7 +114,7 @@ def sniff(head: bytes) -> str:
             obj = orjson.loads(ln)
         except orjson.JSONDecodeError:
             continue
-        if not isinstance(obj, dict):  # a bare value on a line of a pretty-printed document
+        if not isinstance(obj, dict):  # a bare value on a line of a pretty-printed document (a /spend/logs array: below)
             continue
         parsed_any = True
         fmt = classify_record(obj)
@@ -114,6 +126,10 @@ def sniff(head: bytes) -> str:
             return "har"
         if b'"resourceSpans"' in text or b'"resourceLogs"' in text:
             return "otel"
+        if b'"requests"' in text and b'"custom_id"' in text and b'"params"' in text:
+            return "openai-batch"  # an Anthropic Message Batch create body, pretty-printed
+        if b'"call_type"' in text and (b'"request_id"' in text or b'"model_parameters"' in text):
+            return "litellm"  # before the body test: a LiteLLM row holds a response body
         if re.search(rb'"object"\s*:\s*"(chat\.completion|response)"', text) or re.search(rb'"type"\s*:\s*"message"', text):
             return "body"
     return "v1"

@@ -9,7 +9,8 @@ decode, or whose mapping raises :class:`CaptureError` (or any other exception: r
 an empty list is one ``skipped``; a line mapping to N items gives N units at that line (an OTLP
 export line holding several spans), None and :class:`Skip` items ``skipped`` (the latter with its reason). A ``{...}`` document spread over several lines (a
 pretty-printed export) is not JSON lines: it is read whole, at most :data:`WHOLE_MAX_BYTES`, as
-one record at line 1.
+one record at line 1; JSON lines whose first line was truncated stay JSON lines
+(:func:`document_mode`, :func:`document_or_lines`).
 """
 
 from __future__ import annotations
@@ -24,25 +25,26 @@ from replay.capture.files import LongLine, open_lines
 from replay.capture.records import Skip, Unit, exchange, failed
 from replay.capture.v1 import CaptureError, decode_line
 
-__all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "mapped_units", "read_json_lines", "read_whole"]
+__all__ = ["WHOLE_MAX_BYTES", "decoded_lines", "document_mode", "document_or_lines", "mapped_units", "read_json_lines", "read_whole"]
 
 #: Largest pretty-printed JSON document read whole (bytes, decompressed).
 WHOLE_MAX_BYTES = 256 << 20
 
 
 def decoded_lines(
-    lines: Iterable[tuple[int, int, bytes]], source: str | None = None
+    lines: Iterable[tuple[int, int, bytes]], source: str | None = None, decode: Callable[[bytes], Any] = decode_line
 ) -> Iterator[tuple[int, int, bytes, Any]]:
     """The JSON-lines loop shared by every reader of one JSON value a line: takes ``(line, offset,
     raw)`` from :func:`open_lines` and yields ``(line, offset, raw, obj)``, ``obj`` being the
     decoded value, or a finished :class:`Unit` (``blank`` for a blank line, ``error`` for a line
-    that :func:`decode_line` rejects) tagged with ``source``."""
+    that ``decode`` rejects) tagged with ``source``. ``decode``: bytes -> value, raising
+    :class:`CaptureError` (default :func:`decode_line`: JSON objects only)."""
     for line, offset, raw in lines:
         if not raw.strip():
             yield line, offset, raw, Unit(line, offset, raw, blank=True, source=source)
             continue
         try:
-            yield line, offset, raw, decode_line(raw)
+            yield line, offset, raw, decode(raw)
         except CaptureError as exc:
             yield line, offset, raw, Unit(line, offset, raw, error=exc, source=source)
 
@@ -88,47 +90,84 @@ def read_whole(path: Path, limit: int, too_large: str, on_read: Callable[[int], 
     return data
 
 
-def _first_line_is_whole(path: Path) -> bool:
-    """True when the first non-blank line of the file is not a JSON value by itself but starts a
-    document (``{`` or ``[``): the file is pretty-printed."""
+def document_mode(path: Path) -> str:
+    """How to read the JSON file ``path``: ``"lines"`` (JSON lines: the first non-blank line is a
+    JSON value by itself, or does not start with ``{`` / ``[``), ``"whole"`` (a pretty-printed
+    document: its first line starts one and none of the next :data:`LOOKAHEAD_LINES` non-blank
+    lines is a JSON object with keys by itself) or ``"either"`` (the first line starts a document
+    but later lines are objects: a document whose elements sit one a line, or JSON lines whose
+    first line was truncated; :func:`document_or_lines` tries the document, then the lines)."""
+    first = True
+    seen = 0
     for _line, _off, raw in open_lines(path):
         if isinstance(raw, LongLine):  # over --max-line-bytes: a line to skip, not a document to read whole
-            return False
+            return "lines"
         s = raw.strip()
         if not s:
             continue
-        if s[:1] not in (b"{", b"["):
-            return False
+        if first:
+            if s[:1] not in (b"{", b"["):
+                return "lines"
+            try:
+                orjson.loads(s)
+                return "lines"
+            except orjson.JSONDecodeError:
+                first = False
+                continue
         try:
-            orjson.loads(s)
-            return False
+            obj = orjson.loads(s)
         except orjson.JSONDecodeError:
-            return True
-    return False
+            obj = None
+        if isinstance(obj, dict) and obj:
+            return "either"
+        seen += 1
+        if seen >= LOOKAHEAD_LINES:
+            break
+    return "lines" if first else "whole"
+
+
+#: Non-blank lines after a first line that is not JSON by itself looked at to tell a
+#: pretty-printed document from JSON lines whose first line is broken.
+LOOKAHEAD_LINES = 8
+
+
+def document_or_lines(
+    path: Path, decode: Callable[[bytes], Any] = decode_line, on_read: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, int, bytes, Any]]:
+    """``(line, offset, raw, obj or finished Unit)`` of a JSON file, as :func:`decoded_lines`
+    gives them; a pretty-printed document (:func:`document_mode`) is read whole (at most
+    :data:`WHOLE_MAX_BYTES`) as one value at line 1 (``raw`` its first 200 bytes). In mode
+    ``"either"`` a document that does not decode is read as lines instead (``on_read`` counts
+    the bytes of the reading kept). Stream faults propagate as :func:`open_lines` raises them."""
+    try:
+        mode = document_mode(path)
+    except Exception:  # noqa: BLE001 - the line reader below reports the fault
+        mode = "lines"
+    if mode != "lines":
+        counted: list[int] = []
+        data = read_whole(path, WHOLE_MAX_BYTES, f"a pretty-printed document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", counted.append)
+        obj: Any = data
+        if not isinstance(data, Unit):
+            try:
+                obj = decode(data)
+            except CaptureError as exc:
+                obj = Unit(1, 0, data[:200], error=exc)
+        if mode == "whole" or not isinstance(obj, Unit):
+            if on_read is not None and counted:
+                on_read(sum(counted))
+            yield 1, 0, (b"" if isinstance(data, Unit) else data[:200]), obj
+            return
+    yield from decoded_lines(open_lines(path, on_read=on_read), decode=decode)
 
 
 def read_json_lines(
-    path: Path, to_records: Callable[[Any], list[dict]], on_read: Callable[[int], None] | None = None
+    path: Path, to_records: Callable[[Any], list[dict]], on_read: Callable[[int], None] | None = None,
+    decode: Callable[[bytes], Any] = decode_line,
 ) -> Iterator[Unit]:
-    """Units of a JSON-lines capture file mapped by ``to_records`` (rules: module docstring).
+    """Units of a JSON-lines capture file mapped by ``to_records`` (rules: module docstring);
+    ``decode``: as :func:`decoded_lines` (a reader that takes JSON arrays passes its own).
     Stream faults of a compressed file propagate as :class:`replay.capture.files.StreamFault`."""
-    try:
-        whole = _first_line_is_whole(path)
-    except Exception:  # noqa: BLE001 - the line reader below reports the fault
-        whole = False
-    if whole:
-        data = read_whole(path, WHOLE_MAX_BYTES, f"a pretty-printed document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", on_read)
-        if isinstance(data, Unit):
-            yield data
-            return
-        try:
-            obj = decode_line(data)
-        except CaptureError as exc:
-            yield Unit(1, 0, data[:200], error=exc)
-            return
-        yield from mapped_units(1, 0, data[:200], obj, to_records)
-        return
-    for line, offset, raw, obj in decoded_lines(open_lines(path, on_read=on_read)):
+    for line, offset, raw, obj in document_or_lines(path, decode, on_read):
         if isinstance(obj, Unit):
             yield obj
         else:

@@ -39,16 +39,7 @@ class PlannedFile:
 def _batch_role(path: Path) -> str | None:
     from replay.capture import batch
 
-    try:
-        for _l, _o, raw in open_lines(path):
-            if raw.strip():
-                try:
-                    return batch.role_of(decode_line(raw))
-                except Exception:  # noqa: BLE001
-                    return None
-    except Exception:  # noqa: BLE001
-        return None
-    return None
+    return batch.file_role(path)
 
 
 def plan(files: list[Path], capture_format: str | None = None) -> list[PlannedFile]:
@@ -105,7 +96,7 @@ def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None,
     if pf.fmt == "serverlog":
         return read_json_lines(path, lambda obj: serverlog.record_from_log(obj, tokenizer), on_read)
     if pf.fmt == "litellm":
-        return read_json_lines(path, litellm.record_from_row, on_read)
+        return read_json_lines(path, litellm.record_from_row, on_read, decode=litellm.decode)
     if pf.fmt == "otel":
         return otel.read_export(path, on_read)
     raise ValueError(f"unknown capture format {pf.fmt!r}")
