@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from replay.capture import redact as _redact
 from replay.capture.columns import batch_from_rows, numpy_column, take as _take, text_column, text_view_column
-from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
+from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit, source_name
 from replay.capture.filters import REASONS, Filters
 from replay.capture.readers import plan, read_units
 from replay.capture.v1 import CaptureError, decode_line, record_row
@@ -113,6 +113,10 @@ class IngestStats:
     output is one file) that gave no exchange, in reading order, from the per-file counts ingest
     keeps: ``file``, ``lines``, ``blank_lines``, ``skipped``, ``errors``, ``filtered`` (the
     file's share of the counts above) and ``why``, a sentence (:func:`no_exchange_why`).
+    ``skipped_files``: the paths discovery left out, one dict each (``path``, ``reason``:
+    ``duplicate``, ``not-a-regular-file`` or ``folder-walked``, ``detail``; see
+    :func:`replay.capture.files.discover`): a symlink beside its target is read once, a FIFO found
+    in a folder is not read.
     """
 
     files: int = 0
@@ -130,6 +134,7 @@ class IngestStats:
     formats: dict[str, int] = field(default_factory=dict)
     redactions: dict[str, int] = field(default_factory=dict)
     files_without_exchanges: list[dict[str, Any]] = field(default_factory=list)
+    skipped_files: list[dict[str, Any]] = field(default_factory=list)
 
     def __str__(self) -> str:
         def n(count: int, noun: str) -> str:
@@ -793,10 +798,13 @@ def ingest(
         raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
-    files = discover(paths)
+    skipped: list[dict] = []
+    files = discover(paths, skipped)
     with line_limit(max_line_bytes), _fewer_collections(), _system_allocator():  # every reader's open_lines reads with this limit
-        return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs,
-                               pool_spec, pool_stats, on_exchanges)
+        stats = _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs,
+                                pool_spec, pool_stats, on_exchanges)
+    stats.skipped_files = skipped
+    return stats
 
 
 def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callable[[int], None], tokenizer: Any,
@@ -810,7 +818,7 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
     two), each with ``last`` False but the batch's last one (which may be empty), so that no more
     than a part is held here at a time."""
     for pf in planned:
-        source = str(pf.path)
+        source = source_name(pf.path)
         if pf.consumed:  # a Batch output read with its input (its lines count under the input's file)
             formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
             continue
