@@ -39,6 +39,8 @@ from typing import Any, Iterable
 import jiter
 import orjson
 
+from replay import exactjson
+
 __all__ = [
     "ClientCall",
     "ClientResult",
@@ -362,7 +364,7 @@ def _text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     try:
-        return orjson.dumps(value).decode()
+        return exactjson.dumps(value).decode()
     except TypeError:
         return str(value)
 
@@ -372,7 +374,7 @@ def _dump(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        return orjson.dumps(value).decode()
+        return exactjson.dumps(value).decode()
     except TypeError:
         return str(value)
 

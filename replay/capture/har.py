@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 import ijson
 import orjson
 
+from replay import exactjson
 from replay.capture.detect import open_binary
 from replay.capture.jsonlines import mapped_units
 from replay.capture.records import Unit, failed
@@ -89,7 +90,7 @@ def entry_record(entry: Any, number: int | None = None) -> dict | None:
     request: Any = {}
     if isinstance(body_text, str) and body_text.strip():
         try:
-            request = orjson.loads(body_text)
+            request = exactjson.loads(body_text)
         except orjson.JSONDecodeError as exc:
             raise CaptureError("bad-json", f"request.postData.text is not JSON: {exc}") from None
         if not isinstance(request, dict):
@@ -118,7 +119,7 @@ def entry_record(entry: Any, number: int | None = None) -> dict | None:
             lacks.append("response")
     else:
         try:
-            rec["response"] = orjson.loads(text)
+            rec["response"] = exactjson.loads(text)
         except orjson.JSONDecodeError as exc:
             raise CaptureError("bad-json", f"response.content.text is not JSON: {exc}") from None
         if not isinstance(rec["response"], dict):
@@ -137,7 +138,7 @@ def read_har(path: Path, source: str, on_read: Callable[[int], None] | None = No
         with open_binary(path, on_read) as fh:
             for entry in ijson.items(fh, "log.entries.item", use_float=True):
                 n += 1
-                raw = orjson.dumps(entry)[:400] if isinstance(entry, (dict, list)) else b""
+                raw = exactjson.dumps(entry)[:400] if isinstance(entry, (dict, list)) else b""
                 yield from mapped_units(n, None, raw, entry, lambda e: [entry_record(e, n)])
     except ijson.JSONError as exc:  # yajl's message draws a caret under the text on more lines
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)

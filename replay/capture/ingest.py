@@ -33,6 +33,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from replay import exactjson
 from replay.capture import redact as _redact
 from replay.capture.columns import batch_from_rows, numpy_column, take as _take, text_column, text_view_column
 from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit, source_name
@@ -323,9 +324,9 @@ def _tools_json_of(request_json: Any) -> Any:
     then decodes the request itself) when it does not decode."""
     text = request_json.encode("utf-8") if isinstance(request_json, str) else request_json
     try:
-        request = orjson.loads(text)
+        request = exactjson.loads(text)
         tools = request.get("tools") if isinstance(request, dict) else None
-        return orjson.dumps(tools) if isinstance(tools, list) else b"null"
+        return exactjson.dumps(tools) if isinstance(tools, list) else b"null"
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return None
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
+from replay import exactjson
 from replay.capture.detect import open_binary
 from replay.capture.files import LongLine, open_lines
 from replay.capture.records import Unit, exchange, failed
@@ -98,7 +99,7 @@ def _first_line_is_whole(path: Path) -> bool:
         if s[:1] not in (b"{", b"["):
             return False
         try:
-            orjson.loads(s)
+            exactjson.loads(s)
             return False
         except orjson.JSONDecodeError:
             return True

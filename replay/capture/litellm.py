@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from replay import exactjson
 from replay.capture.v1 import CaptureError
 
 __all__ = ["record_from_row"]
@@ -36,7 +37,7 @@ __all__ = ["record_from_row"]
 def _maybe_json(value: Any) -> Any:
     if isinstance(value, (str, bytes)) and value[:1] in ("{", "[", b"{", b"["):
         try:
-            return orjson.loads(value)
+            return exactjson.loads(value)
         except orjson.JSONDecodeError:
             return value
     return value

@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from replay import exactjson
 from replay.capture.v1 import CaptureError, json_text
 
 __all__ = ["attributes", "records_from_export", "span_record"]
@@ -74,7 +75,7 @@ def attributes(span: dict) -> dict[str, Any]:
 def _json(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return orjson.loads(value)
+            return exactjson.loads(value)
         except orjson.JSONDecodeError:
             return value
     return value
@@ -94,7 +95,7 @@ def _message_from_parts(msg: dict) -> dict:
             calls.append({"id": p.get("id"), "type": "function", "function": {"name": p.get("name"), "arguments": json_text(p.get("arguments"))}})
         elif p.get("type") == "tool_call_response":
             out = {"role": "tool", "tool_call_id": p.get("id")}
-            texts.append(p.get("response") if isinstance(p.get("response"), str) else orjson.dumps(p.get("response")).decode())
+            texts.append(p.get("response") if isinstance(p.get("response"), str) else exactjson.dumps(p.get("response")).decode())
     out["content"] = "".join(texts) if texts else None
     if calls:
         out["tool_calls"] = calls
