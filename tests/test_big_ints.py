@@ -77,6 +77,16 @@ def test_exactjson_keeps_digits() -> None:
     assert exactjson.dumps({"x": [1, 2.5, None]}, option=orjson.OPT_SORT_KEYS) == orjson.dumps({"x": [1, 2.5, None]})
     with pytest.raises(orjson.JSONDecodeError):  # orjson still decides what is JSON (NaN is not)
         exactjson.loads(b'[NaN, 12345678901234567890123]')
+    # a long text (scanned with Hyperscan where installed): the run found at its end, and no run found
+    pad = "x" * 5000
+    long_text = json.dumps({"pad": pad, "n": SEED, "m": [1, 22, 333] * 100}).encode()
+    assert exactjson.may_hold_big_int(long_text) and exactjson.may_hold_big_int(memoryview(long_text))
+    assert exactjson.loads(memoryview(long_text))["n"] == SEED
+    assert not exactjson.may_hold_big_int(long_text.replace(str(SEED).encode(), b"123456789012345678"))  # 18 digits
+    # the out-of-process sides' protocol (replay.worker, which does not import orjson-only modules)
+    from replay.worker import loads as worker_loads
+
+    assert worker_loads(long_text)["n"] == SEED and worker_loads(b'{"n": %d}' % NEG) == {"n": NEG}
 
 
 def test_big_ints_survive_the_audit(tmp_path: Path) -> None:

@@ -23,8 +23,8 @@ Rules:
 - ``model``: ``model``, else the request's ``model``. ``stream``: the request's ``stream`` when a
   bool, False when absent (the APIs' default), null otherwise.
 - ``request_json``: the request re-serialized with orjson (key order kept, no spaces; the tool
-  list's text reused from the tool-list cache, :func:`request_bytes`). orjson
-  reads integers beyond 64 bits as floats, so such a number is not written back digit for digit.
+  list's text reused from the tool-list cache, :func:`request_bytes`). An integer beyond 64 bits
+  (which orjson alone reads as a float) is written back digit for digit (:mod:`replay.exactjson`).
 - ``served_*``: from ``stream`` when present, else from ``response``; assembled per route by
   :func:`assemble_chat_stream`, :func:`assemble_messages_stream`, :func:`assemble_responses_stream`
   and :func:`served_from_response`. ``served_chunks``: number of payloads of ``stream`` other
