@@ -13,8 +13,10 @@ from pathlib import Path
 import orjson
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
 from replay.capture import discover, ingest
+from replay.cli import app
 
 
 def _line(i: int) -> bytes:
@@ -51,6 +53,14 @@ def test_symlinked_capture_read_once_and_folder_loop_ends(tmp_path: Path) -> Non
     assert _ids(tmp_path / "run") == ["ex-1", "ex-2", "ex-3"]
     assert (stats.files, stats.exchanges, stats.duplicate_ids) == (2, 3, 0)
     assert [s["reason"] for s in stats.skipped_files] == ["folder-walked", "duplicate", "duplicate"]
+    # `replay audit` says it too: run.json and a warning naming each path
+    res = CliRunner().invoke(app, ["audit", str(d), "--out", str(tmp_path / "audit"), "--quiet", "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    meta = json.loads((tmp_path / "audit" / "run.json").read_text())
+    assert [(s["path"], s["reason"]) for s in meta["ingest"]["skipped_files"]] == [(s["path"], s["reason"]) for s in skipped]
+    assert [i["path"] for i in meta["inputs"]] == [str(d / "a.jsonl"), str(d / "sub" / "b.jsonl")]
+    said = " ".join(res.output.split())
+    assert f"skipped {d / 'sub' / 'z-link.jsonl'}: the same file as {d / 'a.jsonl'} (a link): read once" in said
     # a linked folder that is not a loop is walked (once)
     other = tmp_path / "other"
     other.mkdir()
