@@ -483,12 +483,25 @@ def _captures(paths: list[Path], skipped: list[dict] | None = None) -> list[Path
     """The capture files ``paths`` name (:func:`replay.capture.discover`, which appends the paths
     it leaves out to ``skipped`` when given); fails naming the path that does not exist, a pipe
     that cannot be read, or the folders when they hold no capture file at all."""
+    import os
+    import stat
+
     from replay.capture import discover
 
+    for p in paths:  # a FIFO named directly is read to its end first: opening it waits for its writer
+        try:
+            fifo = stat.S_ISFIFO(os.stat(p).st_mode) and not str(p).startswith(("/dev/fd/", "/proc/"))  # not <(...)'s pipe
+        except OSError:
+            fifo = False
+        if fifo:
+            err.print(f"reading the FIFO {escape(str(p))} to its end before the audit (waiting for its writer)", highlight=False, soft_wrap=True)
     try:
         files = discover([str(p) for p in paths], skipped)
     except OSError as exc:
         _fail(str(exc))
+    if not files and skipped:
+        _fail(f"no capture file to read in {', '.join(str(p) for p in paths)}: "
+              + "; ".join(f"skipped {s['path']}: {s['detail']}" for s in skipped))
     if not files:
         _fail(
             f"no capture file in {', '.join(str(p) for p in paths)}: folders are searched for .jsonl, .ndjson, .json, "
@@ -685,7 +698,7 @@ def audit(
         cfg.options.update(overlap=False)
     if parallel_ingest:
         cfg.options.update(parallel_ingest=True)
-    _captures(paths)
+    _captures(paths, [])
     run_dir = out or _default_out()
     from replay.audit import RunExistsError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -114,3 +115,29 @@ def test_process_substitution_pipe(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert _ids(tmp_path / "run") == ["ex-1", "ex-2"]
     assert pq.read_table(tmp_path / "run" / "exchanges.parquet").column("source_file").to_pylist()[0].startswith("/dev/fd/")
+
+
+def test_fifo_named_directly_waits_for_its_writer_and_says_so(tmp_path: Path) -> None:
+    fifo = tmp_path / "live.jsonl"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-m", "replay", "ingest", str(fifo), "--out", str(tmp_path / "run"), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # said before it blocks on the FIFO (no writer yet); a silent wait fails here, not hangs
+        assert select.select([proc.stderr], [], [], 30)[0], "nothing said on stderr while waiting for the FIFO's writer"
+        said = proc.stderr.readline()
+        assert f"reading the FIFO {fifo} to its end" in said
+        with open(fifo, "wb") as fh:  # the writer comes later, as in a shell pipeline
+            fh.write(_line(1))
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert _ids(tmp_path / "run") == ["ex-1"]
+
+
+def test_folder_of_fifos_only_says_what_it_skipped(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "x.jsonl")
+    proc = _cli(["ingest", str(tmp_path), "--out", str(tmp_path / "run")])
+    assert proc.returncode == 1
+    assert f"no capture file to read in {tmp_path}: skipped {tmp_path / 'x.jsonl'}: a FIFO (named pipe)" in " ".join(proc.stderr.split())
