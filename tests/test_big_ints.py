@@ -89,6 +89,24 @@ def test_exactjson_keeps_digits() -> None:
     assert worker_loads(long_text)["n"] == SEED and worker_loads(b'{"n": %d}' % NEG) == {"n": NEG}
 
 
+def test_har_with_a_big_int_outside_the_bodies(tmp_path: Path) -> None:
+    """ijson's C backend stopped the whole HAR with ``integer overflow`` (a valid HAR, ``bad-json``)."""
+    from replay.capture import ingest
+
+    har = json.loads((ROOT / "samples" / "formats" / "gateway.har").read_text())
+    entries = har["log"]["entries"]
+    entries[1]["time"] = SEED  # in the HAR's own fields, after the first entry (already yielded by yajl)
+    body = json.loads(entries[1]["request"]["postData"]["text"])
+    body["tools"] = [TOOL]
+    entries[1]["request"]["postData"]["text"] = json.dumps(body)
+    (tmp_path / "big.har").write_text(json.dumps(har))
+    stats = ingest(tmp_path / "big.har", tmp_path / "run")
+    assert (stats.exchanges, stats.errors, stats.skipped) == (2, 0, 1)
+    rows = pq.read_table(tmp_path / "run" / "exchanges.parquet").to_pylist()
+    assert [r["source_line"] for r in rows] == [2, 3]
+    assert json.loads(rows[0]["request_json"])["tools"] == [TOOL]
+
+
 def test_big_ints_survive_the_audit(tmp_path: Path) -> None:
     caps = tmp_path / "caps"
     caps.mkdir()
