@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import jiter
-import orjson
 
 from replay import exactjson
 
