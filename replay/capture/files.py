@@ -256,12 +256,13 @@ def spool(path: Path) -> Path:
     import shutil
     import tempfile
 
-    folder = tempfile.mkdtemp(prefix="replay-pipe-")
-    atexit.register(shutil.rmtree, folder, True)
-    copy = Path(folder) / (path.name or "pipe")
     try:
-        with open(path, "rb") as src, open(copy, "wb") as dst:
-            shutil.copyfileobj(src, dst, BLOCK_SIZE)
+        with open(path, "rb") as src:  # a FIFO: waits here for its writer; the folder is made after
+            folder = tempfile.mkdtemp(prefix="replay-pipe-")
+            atexit.register(shutil.rmtree, folder, True)
+            copy = Path(folder) / (path.name or "pipe")
+            with open(copy, "wb") as dst:
+                shutil.copyfileobj(src, dst, BLOCK_SIZE)
     except OSError as exc:
         raise OSError(exc.errno, f"cannot read {path} ({_kind(st.st_mode) or 'not a regular file'}) into a temporary copy: {exc.strerror or exc}") from exc
     _SPOOLED[ident] = copy
