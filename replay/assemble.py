@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import jiter
-import orjson
+
+from replay import exactjson
 
 __all__ = [
     "ClientCall",
@@ -362,7 +363,7 @@ def _text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     try:
-        return orjson.dumps(value).decode()
+        return exactjson.dumps(value).decode()
     except TypeError:
         return str(value)
 
@@ -372,7 +373,7 @@ def _dump(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        return orjson.dumps(value).decode()
+        return exactjson.dumps(value).decode()
     except TypeError:
         return str(value)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from replay.capture import discover, ingest
-from replay.capture.files import file_size
+from replay.capture.files import file_size, source_name
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
 from replay.memory import arrow_without_pandas, release_memory, single_threaded_arrow
@@ -151,7 +151,8 @@ def audit(
     single_threaded_arrow()  # Arrow's thread pools only kept what they freed (--jobs 1 at 20k: 176 -> 151 MiB after re-stream)
     try:
         validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
-        files = discover(paths)
+        skipped: list[dict] = []
+        files = discover(paths, skipped)
         if capture_format is not None and capture_format not in FORMATS:
             raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
         setup_render(files, cfg, engine)  # a bad template or tokenizer fails here, before anything is written
@@ -162,7 +163,8 @@ def audit(
         close_sides(cfg)
         raise
     try:
-        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, duckdb_settings, engine, state)
+        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, duckdb_settings, engine, state,
+                    skipped)
     finally:
         close_pools()  # the --jobs processes kept from render to re-stream
         close_sides(cfg)
@@ -317,6 +319,7 @@ def _run(
     files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None,
     redact: bool = True, hash_text: bool = False, max_line_bytes: int = 32 << 20, filters: Filters | None = None,
     duckdb_settings: DuckDBSettings | None = None, engine: Any = None, state: dict[str, Any] | None = None,
+    skipped: list[dict] | None = None,
 ) -> AuditResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     state = dict(state or {"fingerprint": None, "ingest": None})
@@ -327,7 +330,7 @@ def _run(
     meta: dict[str, Any] = {
         "options": {**cfg.options, "capture_format": capture_format},
         "versions": versions(),
-        "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files],
+        "inputs": [{"path": source_name(f), "bytes": file_size(f)} for f in files],
     }
 
     mark_incomplete(run_dir, meta, "ingest")
@@ -366,6 +369,8 @@ def _run(
         finally:
             if overlap is not None:
                 overlap.close()
+        if skipped and dataclasses.is_dataclass(stats):  # what discovery left out of the paths given (ingest saw the files only)
+            stats.skipped_files = [*skipped, *stats.skipped_files]
         meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
         if filters is not None and filters.active:
             meta["filters"] = filters_meta(filters, stats)

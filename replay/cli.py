@@ -452,12 +452,15 @@ def _fail(msg: str, code: int = 1) -> None:
 
 def _nothing_ingested(meta: dict) -> None:
     """Exit 1 naming the files when the run ingested no exchange (:func:`replay.runmeta.nothing_ingested`);
-    when it did, print a warning line on stderr per capture file that gave none
+    first a warning line on stderr per path discovery skipped (``ingest.skipped_files``); when it
+    did, print a warning line on stderr per capture file that gave none
     (``run.json`` ``ingest.files_without_exchanges``, :func:`replay.capture.ingest.no_exchange_why`),
     except a file the filters dropped records of (what was asked; the filters' sentence says what was kept)."""
     from replay.runmeta import nothing_ingested
 
     stats = meta.get("ingest") or {}
+    for f in stats.get("skipped_files") or []:  # what discovery left out: a link read once, a FIFO in a folder
+        err.print(f"[bold yellow]warning:[/] skipped {escape(str(f['path']))}: {escape(f['detail'])}", highlight=False, soft_wrap=True)
     why = nothing_ingested(stats, [i["path"] for i in meta.get("inputs") or []])
     if why:
         _fail(why)
@@ -504,15 +507,29 @@ def _tokenizer(path: Optional[Path]) -> Any:
         _fail(f"--tokenizer {path}: {exc}")
 
 
-def _captures(paths: list[Path]) -> list[Path]:
-    """The capture files ``paths`` name (:func:`replay.capture.discover`); fails naming the path
-    that does not exist, or the folders when they hold no capture file at all."""
+def _captures(paths: list[Path], skipped: list[dict] | None = None) -> list[Path]:
+    """The capture files ``paths`` name (:func:`replay.capture.discover`, which appends the paths
+    it leaves out to ``skipped`` when given); fails naming the path that does not exist, a pipe
+    that cannot be read, or the folders when they hold no capture file at all."""
+    import os
+    import stat
+
     from replay.capture import discover
 
+    for p in paths:  # a FIFO named directly is read to its end first: opening it waits for its writer
+        try:
+            fifo = stat.S_ISFIFO(os.stat(p).st_mode) and not str(p).startswith(("/dev/fd/", "/proc/"))  # not <(...)'s pipe
+        except OSError:
+            fifo = False
+        if fifo:
+            err.print(f"reading the FIFO {escape(str(p))} to its end before the audit (waiting for its writer)", highlight=False, soft_wrap=True)
     try:
-        files = discover([str(p) for p in paths])
-    except FileNotFoundError as exc:
+        files = discover([str(p) for p in paths], skipped)
+    except OSError as exc:
         _fail(str(exc))
+    if not files and skipped:
+        _fail(f"no capture file to read in {', '.join(str(p) for p in paths)}: "
+              + "; ".join(f"skipped {s['path']}: {s['detail']}" for s in skipped))
     if not files:
         _fail(
             f"no capture file in {', '.join(str(p) for p in paths)}: folders are searched for .jsonl, .ndjson, .json, "
@@ -709,7 +726,7 @@ def audit(
         cfg.options.update(overlap=False)
     if parallel_ingest:
         cfg.options.update(parallel_ingest=True)
-    _captures(paths)
+    _captures(paths, [])
     run_dir = out or _default_out()
     from replay.audit import RunExistsError
 
@@ -785,7 +802,7 @@ def ingest(
     import dataclasses
 
     from replay.capture import ingest as run_ingest
-    from replay.capture.files import file_size
+    from replay.capture.files import file_size, source_name
     from replay.runmeta import check_out_folder, clear_run, existing_run, filters_meta, mark_incomplete, versions, write_meta  # not replay.audit: its stages' imports
 
     filters = _filters(model, route, since, until, sample, sample_key, limit)
@@ -796,7 +813,8 @@ def ingest(
     held = existing_run(out)
     if held and not force:
         _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
-    files = _captures(paths)
+    skipped: list[dict] = []
+    files = _captures(paths, skipped)
     tok = _tokenizer(tokenizer)
     if held:
         clear_run(out)
@@ -816,7 +834,9 @@ def ingest(
             from replay.pool import close_pools
 
             close_pools()
-    meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)}
+    stats.skipped_files = [*skipped, *stats.skipped_files]
+    meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(),
+            "inputs": [{"path": source_name(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)}
     if filters.active:
         meta["filters"] = filters_meta(filters, stats)
     write_meta(out, meta)

@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from replay import exactjson
 from replay import tables
 from replay.errors import UsageError
 from replay.deadline import ReplayTimeout, deadline, deadlines_installed  # noqa: F401  (ReplayTimeout: part of this module's API)
@@ -738,12 +739,12 @@ def exchange_tools(ex: dict[str, Any]) -> list[dict[str, Any]] | None:
     text = ex.get("tools_json")
     if text is None:
         decode_request(ex)
-        request = ex.pop("_request") if "_request" in ex else orjson.loads(ex["request_json"])
+        request = ex.pop("_request") if "_request" in ex else exactjson.loads(ex["request_json"])
         return openai_tools(ex.get("route"), request.get("tools"))
     key = (ex.get("route"), text)
     tools = _TOOLS_SEEN.get(key, _TOOLS_SEEN)
     if tools is _TOOLS_SEEN:
-        tools = openai_tools(ex.get("route"), orjson.loads(text))
+        tools = openai_tools(ex.get("route"), exactjson.loads(text))
         if len(_TOOLS_SEEN) >= _TOOLS_SEEN_MAX:
             _TOOLS_SEEN.clear()
         _TOOLS_SEEN[key] = tools
@@ -781,7 +782,7 @@ def decode_request(ex: dict[str, Any], *, share_tools: bool = False) -> dict[str
             if got is not None:
                 ex["_request"], ex["_tools_key"] = got, ex["tools_json"]
             else:
-                ex["_request"] = orjson.loads(body)
+                ex["_request"] = exactjson.loads(body)
         except orjson.JSONDecodeError:
             ex["request_json"] = bytes(body).decode("utf-8")
     return ex
@@ -798,7 +799,7 @@ _SHARE_MIN_CHARS = 256
 def _decode_sharing_tools(body: Any, text: str | None) -> dict[str, Any] | None:
     """The request in ``body`` (bytes or a memoryview of orjson's compact JSON) decoded with its
     top-level ``tools`` replaced by the shared decoded value of ``text`` (the row's
-    ``tools_json``), or None when that cannot be shown equal to ``orjson.loads(body)`` (the caller
+    ``tools_json``), or None when that cannot be shown equal to ``exactjson.loads(body)`` (the caller
     then decodes the whole body).
 
     The first ``"tools":`` + ``text`` in the body is replaced by a placeholder string
@@ -817,7 +818,7 @@ def _decode_sharing_tools(body: Any, text: str | None) -> dict[str, Any] | None:
         entry = _SHARED_TOOLS[text]
     except KeyError:
         try:
-            entry = (b'"tools":' + text.encode("utf-8"), orjson.loads(text))
+            entry = (b'"tools":' + text.encode("utf-8"), exactjson.loads(text))
         except (orjson.JSONDecodeError, UnicodeEncodeError):
             entry = None
         if len(_SHARED_TOOLS) >= _SHARED_TOOLS_MAX:
@@ -839,7 +840,7 @@ def _decode_sharing_tools(body: Any, text: str | None) -> dict[str, Any] | None:
         return None
     j = i + 8  # just after '"tools":'
     try:
-        request = orjson.loads(b"".join((raw[:j], _TOOLS_PLACEHOLDER, raw[i + len(pattern):])))
+        request = exactjson.loads(b"".join((raw[:j], _TOOLS_PLACEHOLDER, raw[i + len(pattern):])))
     except orjson.JSONDecodeError:
         return None
     if type(request) is not dict or request.get("tools") != _PLACEHOLDER_VALUE:
@@ -851,7 +852,7 @@ def _decode_sharing_tools(body: Any, text: str | None) -> dict[str, Any] | None:
 #: The JSON text :func:`_decode_sharing_tools` puts where the tools were, and its value: a string
 #: a body that does not hold these bytes cannot decode to anywhere else.
 _TOOLS_PLACEHOLDER = b'"\\u0000replay:shared-tools"'
-_PLACEHOLDER_VALUE = orjson.loads(_TOOLS_PLACEHOLDER)
+_PLACEHOLDER_VALUE = exactjson.loads(_TOOLS_PLACEHOLDER)
 
 
 def shares_tools(cfg: AuditConfig) -> bool:
@@ -906,7 +907,7 @@ def remote_renders(chunk: list[dict[str, Any]], cfg: AuditConfig, remote: dict[s
         if ex["request_json"] == "{}":
             continue
         try:
-            request = ex["_request"] = orjson.loads(ex["request_json"])  # decoded once: render_exchange reads it
+            request = ex["_request"] = exactjson.loads(ex["request_json"])  # decoded once: render_exchange reads it
             openai_tools(ex.get("route"), request.get("tools"))
         except Exception:  # render_exchange records it for every side
             ex.pop("_request", None)

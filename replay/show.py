@@ -38,6 +38,8 @@ from typing import Any
 
 import orjson
 
+from replay import exactjson
+
 __all__ = ["ShowError", "Shown", "show_exchange", "where_it_went_wrong", "spec_from_options"]
 
 
@@ -237,7 +239,7 @@ def _show(con: Any, run_dir: Path, ex: dict[str, Any], meta: dict[str, Any], mas
     xid = ex["exchange_id"]
     shown = Shown(xid)
     try:
-        request = orjson.loads(ex["request_json"])
+        request = exactjson.loads(ex["request_json"])
     except orjson.JSONDecodeError:
         request = {}
     keep = declared_names(request.get("tools") if isinstance(request, dict) else None)
@@ -358,7 +360,7 @@ def _smallest(con: Any, shown: Shown, ex: dict[str, Any], spec: Any, meta: dict[
             return
         sides = resolver.sides(family)
         cls = getattr(sides, side)
-        tools = openai_tools(ex.get("route"), orjson.loads(ex["request_json"]).get("tools"))
+        tools = openai_tools(ex.get("route"), exactjson.loads(ex["request_json"]).get("tools"))
         text = ex["server_output_text"]
         stored = _rows(con, "SELECT delta_lengths FROM streams WHERE exchange_id = ? AND side = ? AND chunking = ?", [xid, side, chunking])
         lengths = stored[0]["delta_lengths"] if stored else None

@@ -115,13 +115,25 @@ def dumps(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
+# every ASCII digit -> "0", every other byte -> " " (as replay.exactjson, which imports orjson)
+_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_RUN = b"0" * 19  # an integer orjson reads as a float (outside the 64-bit range) has 19 digits or more
+
+
 def loads(line: bytes | str) -> Any:
-    """Decode one protocol line; stdlib :mod:`json` when orjson refuses it (lone surrogates)."""
+    """Decode one protocol line; stdlib :mod:`json` when orjson refuses it (lone surrogates) or
+    when the line holds a run of 19 or more digits, where orjson may have read an integer outside
+    the 64-bit range as a float (the stdlib keeps every integer exact: a request's
+    ``"maximum": 1234567890123456789012345`` reaches the worker's render as the client sent it)."""
     if orjson is not None:
         try:
-            return orjson.loads(line)
+            value = orjson.loads(line)
         except orjson.JSONDecodeError:
             pass
+        else:
+            raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else bytes(line)
+            if _RUN not in raw.translate(_DIGITS):
+                return value
     return json.loads(line)
 
 

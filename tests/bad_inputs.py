@@ -194,7 +194,7 @@ def _dangling_symlink(d: Path) -> None:
 
 
 def _folder_loop(d: Path) -> None:
-    # a folder symlink back to its parent: not followed, no endless walk; one good file
+    # a folder symlink back to its parent: its real folder is walked once, no endless walk; one good file
     (d / "sub").mkdir()
     os.symlink("..", d / "sub" / "up")
     (d / "sub" / "one.jsonl").write_bytes(jl(good(1)))

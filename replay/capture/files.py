@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import stat
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +40,8 @@ __all__ = [
     "file_size",
     "line_limit",
     "open_lines",
+    "source_name",
+    "spool",
 ]
 
 #: Bytes read from disk per block.
@@ -138,18 +141,46 @@ def _is_capture_name(name: str) -> bool:
     return low.endswith(CAPTURE_SUFFIXES) and not low.endswith(SIDECAR_SUFFIX)
 
 
-def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+def _kind(mode: int) -> str | None:
+    """What a file of ``mode`` (``st_mode``) is when it is not a regular file or a folder (``"a
+    FIFO (named pipe)"``, ``"a socket"``, ...), else None."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return None
+
+
+def discover(paths: str | os.PathLike | Iterable[str | os.PathLike], skipped: list[dict] | None = None) -> list[Path]:
     """The capture files named by ``paths``, sorted and without duplicates.
 
     ``paths``: one path or an iterable of paths, each a file or a folder. A file named directly is
-    always taken (whatever its name: compression is detected by content). A folder is searched
+    always taken (whatever its name: compression is detected by content; a pipe, such as the
+    ``/dev/fd/63`` of ``replay audit <(zstdcat x.zst)``, or a FIFO is first copied to a temporary
+    file, :func:`spool`, since the readers read a file more than once). A folder is searched
     recursively for files ending in one of :data:`CAPTURE_SUFFIXES` (``.jsonl``, ``.ndjson``,
     ``.json``, ``.sse``, ``.har``, each plain or ``.zst``/``.zstd``/``.gz``), except sidecar request
     files (``*.request.json``, read with their transcript); files and folders whose name starts
-    with ``.`` are skipped. Returns the paths as given (not resolved), sorted by their string form.
+    with ``.`` are skipped. Symlinked folders are followed, each real folder walked once (a link
+    back to a parent is not walked again, so a loop ends). Found in a folder, a file that is not a
+    regular file (a FIFO, a socket, a device: reading one could wait for ever) is skipped. One
+    file reached by two paths (a symlink beside its target, a hard link, a folder linked twice)
+    is taken once, by the first of its paths in sorted order. Returns the paths as given (not
+    resolved; a spooled pipe's temporary copy, :func:`source_name` gives its name), sorted by
+    their string form.
+
+    ``skipped``: when given, one dict per path left out is appended to it: ``path``, ``reason``
+    (``duplicate``: the same file as ``same_as``; ``not-a-regular-file``; ``folder-walked``: a
+    linked folder whose real folder was already walked) and ``detail`` (a sentence). Paths the
+    same after normalisation (``a/b.jsonl`` and ``a/./b.jsonl``) are one path, not listed.
 
     Raises :class:`FileNotFoundError` naming the first path that does not exist (a dangling
-    symlink exists: it is taken, and ingest records it as unreadable).
+    symlink exists: it is taken, and ingest records it as unreadable); :class:`OSError` when a
+    pipe named directly cannot be read or copied (naming it).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -161,15 +192,88 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
         if not path.exists() and not path.is_symlink():
             raise FileNotFoundError(f"capture path does not exist: {str(path)!r}")
         if path.is_dir():
-            for dirpath, dirnames, filenames in os.walk(path):
-                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            walked: set[tuple[int, int]] = set()
+            for dirpath, dirnames, filenames in os.walk(path, followlinks=True):
+                st = os.stat(dirpath)
+                if (st.st_dev, st.st_ino) in walked:  # a linked folder already walked (a loop, or linked twice)
+                    if skipped is not None:
+                        skipped.append({"path": dirpath, "reason": "folder-walked",
+                                        "detail": f"a link to {os.path.realpath(dirpath)}, a folder already walked: not walked again"})
+                    dirnames[:] = []
+                    continue
+                walked.add((st.st_dev, st.st_ino))
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
                 for name in filenames:
                     if not name.startswith(".") and _is_capture_name(name):
                         fp = Path(dirpath) / name
                         found.setdefault(os.path.normpath(fp), fp)
         else:
             found.setdefault(os.path.normpath(path), path)
-    return [found[k] for k in sorted(found)]
+    explicit = {os.path.normpath(p) for p in paths}
+    out: list[Path] = []
+    seen: dict[tuple[int, int] | str, Path] = {}
+    for key in sorted(found):
+        fp = found[key]
+        try:
+            st = os.stat(fp)
+        except OSError:  # dangling, a loop, gone: ingest records it as unreadable-file
+            out.append(fp)
+            continue
+        kind = _kind(st.st_mode)
+        if kind is not None and key not in explicit:
+            if skipped is not None:
+                skipped.append({"path": str(fp), "reason": "not-a-regular-file",
+                                "detail": f"{kind}, not a regular file: not read (name it directly to read it)"})
+            continue
+        ident = (st.st_dev, st.st_ino)
+        if ident in seen:
+            if skipped is not None:
+                skipped.append({"path": str(fp), "reason": "duplicate", "same_as": str(seen[ident]),
+                                "detail": f"the same file as {seen[ident]} (a link): read once"})
+            continue
+        seen[ident] = fp
+        out.append(spool(fp) if kind is not None else fp)
+    return out
+
+
+#: Temporary copies of pipes named directly: (st_dev, st_ino) of the pipe -> the copy; copy -> name.
+_SPOOLED: dict[tuple[int, int], Path] = {}
+_SPOOL_NAMES: dict[str, str] = {}
+
+
+def spool(path: Path) -> Path:
+    """A regular file holding the bytes of ``path``, a pipe, FIFO or other file that can be read
+    only once and not seeked: copied in blocks of :data:`BLOCK_SIZE` to a temporary folder
+    (removed when the process exits), once per process (the same pipe again gives the same copy,
+    as :func:`discover` runs more than once in an audit). Reading a FIFO waits for its writer, as
+    ``cat`` does. Returns the copy's path; :func:`source_name` maps it back to ``str(path)``.
+    Raises :class:`OSError` naming ``path`` when it cannot be read or the copy written."""
+    st = os.stat(path)
+    ident = (st.st_dev, st.st_ino)
+    if ident in _SPOOLED:
+        return _SPOOLED[ident]
+    import atexit
+    import shutil
+    import tempfile
+
+    try:
+        with open(path, "rb") as src:  # a FIFO: waits here for its writer; the folder is made after
+            folder = tempfile.mkdtemp(prefix="replay-pipe-")
+            atexit.register(shutil.rmtree, folder, True)
+            copy = Path(folder) / (path.name or "pipe")
+            with open(copy, "wb") as dst:
+                shutil.copyfileobj(src, dst, BLOCK_SIZE)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot read {path} ({_kind(st.st_mode) or 'not a regular file'}) into a temporary copy: {exc.strerror or exc}") from exc
+    _SPOOLED[ident] = copy
+    _SPOOL_NAMES[str(copy)] = str(path)
+    return copy
+
+
+def source_name(path: str | os.PathLike) -> str:
+    """The name a capture file's rows carry (``source_file``) and ``run.json`` lists: ``str(path)``,
+    or for the temporary copy of a pipe (:func:`spool`), the pipe's path as named."""
+    return _SPOOL_NAMES.get(str(path), str(path))
 
 
 def file_size(path: str | os.PathLike) -> int | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from replay import exactjson
 from replay.capture.timestamps import TimestampError, parse_ts
 
 __all__ = ["Filters", "FilterState", "sample_point", "describe_kept"]
@@ -114,7 +115,7 @@ class Filters:
         value: Any = None
         if self.sample_key.startswith("request."):
             try:
-                value = orjson.loads(row.get("request_json") or "null")
+                value = exactjson.loads(row.get("request_json") or "null")
             except orjson.JSONDecodeError:
                 value = None
             for part in self.sample_key[len("request.") :].split("."):
@@ -123,7 +124,7 @@ class Filters:
             value = row.get(self.sample_key)
         if value is None:
             return str(row.get("exchange_id"))
-        return value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        return value if isinstance(value, str) else exactjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 @dataclass

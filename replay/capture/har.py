@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 import ijson
 import orjson
 
+from replay import exactjson
 from replay.capture.detect import open_binary
 from replay.capture.jsonlines import mapped_units
 from replay.capture.records import Unit, failed
@@ -89,7 +90,7 @@ def entry_record(entry: Any, number: int | None = None) -> dict | None:
     request: Any = {}
     if isinstance(body_text, str) and body_text.strip():
         try:
-            request = orjson.loads(body_text)
+            request = exactjson.loads(body_text)
         except orjson.JSONDecodeError as exc:
             raise CaptureError("bad-json", f"request.postData.text is not JSON: {exc}") from None
         if not isinstance(request, dict):
@@ -118,7 +119,7 @@ def entry_record(entry: Any, number: int | None = None) -> dict | None:
             lacks.append("response")
     else:
         try:
-            rec["response"] = orjson.loads(text)
+            rec["response"] = exactjson.loads(text)
         except orjson.JSONDecodeError as exc:
             raise CaptureError("bad-json", f"response.content.text is not JSON: {exc}") from None
         if not isinstance(rec["response"], dict):
@@ -131,16 +132,29 @@ def entry_record(entry: Any, number: int | None = None) -> dict | None:
 
 
 def read_har(path: Path, source: str, on_read: Callable[[int], None] | None = None) -> Iterator[Unit]:
-    """Units of a HAR file, one per entry (rules: module docstring)."""
+    """Units of a HAR file, one per entry (rules: module docstring). ijson's C backend (yajl)
+    stops with ``integer overflow`` on an integer beyond 64 bits, which is valid JSON (RFC 8259
+    section 6 sets no limit): the file is then read again from its start with ijson's pure-Python
+    backend, which reads every integer exactly, and the entries not yet yielded follow."""
     n = 0
-    try:
-        with open_binary(path, on_read) as fh:
-            for entry in ijson.items(fh, "log.entries.item", use_float=True):
-                n += 1
-                raw = orjson.dumps(entry)[:400] if isinstance(entry, (dict, list)) else b""
-                yield from mapped_units(n, None, raw, entry, lambda e: [entry_record(e, n)])
-    except ijson.JSONError as exc:  # yajl's message draws a caret under the text on more lines
-        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
-        yield failed(n + 1, None, "bad-json", f"HAR is not JSON after entry {n}: {first}")
-    except Exception as exc:  # noqa: BLE001 - decompression faults of every kind
-        yield failed(n + 1, None, "corrupt-stream", f"after entry {n}: {type(exc).__name__}: {exc}")
+    backend: Any = ijson
+    while True:
+        try:
+            with open_binary(path, on_read if backend is ijson else None) as fh:  # bytes counted once
+                for i, entry in enumerate(backend.items(fh, "log.entries.item", use_float=True)):
+                    if i < n:  # yielded before the C backend stopped
+                        continue
+                    n += 1
+                    raw = exactjson.dumps(entry)[:400] if isinstance(entry, (dict, list)) else b""
+                    yield from mapped_units(n, None, raw, entry, lambda e: [entry_record(e, n)])
+            return
+        except ijson.JSONError as exc:  # yajl's message draws a caret under the text on more lines
+            if backend is ijson and "integer overflow" in str(exc):
+                backend = ijson.get_backend("python")
+                continue
+            first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+            yield failed(n + 1, None, "bad-json", f"HAR is not JSON after entry {n}: {first}")
+            return
+        except Exception as exc:  # noqa: BLE001 - decompression faults of every kind
+            yield failed(n + 1, None, "corrupt-stream", f"after entry {n}: {type(exc).__name__}: {exc}")
+            return

@@ -33,9 +33,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from replay import exactjson
 from replay.capture import redact as _redact
 from replay.capture.columns import batch_from_rows, numpy_column, take as _take, text_column, text_view_column
-from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit
+from replay.capture.files import MAX_LINE_BYTES, LongLine, StreamFault, discover, line_limit, source_name
 from replay.capture.filters import REASONS, Filters
 from replay.capture.readers import plan, read_units
 from replay.capture.records import lines_and_records
@@ -118,6 +119,10 @@ class IngestStats:
     output is one file) that gave no exchange, in reading order, from the per-file counts ingest
     keeps: ``file``, ``lines``, ``blank_lines``, ``skipped``, ``errors``, ``filtered`` (the
     file's share of the counts above) and ``why``, a sentence (:func:`no_exchange_why`).
+    ``skipped_files``: the paths discovery left out, one dict each (``path``, ``reason``:
+    ``duplicate``, ``not-a-regular-file`` or ``folder-walked``, ``detail``; see
+    :func:`replay.capture.files.discover`): a symlink beside its target is read once, a FIFO found
+    in a folder is not read.
     """
 
     files: int = 0
@@ -137,6 +142,7 @@ class IngestStats:
     files_without_exchanges: list[dict[str, Any]] = field(default_factory=list)
     shared_line_records: int = 0
     skipped_by: dict[str, int] = field(default_factory=dict)
+    skipped_files: list[dict[str, Any]] = field(default_factory=list)
 
     def __str__(self) -> str:
         def n(count: int, noun: str) -> str:
@@ -327,9 +333,9 @@ def _tools_json_of(request_json: Any) -> Any:
     then decodes the request itself) when it does not decode."""
     text = request_json.encode("utf-8") if isinstance(request_json, str) else request_json
     try:
-        request = orjson.loads(text)
+        request = exactjson.loads(text)
         tools = request.get("tools") if isinstance(request, dict) else None
-        return orjson.dumps(tools) if isinstance(tools, list) else b"null"
+        return exactjson.dumps(tools) if isinstance(tools, list) else b"null"
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return None
 
@@ -802,10 +808,13 @@ def ingest(
         raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
-    files = discover(paths)
+    skipped: list[dict] = []
+    files = discover(paths, skipped)
     with line_limit(max_line_bytes), _fewer_collections(), _system_allocator():  # every reader's open_lines reads with this limit
-        return _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs,
-                               pool_spec, pool_stats, on_exchanges)
+        stats = _ingest_planned(plan(files, capture_format), files, out_dir, batch_rows, progress, redact, max_line_bytes, tokenizer, filters, jobs,
+                                pool_spec, pool_stats, on_exchanges)
+    stats.skipped_files = skipped
+    return stats
 
 
 def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callable[[int], None], tokenizer: Any,
@@ -819,7 +828,7 @@ def _batches(planned: list, stats: IngestStats, batch_rows: int, on_read: Callab
     two), each with ``last`` False but the batch's last one (which may be empty), so that no more
     than a part is held here at a time."""
     for pf in planned:
-        source = str(pf.path)
+        source = source_name(pf.path)
         if pf.consumed:  # a Batch output read with its input (its lines count under the input's file)
             formats[pf.fmt] = formats.get(pf.fmt, 0) + 1
             continue

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
+from replay import exactjson
 from replay.capture.detect import open_binary
 from replay.capture.files import LongLine, open_lines
 from replay.capture.records import Skip, Unit, exchange, failed
@@ -109,13 +110,13 @@ def document_mode(path: Path) -> str:
             if s[:1] not in (b"{", b"["):
                 return "lines"
             try:
-                orjson.loads(s)
+                exactjson.loads(s)
                 return "lines"
             except orjson.JSONDecodeError:
                 first = False
                 continue
         try:
-            obj = orjson.loads(s)
+            obj = exactjson.loads(s)
         except orjson.JSONDecodeError:
             obj = None
         if isinstance(obj, dict) and obj:

@@ -41,6 +41,7 @@ from typing import Any
 
 import orjson
 
+from replay import exactjson
 from replay.capture.v1 import CaptureError, decode_line
 
 __all__ = ["ROW_KEYS", "decode", "kind_of", "record_from_row"]
@@ -49,7 +50,7 @@ __all__ = ["ROW_KEYS", "decode", "kind_of", "record_from_row"]
 def _maybe_json(value: Any) -> Any:
     if isinstance(value, (str, bytes)) and value[:1] in ("{", "[", b"{", b"["):
         try:
-            return orjson.loads(value)
+            return exactjson.loads(value)
         except orjson.JSONDecodeError:
             return value
     return value
@@ -126,7 +127,7 @@ def decode(raw: bytes) -> Any:
         return decode_line(raw)
     except CaptureError as exc:
         if exc.reason == "not-object":
-            value = orjson.loads(raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw)
+            value = exactjson.loads(raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw)
             if isinstance(value, list):
                 return value
         raise CaptureError(exc.reason, f"litellm record: {exc.detail}") from None

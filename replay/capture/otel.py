@@ -64,6 +64,7 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
+from replay import exactjson
 from replay.capture.records import Skip, Unit
 from replay.capture.v1 import CaptureError, json_text
 
@@ -112,7 +113,7 @@ def attributes(span: dict) -> dict[str, Any]:
 def _json(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return orjson.loads(value)
+            return exactjson.loads(value)
         except orjson.JSONDecodeError:
             return value
     return value
@@ -148,7 +149,7 @@ def _message_from_parts(msg: Any, key: str, i: int) -> dict:
             calls.append({"id": p.get("id"), "type": "function", "function": {"name": p.get("name"), "arguments": json_text(p.get("arguments"))}})
         elif p.get("type") == "tool_call_response":
             out = {"role": "tool", "tool_call_id": p.get("id")}
-            texts.append(p.get("response") if isinstance(p.get("response"), str) else orjson.dumps(p.get("response")).decode())
+            texts.append(p.get("response") if isinstance(p.get("response"), str) else exactjson.dumps(p.get("response")).decode())
     text = "".join(texts)
     out["content"] = text if text or not calls else None  # an assistant call message: content null, as clients send it
     if calls:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from replay.capture.detect import FORMATS, detect_file
-from replay.capture.files import open_lines
+from replay.capture.files import open_lines, source_name
 from replay.capture.records import Unit
 from replay.capture.v1 import decode_line
 
@@ -77,7 +77,7 @@ def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None,
     token ids of server logs (:mod:`replay.capture.serverlog`). Raises
     :class:`replay.capture.files.StreamFault` / ``OSError`` after the units read before the fault,
     as :func:`replay.capture.files.open_lines` does."""
-    path, source = pf.path, str(pf.path)
+    path, source = pf.path, source_name(pf.path)
     if pf.consumed:
         return iter(())
     if pf.fmt == "v1":

@@ -87,6 +87,7 @@ from typing import Any, Callable
 import orjson
 import re2
 
+from replay import exactjson
 from replay.tables import EXCHANGES
 
 __all__ = [
@@ -675,7 +676,7 @@ def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = T
     if not any(w in low for w in _NAME_GATE_WORDS):
         return text
     try:
-        obj = orjson.loads(text)
+        obj = exactjson.loads(text)
     except orjson.JSONDecodeError:
         return text
     dropped = _drop_secret_names(obj)
@@ -683,7 +684,7 @@ def scrub_json_text(text: str, counts: Counter | None = None, *, names: bool = T
         return text
     if counts is not None:
         counts["name"] += dropped
-    return orjson.dumps(obj).decode()
+    return exactjson.dumps(obj).decode()
 
 
 # --------------------------------------------------------------------------- --redact
@@ -745,12 +746,12 @@ def hash_arguments(arguments: str, counts: Counter | None = None) -> str:
     """Tool-call arguments (JSON text) with each string value hashed; keys, numbers, booleans, nulls
     and the shape kept. Arguments that are not JSON are hashed whole (and stay not JSON)."""
     try:
-        obj = orjson.loads(arguments)
+        obj = exactjson.loads(arguments)
     except orjson.JSONDecodeError:
         return _hc(arguments, counts)
     obj = _hash_strings(obj, counts, keep_keys=False)
     try:
-        return orjson.dumps(obj).decode()
+        return exactjson.dumps(obj).decode()
     except TypeError:  # too deep to write back
         return _hc(arguments, counts)
 
@@ -835,13 +836,13 @@ def _row_rules(row: dict, tools: Any, raw: bytes | None = None) -> tuple[int, ..
         if not derived:
             return line
         try:
-            blob = orjson.dumps(derived, default=str)
+            blob = exactjson.dumps(derived, default=str)
         except TypeError:
             return _ALL_RULES
         return tuple(sorted(set(line) | set(_rules_in(blob)))) if len(blob) > 2 else line
     texts = {k: v for k, v in row.items() if not isinstance(v, bytes)}
     try:
-        blob = orjson.dumps([texts, list(getattr(tools, "cols", tools))], default=str)
+        blob = exactjson.dumps([texts, list(getattr(tools, "cols", tools))], default=str)
     except TypeError:
         return _ALL_RULES
     hits = set(_rules_in(blob))
@@ -862,7 +863,7 @@ def _container_may_hold_key(value: Any) -> bool:
     key-like substring: one RE2 pass over it serialized, instead of one per string. (A gate's
     match inside a string is a match inside the serialized whole.)"""
     try:
-        return bool(_rules_in(orjson.dumps(value)))
+        return bool(_rules_in(exactjson.dumps(value)))
     except TypeError:
         return True
 
@@ -908,7 +909,7 @@ def redact_exchange(
     if isinstance(request, dict) and isinstance(row.get("request_json"), (str, bytes)):
         dropped = _drop_secret_names(request)
         if dropped:
-            row["request_json"] = orjson.dumps(request).decode()
+            row["request_json"] = exactjson.dumps(request).decode()
             if counts is not None:
                 counts["name"] += dropped
         names_done = True
@@ -938,11 +939,11 @@ def redact_exchange(
                 val = scrub_json_text(val, counts, names=names, values=st is scrub_text)
                 if hash_text_too:
                     try:
-                        obj = orjson.loads(val)
+                        obj = exactjson.loads(val)
                     except orjson.JSONDecodeError:
                         val = _hc(val, counts)
                     else:
-                        val = orjson.dumps(hash_messages(obj, counts)).decode()
+                        val = exactjson.dumps(hash_messages(obj, counts)).decode()
                 row[col] = val
             elif hash_text_too and col == "served_content":
                 row[col] = _hc(st(val, counts), counts)

@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
+from replay import exactjson
 from replay.assemble import payload_route
 from replay.capture.detect import sidecar_request_path
 from replay.capture.files import LongLine, open_lines
@@ -245,7 +246,7 @@ def records_from_events(
                     cur = _Pending(ev.line, ev.offset, error=(ev.line, ev.offset, "not-utf8", f"': request' comment: {ev.not_utf8}"))
                     continue
                 try:
-                    req = orjson.loads(body)
+                    req = exactjson.loads(body)
                 except orjson.JSONDecodeError as exc:
                     req = None
                     cur = _Pending(ev.line, ev.offset, error=(ev.line, ev.offset, "bad-request", f"': request' comment is not JSON: {exc}"))
@@ -280,7 +281,7 @@ def records_from_events(
         if cur is None:
             cur = _Pending(ev.line, ev.offset)
         try:
-            payload = orjson.loads(data)
+            payload = exactjson.loads(data)
         except orjson.JSONDecodeError as exc:
             if cur.error is None:
                 cur.error = (ev.line, ev.offset, "bad-event", f"line {ev.line}: data is not JSON: {exc}")
@@ -318,7 +319,7 @@ def _load_sidecar(path: Path, on_read: Callable[[int], None] | None) -> Callable
         if on_read:
             on_read(len(data))
         try:
-            req = orjson.loads(data)
+            req = exactjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise ValueError(f"{side.name} is not JSON: {exc}") from None
         if not isinstance(req, dict):
@@ -378,7 +379,7 @@ def read_body(path: Path, source: str, on_read: Callable[[int], None] | None = N
         yield data
         return
     try:
-        body = orjson.loads(data[3:] if data.startswith(b"\xef\xbb\xbf") else data)
+        body = exactjson.loads(data[3:] if data.startswith(b"\xef\xbb\xbf") else data)
     except orjson.JSONDecodeError as exc:
         yield failed(1, 0, "bad-json", str(exc), data[:200])
         return

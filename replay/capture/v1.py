@@ -23,8 +23,8 @@ Rules:
 - ``model``: ``model``, else the request's ``model``. ``stream``: the request's ``stream`` when a
   bool, False when absent (the APIs' default), null otherwise.
 - ``request_json``: the request re-serialized with orjson (key order kept, no spaces; the tool
-  list's text reused from the tool-list cache, :func:`request_bytes`). orjson
-  reads integers beyond 64 bits as floats, so such a number is not written back digit for digit.
+  list's text reused from the tool-list cache, :func:`request_bytes`). An integer beyond 64 bits
+  (which orjson alone reads as a float) is written back digit for digit (:mod:`replay.exactjson`).
 - ``served_*``: from ``stream`` when present, else from ``response``; assembled per route by
   :func:`assemble_chat_stream`, :func:`assemble_messages_stream`, :func:`assemble_responses_stream`
   and :func:`served_from_response`. ``served_chunks``: number of payloads of ``stream`` other
@@ -40,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from replay import exactjson
 from replay.assemble import ClientCall, assemble_chat, assemble_messages, assemble_responses, id_faults, payload_route
 from replay.capture.served import check_served
 from replay.tools import describe_tool
@@ -103,9 +104,9 @@ class CaptureError(ValueError):
 
 
 def _dumps(value: Any, where: str) -> bytes:
-    """``orjson.dumps(value)``; raises ``too-deep`` past orjson's nesting limit (254 levels)."""
+    """``exactjson.dumps(value)``; raises ``too-deep`` past orjson's nesting limit (254 levels)."""
     try:
-        return orjson.dumps(value)
+        return exactjson.dumps(value)
     except TypeError as exc:
         if "recursion" in str(exc).lower():
             raise CaptureError("too-deep", f"{where} is nested deeper than 254 levels and cannot be stored as JSON text") from None
@@ -123,7 +124,7 @@ def json_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     try:
-        return orjson.dumps(value).decode()
+        return exactjson.dumps(value).decode()
     except TypeError:
         return None
 
@@ -342,7 +343,7 @@ def _stream_payloads(stream: Any) -> list[dict]:
             if s == "[DONE]":
                 continue
             try:
-                p = orjson.loads(s)
+                p = exactjson.loads(s)
             except orjson.JSONDecodeError as exc:
                 raise CaptureError("bad-field", f"stream[{i}] is a string but not JSON: {exc}") from None
         if not isinstance(p, dict):
@@ -361,7 +362,7 @@ def decode_line(raw: bytes) -> dict:
     if raw.startswith(_BOM):
         raw = raw[3:]
     try:  # orjson checks UTF-8 itself: a good line is read in one pass (a bad one is classified below)
-        rec = orjson.loads(raw)
+        rec = exactjson.loads(raw)
     except orjson.JSONDecodeError:
         pass
     else:
@@ -372,7 +373,7 @@ def decode_line(raw: bytes) -> dict:
     except UnicodeDecodeError as exc:
         raise CaptureError("not-utf8", f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
     try:
-        rec = orjson.loads(text)
+        rec = exactjson.loads(text)
     except orjson.JSONDecodeError as exc:
         # orjson reads at most 1,024 nested arrays/objects; its message for that has changed
         # between releases ("recursion depth exceeded", "depth limit exceeded")
@@ -460,7 +461,7 @@ class ToolList:
 
 
 def request_bytes(request: dict, tools_json: bytes | None) -> bytes:
-    """``orjson.dumps(request)``, byte for byte, reusing ``tools_json`` (``orjson.dumps`` of
+    """``exactjson.dumps(request)``, byte for byte, reusing ``tools_json`` (``orjson.dumps`` of
     ``request["tools"]``, known from the tool-list cache) instead of serializing the tools again:
     the request is dumped with its ``tools`` value as an ``orjson.Fragment`` of that text (same key,
     same place). Raises ``too-deep`` / ``bad-field`` as :func:`parse_record` does for the request."""
@@ -618,7 +619,7 @@ def _tool_columns(tools: list) -> ToolList:
     if not tools:
         return _NO_TOOLS
     try:
-        key = orjson.dumps(tools)
+        key = exactjson.dumps(tools)
     except TypeError:
         key = None  # too deep or not JSON: the loop below raises the declaration's own error
     bucket = _TOOLS_SEEN.get(_fingerprint(key)) if key is not None else None

@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 import orjson
 
+from replay import exactjson
 from replay.prepare import PrepareError, get_preparer, openai_tools
 from replay.render.base import RenderError, count_tokens
 from replay.tools import _suffix, leaked_nulls
@@ -201,7 +202,7 @@ def _tool_facts(pairs: list[tuple[Any, Any]], serialized: Any) -> tuple[Any, lis
         leaks.extend({"tool_index": i, "path": p} for p in paths)
         leak_paths.append(set(paths))
         leaking += bool(paths)
-    return serialized, leaks, leak_paths, leaking, orjson.dumps(serialized)
+    return serialized, leaks, leak_paths, leaking, exactjson.dumps(serialized)
 
 
 _DIGESTS = _LRU(LRU_SIZE)  # (route, tools_json) -> _tools_digest of a client list handed on as it is
@@ -225,13 +226,13 @@ def _tools_digest(client_tools: Any, prepared_tools: Any, shared: tuple[Any, str
             and all(p is c for p, c in zip(prepared_tools, client_tools))
         ):
             if shared is None or shared[1] is None:
-                return b"=" + orjson.dumps(client_tools)
+                return b"=" + exactjson.dumps(client_tools)
             got = _DIGESTS.get(shared)
             if got is None:
-                got = b"=" + orjson.dumps(client_tools)
+                got = b"=" + exactjson.dumps(client_tools)
                 _DIGESTS.put(shared, got)
             return got
-        return orjson.dumps([client_tools, prepared_tools])
+        return exactjson.dumps([client_tools, prepared_tools])
     except (TypeError, orjson.JSONEncodeError):
         return None
 
@@ -304,7 +305,7 @@ def render_rows(
     ref_renderer = chosen["reference"][0]
     specs = cfg.serializer_specs()
     try:
-        request = ex["_request"] if "_request" in ex else orjson.loads(ex["request_json"])  # decoded once per stage
+        request = ex["_request"] if "_request" in ex else exactjson.loads(ex["request_json"])  # decoded once per stage
         if not isinstance(request, dict):
             raise ValueError("request is not a JSON object")
         client_tools = openai_tools(ex.get("route"), request.get("tools"))
@@ -407,7 +408,7 @@ def render_rows(
                 got = _STRIPPED.get(skey)
                 if got is None:  # once per distinct serialized list and leaks in this process
                     stripped_list = [strip_paths(s, p) for s, p in zip(serialized or (), leak_paths)]
-                    got = (stripped_list, orjson.dumps(stripped_list))
+                    got = (stripped_list, exactjson.dumps(stripped_list))
                     _STRIPPED.put(skey, got)
                 stripped, stripped_json = got
                 lkey = (renderer.name, tools_json, stripped_json)
