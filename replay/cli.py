@@ -81,6 +81,21 @@ class _OneLineErrors(typer.core.TyperGroup):
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a Ctrl-C or SIGTERM it does not handle itself (``replay query``,
+        ``replay show``; DuckDB's ``RuntimeError: Query interrupted`` included) ends it with one
+        line and exit 130, not click's blank line and ``Aborted.`` with exit 1, nor a traceback."""
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, RuntimeError) as exc:
+            from replay.sql import is_interrupt
+
+            if not is_interrupt(exc):
+                raise
+            name = f"replay {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "replay"
+            err.print(f"[bold red]error:[/] interrupted: {escape(name)} stopped", highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
+
 
 app = typer.Typer(
     name="replay",
@@ -415,6 +430,13 @@ def _finished_run(run: Optional[Path]) -> None:
         again = ("run the command again: `replay audit` resumes; `replay ingest` needs --force"
                  + (f" (or finish it: {redo.replace('RUN', str(run))})" if redo else ""))
         _fail(f"{run}: the command that wrote this run stopped during {stage} (interrupted?): its tables are incomplete; {again}")
+
+
+def _report_interrupted(run: Path) -> None:
+    """Exit 130 in one line: a Ctrl-C or SIGTERM stopped the writing of ``run``'s reports (its
+    tables are as they were)."""
+    _fail(f"interrupted during report: {run}/report.md, report.html and exemplars/ may be stale or missing "
+          f"(the tables are unchanged); run `replay report --run {run}` again", 130)
 
 
 def _fail(msg: str, code: int = 1) -> None:
@@ -861,6 +883,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
                     counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
     except ValueError as exc:  # replay.executors.EngineError: Ray missing or unreachable
         _fail(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: run.json keeps saying the stage is incomplete
+        command = "render" if which == "render" else "stream"
+        _fail(f"interrupted during {which}: {run} is incomplete (run.json says so; replay query and replay report refuse it); "
+              f"run `replay {command} --run {run}` again with the same options: it resumes", 130)
     finally:
         from replay.pool import close_pools
 
@@ -888,6 +914,8 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
         write_report(run, meta, duckdb_settings=duckdb_settings)
     except ValueError as exc:  # a table of the run DuckDB cannot read
         _fail(f"{which} done, report.md not written: {exc}")
+    except KeyboardInterrupt:
+        _report_interrupted(run)
     wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
     console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
 
@@ -1088,6 +1116,8 @@ def report(
         written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (during a DuckDB query too: replay.sql.interrupts_as_keyboard)
+        _report_interrupted(run)
     sys.stdout.write(written.path.read_text(encoding="utf-8"))
     from replay.verdicts import unjudged
 
