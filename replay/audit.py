@@ -42,7 +42,7 @@ from replay.sql import DuckDBSettings, QueryError, connect, interrupts_as_keyboa
 from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
 # the run folder's metadata lives in replay.runmeta (light to import: `replay ingest` needs it, not the rest of this module)
 from replay.runmeta import (  # noqa: F401 - re-exported
-    RUN_FILES, check_out_folder, clear_run, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
+    RUN_FILES, RunInUseError, RunLock, check_out_folder, clear_run, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
 )
 
 
@@ -143,30 +143,33 @@ def audit(
     ``force``: replace a run ``out`` already holds (:func:`prepare_out`).
     Returns an :class:`AuditResult`.
     Raises FileNotFoundError for a missing input path, ValueError for a bad serializer or parser
-    spec and :class:`RunExistsError` for an ``out`` holding another run without ``force``, before
-    anything is written; faults in the data itself never raise (they are rows).
+    spec, :class:`RunExistsError` for an ``out`` holding another run without ``force`` and
+    :class:`replay.runmeta.RunInUseError` while another command writes ``out`` (its
+    :class:`replay.runmeta.RunLock`, held until this returns), before anything is written;
+    faults in the data itself never raise (they are rows).
     """
     run_dir = Path(out)
     check_out_folder(run_dir)
-    arrow_without_pandas()  # ingest's pa.array calls would import pandas (44 MiB) into this process
-    single_threaded_arrow()  # Arrow's thread pools only kept what they freed (--jobs 1 at 20k: 176 -> 151 MiB after re-stream)
-    try:
-        validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
-        files = discover(paths)
-        if capture_format is not None and capture_format not in FORMATS:
-            raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
-        setup_render(files, cfg, engine)  # a bad template or tokenizer fails here, before anything is written
-        fingerprint = audit_fingerprint(files, cfg, capture_format, hash_text, max_line_bytes, filters)
-        state = prepare_out(run_dir, fingerprint, force)
-    except BaseException:
-        close_pools()
-        close_sides(cfg)
-        raise
-    try:
-        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, duckdb_settings, engine, state)
-    finally:
-        close_pools()  # the --jobs processes kept from render to re-stream
-        close_sides(cfg)
+    with RunLock(run_dir, "replay audit"):  # RunInUseError while another command writes run_dir
+        arrow_without_pandas()  # ingest's pa.array calls would import pandas (44 MiB) into this process
+        single_threaded_arrow()  # Arrow's thread pools only kept what they freed (--jobs 1 at 20k: 176 -> 151 MiB after re-stream)
+        try:
+            validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
+            files = discover(paths)
+            if capture_format is not None and capture_format not in FORMATS:
+                raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
+            setup_render(files, cfg, engine)  # a bad template or tokenizer fails here, before anything is written
+            fingerprint = audit_fingerprint(files, cfg, capture_format, hash_text, max_line_bytes, filters)
+            state = prepare_out(run_dir, fingerprint, force)
+        except BaseException:
+            close_pools()
+            close_sides(cfg)
+            raise
+        try:
+            return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, duckdb_settings, engine, state)
+        finally:
+            close_pools()  # the --jobs processes kept from render to re-stream
+            close_sides(cfg)
 
 
 #: Capture bytes (on disk) from which ``replay audit --jobs N`` starts its pool before ingesting.

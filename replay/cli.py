@@ -16,12 +16,13 @@ from replay.errors import UnknownNameError, UsageError  # noqa: F401
 
 import csv
 import io
+from contextlib import contextmanager
 import re
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Iterator, Optional
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -425,11 +426,40 @@ def _finished_run(run: Optional[Path]) -> None:
     except ValueError as exc:  # run.json not JSON
         _fail(str(exc))
     if stage:
+        from replay.runmeta import run_writer
+
+        writer = run_writer(run)
+        if writer:
+            _fail(f"{run}: {writer} is writing this run (now in its {stage} stage): its tables are incomplete until it ends")
         redo = {"render": "replay render --run RUN, then replay stream --run RUN", "re-stream": "replay stream --run RUN",
                 "report": "replay report --run RUN"}.get(stage)
         again = ("run the command again: `replay audit` resumes; `replay ingest` needs --force"
                  + (f" (or finish it: {redo.replace('RUN', str(run))})" if redo else ""))
         _fail(f"{run}: the command that wrote this run stopped during {stage} (interrupted?): its tables are incomplete; {again}")
+
+
+@contextmanager
+def _writing(run: Path, command: str) -> Iterator[None]:
+    """Hold ``run``'s lock (:class:`replay.runmeta.RunLock`) while the command ``replay
+    <command>`` writes it; exit 1 in one line, touching nothing, while another command holds it.
+    A folder that does not exist is made (``replay ingest``) only where ``command`` is
+    ``ingest``; for the others the command goes on unlocked and fails as it does on a folder
+    that is not a run."""
+    from replay.runmeta import RunInUseError, RunLock
+
+    if command != "ingest" and not run.is_dir():
+        yield
+        return
+    try:
+        lock = RunLock(run, f"replay {command}")
+    except RunInUseError as exc:
+        _fail(str(exc))
+    except OSError as exc:  # a folder this user cannot write
+        _fail(f"{run}: cannot lock the run folder ({exc.strerror or exc})")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _report_interrupted(run: Path) -> None:
@@ -787,51 +817,52 @@ def ingest(
         check_out_folder(out)
     except ValueError as exc:
         _fail(str(exc))
-    held = existing_run(out)
-    if held and not force:
-        _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
-    files = _captures(paths)
-    tok = _tokenizer(tokenizer)
-    if held:
-        clear_run(out)
-    out.mkdir(parents=True, exist_ok=True)
-    mark_incomplete(out, {}, "ingest")
-    with _progress(quiet) as stage:
-        with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
+    with _writing(out, "ingest"):  # before the run is looked at: another command may be writing it
+        held = existing_run(out)
+        if held and not force:
+            _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
+        files = _captures(paths)
+        tok = _tokenizer(tokenizer)
+        if held:
+            clear_run(out)
+        out.mkdir(parents=True, exist_ok=True)
+        mark_incomplete(out, {}, "ingest")
+        with _progress(quiet) as stage:
+            with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
+                try:
+                    stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact,
+                                       max_line_bytes=max_line_bytes, filters=filters, jobs=jobs)
+                except OSError as exc:  # the run folder or the pool's work files cannot be written; no pool
+                    _fail(f"ingest into {out} stopped: {exc}")
+                except KeyboardInterrupt:  # Ctrl-C or SIGTERM: it ended with no word
+                    _fail(f"interrupted during ingest: {out} is incomplete (run.json says so; replay query and replay report "
+                          "refuse it); run the ingest again with --force", 130)
+            if jobs > 1:
+                from replay.pool import close_pools
+
+                close_pools()
+        meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)}
+        if filters.active:
+            meta["filters"] = filters_meta(filters, stats)
+        write_meta(out, meta)
+        console.print(str(stats), highlight=False)
+        if filters.active:
+            console.print(meta["filters"]["sentence"], highlight=False, markup=False)
+        _nothing_ingested(meta)
+        if stats.errors:
+            from replay.sql import connect, run_sql
+            from replay.report import rich_table
+
             try:
-                stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact,
-                                   max_line_bytes=max_line_bytes, filters=filters, jobs=jobs)
-            except OSError as exc:  # the run folder or the pool's work files cannot be written; no pool
-                _fail(f"ingest into {out} stopped: {exc}")
-            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: it ended with no word
-                _fail(f"interrupted during ingest: {out} is incomplete (run.json says so; replay query and replay report "
-                      "refuse it); run the ingest again with --force", 130)
-        if jobs > 1:
-            from replay.pool import close_pools
-
-            close_pools()
-    meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)}
-    if filters.active:
-        meta["filters"] = filters_meta(filters, stats)
-    write_meta(out, meta)
-    console.print(str(stats), highlight=False)
-    if filters.active:
-        console.print(meta["filters"]["sentence"], highlight=False, markup=False)
-    _nothing_ingested(meta)
-    if stats.errors:
-        from replay.sql import connect, run_sql
-        from replay.report import rich_table
-
-        try:
-            con = connect(out, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
-        except ValueError as exc:
-            _fail(str(exc))
-        console.print(
-            rich_table(
-                run_sql(con, "SELECT source_file, source_line, reason, detail FROM ingest_errors ORDER BY source_file, source_line LIMIT 20"),
-                title="ingest errors (first 20; `replay query ingest_errors --run RUN` lists all)",
+                con = connect(out, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+            except ValueError as exc:
+                _fail(str(exc))
+            console.print(
+                rich_table(
+                    run_sql(con, "SELECT source_file, source_line, reason, detail FROM ingest_errors ORDER BY source_file, source_line LIMIT 20"),
+                    title="ingest errors (first 20; `replay query ingest_errors --run RUN` lists all)",
+                )
             )
-        )
 
 
 def _threads_of(duckdb_threads: Optional[int], jobs: Optional[int]) -> Optional[int]:
@@ -858,66 +889,67 @@ def _executor(cfg: Any, jobs: Optional[int], batch_rows: int) -> None:
 
 
 def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
-    from replay.audit import mark_incomplete, read_meta, write_meta, write_report
-    from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
-    from replay.sides import close_sides
+    with _writing(run, "render" if which == "render" else "stream"):
+        from replay.audit import mark_incomplete, read_meta, write_meta, write_report
+        from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
+        from replay.sides import close_sides
 
-    try:
-        n = count_exchanges(run)
-        meta = read_meta(run)  # a run.json that is not JSON fails here, before any table is rewritten
-        validate_specs(cfg)
-    except (FileNotFoundError, ValueError) as exc:
-        close_sides(cfg)
-        _fail(str(exc), 2 if isinstance(exc, UsageError) else 1)
-    executor = _engine(engine, ray_address, cfg)
-    mark_incomplete(run, meta, which)
-    try:
-        with _progress(quiet) as stage:
-            with stage(which, n) as advance:
-                if executor is not None:
-                    from replay.pipeline import RENDER, STREAM
+        try:
+            n = count_exchanges(run)
+            meta = read_meta(run)  # a run.json that is not JSON fails here, before any table is rewritten
+            validate_specs(cfg)
+        except (FileNotFoundError, ValueError) as exc:
+            close_sides(cfg)
+            _fail(str(exc), 2 if isinstance(exc, UsageError) else 1)
+        executor = _engine(engine, ray_address, cfg)
+        mark_incomplete(run, meta, which)
+        try:
+            with _progress(quiet) as stage:
+                with stage(which, n) as advance:
+                    if executor is not None:
+                        from replay.pipeline import RENDER, STREAM
 
-                    got = executor.run_stage(run, RENDER if which == "render" else STREAM, cfg, advance)
-                    counts = got["renders"] if which == "render" else (got["streams"], got["calls"])
-                else:
-                    counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
-    except ValueError as exc:  # replay.executors.EngineError: Ray missing or unreachable
-        _fail(str(exc))
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: run.json keeps saying the stage is incomplete
-        command = "render" if which == "render" else "stream"
-        _fail(f"interrupted during {which}: {run} is incomplete (run.json says so; replay query and replay report refuse it); "
-              f"run `replay {command} --run {run}` again with the same options: it resumes", 130)
-    finally:
-        from replay.pool import close_pools
+                        got = executor.run_stage(run, RENDER if which == "render" else STREAM, cfg, advance)
+                        counts = got["renders"] if which == "render" else (got["streams"], got["calls"])
+                    else:
+                        counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+        except ValueError as exc:  # replay.executors.EngineError: Ray missing or unreachable
+            _fail(str(exc))
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: run.json keeps saying the stage is incomplete
+            command = "render" if which == "render" else "stream"
+            _fail(f"interrupted during {which}: {run} is incomplete (run.json says so; replay query and replay report refuse it); "
+                  f"run `replay {command} --run {run}` again with the same options: it resumes", 130)
+        finally:
+            from replay.pool import close_pools
 
-        close_pools()
-        sides = close_sides(cfg)
-        if executor is not None:
-            executor.close()
-    meta.pop("incomplete", None)
-    from replay.audit import executor_meta
+            close_pools()
+            sides = close_sides(cfg)
+            if executor is not None:
+                executor.close()
+        meta.pop("incomplete", None)
+        from replay.audit import executor_meta
 
-    sides, executors = executor_meta(cfg, sides)
-    meta["executors"] = {**meta.get("executors", {}), **executors}
-    if sides:
-        meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
-    given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
-    if which == "re-stream" and given.get("tokenizer") is None:
-        given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
-    meta["options"] = {**meta.get("options", {}), **given}
-    if which == "re-stream":
-        from replay.pipeline import chunking_plan
+        sides, executors = executor_meta(cfg, sides)
+        meta["executors"] = {**meta.get("executors", {}), **executors}
+        if sides:
+            meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
+        given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
+        if which == "re-stream" and given.get("tokenizer") is None:
+            given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
+        meta["options"] = {**meta.get("options", {}), **given}
+        if which == "re-stream":
+            from replay.pipeline import chunking_plan
 
-        meta["chunkings"] = chunking_plan(cfg)
-    write_meta(run, meta)
-    try:
-        write_report(run, meta, duckdb_settings=duckdb_settings)
-    except ValueError as exc:  # a table of the run DuckDB cannot read
-        _fail(f"{which} done, report.md not written: {exc}")
-    except KeyboardInterrupt:
-        _report_interrupted(run)
-    wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
-    console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
+            meta["chunkings"] = chunking_plan(cfg)
+        write_meta(run, meta)
+        try:
+            write_report(run, meta, duckdb_settings=duckdb_settings)
+        except ValueError as exc:  # a table of the run DuckDB cannot read
+            _fail(f"{which} done, report.md not written: {exc}")
+        except KeyboardInterrupt:
+            _report_interrupted(run)
+        wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
+        console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
 
 
 _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
@@ -1111,13 +1143,14 @@ def report(
     from replay.audit import read_meta, write_report
 
     gates = _gates(fail_on)
-    _finished_run(run)
-    try:
-        written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
-    except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
-        _fail(str(exc))
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (during a DuckDB query too: replay.sql.interrupts_as_keyboard)
-        _report_interrupted(run)
+    with _writing(run, "report"):
+        _finished_run(run)
+        try:
+            written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+        except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
+            _fail(str(exc))
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (during a DuckDB query too: replay.sql.interrupts_as_keyboard)
+            _report_interrupted(run)
     sys.stdout.write(written.path.read_text(encoding="utf-8"))
     from replay.verdicts import unjudged
 

@@ -8,6 +8,7 @@ imports only this, not the render, stream and report stages with their libraries
 from __future__ import annotations
 
 import json
+import os
 import platform
 from importlib import metadata
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 from replay.capture.filters import Filters, describe_kept
 from replay.tables import TABLES
 
-__all__ = ["RUN_FILES", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
+__all__ = ["LOCK_FILE", "RUN_FILES", "RunInUseError", "RunLock", "run_writer", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
 
 
 def versions() -> dict[str, str]:
@@ -144,3 +145,102 @@ def check_out_folder(run_dir: str | Path) -> None:
             if not parent.is_dir():
                 raise ValueError(f"--out {folder}: {parent} is a file, not a folder")
             break
+
+
+#: The lock file of a run folder (:class:`RunLock`): ``RUN/.replay.lock``, holding the pid and
+#: command of the process that holds it.
+LOCK_FILE = ".replay.lock"
+
+
+class RunInUseError(ValueError):
+    """Another process holds the run folder's lock (:class:`RunLock`): it is writing that run."""
+
+
+class RunLock:
+    """An exclusive OS lock on a run folder, held by the one command that writes it (``replay
+    audit``, ``ingest``, ``render``, ``stream``, ``report``): ``fcntl.flock`` on
+    ``RUN/`` :data:`LOCK_FILE`, so the kernel releases it when the process ends in any way
+    (SIGKILL included); a lock file a killed process left is taken over.
+
+    ``RunLock(run_dir, command)`` acquires it at once, making the folder (and its parents) when
+    it does not exist; ``command``: what to tell another command that finds it held (``"replay
+    audit"``). Raises :class:`RunInUseError` naming the folder and the holder's pid and command
+    (as its lock file says) when another process holds it, having touched nothing else; OSError
+    when the folder or lock file cannot be made. :meth:`release` (or leaving the ``with`` block)
+    removes the lock file, and the folder when this lock made it and it is left empty. Linux and
+    macOS (``fcntl``); open file descriptions are not shared with the pool's spawned processes."""
+
+    def __init__(self, run_dir: str | Path, command: str) -> None:
+        import fcntl
+
+        self.folder = Path(run_dir)
+        self.path = self.folder / LOCK_FILE
+        self.made = not self.folder.exists()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 4096).decode("utf-8", "replace").strip()
+                os.close(fd)
+                raise RunInUseError(
+                    f"{self.folder} is in use: {holder or 'another replay command'} is writing it; "
+                    "wait for that command to end, or give another run folder"
+                ) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            try:  # the holder before may have removed the file between our open and flock
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        self.fd: int | None = fd
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} ({command})\n".encode())
+
+    def release(self) -> None:
+        """Remove the lock file and release the lock (a second call does nothing); remove the
+        folder too when this lock made it and nothing else is in it (a command that failed
+        before writing leaves no empty folder)."""
+        if self.fd is None:
+            return
+        self.path.unlink(missing_ok=True)  # while still held: a waiting opener sees another inode
+        os.close(self.fd)
+        self.fd = None
+        if self.made:
+            try:
+                self.folder.rmdir()
+            except OSError:  # not empty: the command wrote its run
+                pass
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.release()
+
+
+def run_writer(run_dir: str | Path) -> str | None:
+    """The pid and command of a live process holding ``run_dir``'s :class:`RunLock` (``"pid 123
+    (replay audit)"``, as its lock file says), or None when there is no lock file or its process
+    is gone or is this one. Reads only (it takes no lock), for ``replay query`` and ``replay show`` to tell a run
+    being written from one a command left incomplete; a reused pid can make it name a process
+    that is not writing."""
+    try:
+        holder = (Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8", errors="replace").strip()
+        pid = int(holder.split()[1])
+    except (OSError, ValueError, IndexError):  # no file, empty or not ours
+        return None
+    if pid == os.getpid():  # this process holds it
+        return None
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's live process
+        return holder
+    except OSError:
+        return None
+    return holder

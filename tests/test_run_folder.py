@@ -88,3 +88,64 @@ def test_an_interrupt_during_the_report_ends_in_one_line_with_130(tmp_path: Path
     else:
         assert text.strip().startswith(f"error: interrupted during report: {out}/report.md")
         assert text.strip().endswith(f"run `replay report --run {out}` again")
+
+
+#: The audit's render stage waits (after touching MARK) until GO exists, at most 60 s: another
+#: command then meets the run folder while this audit writes it.
+HELD_RENDER = (
+    "import replay.audit\n"
+    "render = replay.audit.run_render\n"
+    "def held(*a, **k):\n"
+    "    Path({mark!r}).touch()\n"
+    "    end = time.monotonic() + 60\n"
+    "    while not Path({go!r}).exists() and time.monotonic() < end:\n"
+    "        time.sleep(0.05)\n"
+    "    return render(*a, **k)\n"
+    "replay.audit.run_render = held\n"
+)
+
+
+def _files(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*"))}
+
+
+def test_a_second_command_on_a_run_folder_being_written_is_refused_at_once(tmp_path: Path) -> None:
+    """``replay audit`` writing RUN (held in its render stage, a process of its own), and every
+    other command that writes a run folder started on RUN meanwhile (audit, with --force too;
+    ingest --force; render; stream; report): each exits 1 at once with one line naming the
+    folder and the writer's pid and command, and leaves RUN as it was; ``replay query`` says the
+    run is being written. The first audit then ends as if alone. Two audits into one --out
+    raced: one failed with ``Failed to open local file .parts/...`` and left debris."""
+    out, mark, go = tmp_path / "run", tmp_path / "in-render", tmp_path / "go"
+    script = _wrapper(tmp_path, HELD_RENDER.format(mark=str(mark), go=str(go)))
+    proc = subprocess.Popen([sys.executable, str(script), "audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(mark.exists, 60), "the audit never reached its render stage"
+        before = _files(out)
+        for args in (["audit", SAMPLES, "--out", out], ["audit", SAMPLES, "--out", out, "--force"],
+                     ["ingest", SAMPLES, "--out", out, "--force"], ["render", "--run", out], ["stream", "--run", out],
+                     ["report", "--run", out]):
+            t0 = time.monotonic()
+            result = invoke(*args, "-q") if args[0] != "report" else invoke(*args)
+            assert time.monotonic() - t0 < 10, args  # at once: nothing waits for the lock
+            assert result.exit_code == 1, (args, result.output)
+            assert result.stderr.strip() == (f"error: {out} is in use: pid {proc.pid} (replay audit) is writing it; "
+                                             "wait for that command to end, or give another run folder"), (args, result.stderr)
+            assert _files(out) == before, args
+        result = invoke("query", "summary", "--run", out)
+        assert result.exit_code == 1
+        assert result.stderr.strip() == (f"error: {out}: pid {proc.pid} (replay audit) is writing this run (now in its render "
+                                         "stage): its tables are incomplete until it ends")
+        go.touch()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        go.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["calls.parquet", "exchanges.parquet", "family_fit.parquet", "ingest_errors.parquet", "renders.parquet",
+         "report.html", "report.md", "run.json", "streams.parquet", "tools.parquet"])
+    assert invoke("query", "summary", "--run", out).exit_code == 0
