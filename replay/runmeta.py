@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from replay.capture.filters import Filters, describe_kept
 from replay.tables import TABLES
 
-__all__ = ["LOCK_FILE", "RUN_FILES", "RunInUseError", "RunLock", "run_writer", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
+__all__ = ["LOCK_FILE", "RUN_FILES", "RunInUseError", "RunLock", "run_writer", "remove_stale_temporaries", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
 
 
 def versions() -> dict[str, str]:
@@ -166,7 +167,8 @@ class RunLock:
     it does not exist; ``command``: what to tell another command that finds it held (``"replay
     audit"``). Raises :class:`RunInUseError` naming the folder and the holder's pid and command
     (as its lock file says) when another process holds it, having touched nothing else; OSError
-    when the folder or lock file cannot be made. :meth:`release` (or leaving the ``with`` block)
+    when the folder or lock file cannot be made. Once it holds the lock it removes the
+    temporary files a killed writer left (:func:`remove_stale_temporaries`). :meth:`release` (or leaving the ``with`` block)
     removes the lock file, and the folder when this lock made it and it is left empty. Linux and
     macOS (``fcntl``); open file descriptions are not shared with the pool's spawned processes."""
 
@@ -201,13 +203,19 @@ class RunLock:
         self.fd: int | None = fd
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} ({command})\n".encode())
+        remove_stale_temporaries(self.folder)  # a killed writer's, before this command reads or resumes anything
 
     def release(self) -> None:
-        """Remove the lock file and release the lock (a second call does nothing); remove the
-        folder too when this lock made it and nothing else is in it (a command that failed
-        before writing leaves no empty folder)."""
+        """Remove the temporary files this command left (an interrupt during a write:
+        :func:`remove_stale_temporaries`), the lock file, and release the lock (a second call
+        does nothing); remove the folder too when this lock made it and nothing else is in it
+        (a command that failed before writing leaves no empty folder)."""
         if self.fd is None:
             return
+        try:
+            remove_stale_temporaries(self.folder)  # this command's, left by an interrupt
+        except OSError:
+            pass
         self.path.unlink(missing_ok=True)  # while still held: a waiting opener sees another inode
         os.close(self.fd)
         self.fd = None
@@ -235,12 +243,51 @@ def run_writer(run_dir: str | Path) -> str | None:
         pid = int(holder.split()[1])
     except (OSError, ValueError, IndexError):  # no file, empty or not ours
         return None
-    if pid == os.getpid():  # this process holds it
-        return None
+    return holder if pid != os.getpid() and _alive(pid) else None
+
+
+_TMP_PID = re.compile(r"\.tmp-(\d+)-(.+)")
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (another user's included)."""
     try:
         os.kill(pid, 0)
-    except PermissionError:  # another user's live process
-        return holder
+    except PermissionError:
+        return True
     except OSError:
-        return None
-    return holder
+        return False
+    return True
+
+
+def remove_stale_temporaries(run_dir: str | Path) -> list[Path]:
+    """Remove the temporary files that no live process is writing in the run folder ``run_dir``:
+    ``.tmp-<pid>-<name>`` (:func:`replay.pipeline.write_atomic`, :func:`replay.pipeline.merge_parts`,
+    ingest's tables, the stages' markers) whose pid is this process or no longer exists, and
+    ``.tmp-<name>`` (``.parts/.tmp-audit.json``); in ``RUN/`` only those of :data:`RUN_FILES`,
+    in ``RUN/.parts/`` and its table folders every one. Called by :class:`RunLock` once it holds
+    the lock (only its holder writes these, so a dead pid's file is a killed writer's: a
+    ``kill -9`` during ingest left ``.tmp-<pid>-exchanges.parquet`` through the resumed audit)
+    and when it releases it. Files of another live pid (a killed writer's pool process still
+    ending) are kept. Returns the files removed; raises nothing for a file already gone."""
+    folder = Path(run_dir)
+    parts = folder / ".parts"
+    candidates = [p for p in folder.glob(".tmp-*") if _tmp_tail(p.name) in RUN_FILES]
+    if parts.is_dir():
+        candidates += [*parts.glob(".tmp-*"), *parts.glob("*/.tmp-*")]
+    removed = []
+    for path in candidates:
+        m = _TMP_PID.fullmatch(path.name)
+        if m and int(m.group(1)) != os.getpid() and _alive(int(m.group(1))):
+            continue
+        if path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _tmp_tail(name: str) -> str:
+    """The file a temporary name stands for: ``.tmp-123-renders.parquet``, ``.tmp-run.json`` ->
+    ``renders.parquet``, ``run.json``."""
+    m = _TMP_PID.fullmatch(name)
+    return m.group(2) if m else name[len(".tmp-"):]

@@ -149,3 +149,65 @@ def test_a_second_command_on_a_run_folder_being_written_is_refused_at_once(tmp_p
         ["calls.parquet", "exchanges.parquet", "family_fit.parquet", "ingest_errors.parquet", "renders.parquet",
          "report.html", "report.md", "run.json", "streams.parquet", "tools.parquet"])
     assert invoke("query", "summary", "--run", out).exit_code == 0
+
+
+#: Ingest stops for good (after touching MARK) once it has written its first row group: its
+#: temporary tables ``RUN/.tmp-<pid>-*.parquet`` are then on disk, for a SIGKILL to leave.
+STUCK_INGEST = (
+    "import replay.audit\n"
+    "ingest = replay.audit.ingest\n"
+    "def stuck(key, batch):\n"
+    "    Path({mark!r}).touch()\n"
+    "    time.sleep(120)\n"
+    "def held(*a, **k):\n"
+    "    return ingest(*a, **{{**k, 'on_exchanges': stuck}})\n"
+    "replay.audit.ingest = held\n"
+)
+
+
+def test_the_temporary_files_of_a_killed_audit_do_not_survive_its_resumed_run(tmp_path: Path) -> None:
+    """``kill -9`` of ``replay audit`` while ingest writes its tables, then the same audit again
+    (it resumes: README, "interrupted run"): the resumed run ends with a run folder holding no
+    ``.tmp-*`` file of the dead process (its ``.tmp-<pid>-exchanges.parquet`` and the others
+    stayed for ever, each as big as its table), and the dead process's lock is taken over."""
+    out, mark = tmp_path / "run", tmp_path / "in-ingest"
+    script = _wrapper(tmp_path, STUCK_INGEST.format(mark=str(mark)))
+    args = ["audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "--batch-rows", "4", "-q"]
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait_for(mark.exists, 60), "ingest never wrote a row group"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    left = sorted(p.name for p in out.rglob(f".tmp-{proc.pid}-*"))
+    assert left == [f".tmp-{proc.pid}-exchanges.parquet", f".tmp-{proc.pid}-ingest_errors.parquet",
+                    f".tmp-{proc.pid}-tools.parquet"], "the killed audit left no temporary table: nothing to test"
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "resumed" in (out / "run.json").read_text()
+    assert [str(p.relative_to(out)) for p in out.rglob("*") if p.name.startswith(".")] == []
+
+
+def test_only_temporary_files_no_live_process_writes_are_removed(tmp_path: Path) -> None:
+    """:func:`remove_stale_temporaries`: a dead pid's ``.tmp-<pid>-*`` in the run folder (of its
+    tables only), in ``.parts/`` and its table folders, and ``.tmp-audit.json``, go; a live
+    process's and a file of another name stay."""
+    import os
+
+    from replay.runmeta import remove_stale_temporaries
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = os.getppid()
+    gone = [f".tmp-{dead.pid}-renders.parquet", f".parts/.tmp-{dead.pid}-render.json", ".parts/.tmp-audit.json",
+            f".parts/renders/.tmp-{dead.pid}-part-000001.parquet", f".tmp-{os.getpid()}-run.json"]
+    kept = [f".tmp-{live}-renders.parquet", f".parts/renders/.tmp-{live}-part-000002.parquet",
+            f".tmp-{dead.pid}-notes.txt", "notes.txt", ".parts/renders/part-000000.parquet"]
+    for name in gone + kept:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    assert sorted(str(p.relative_to(tmp_path)) for p in remove_stale_temporaries(tmp_path)) == sorted(gone)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == sorted(kept)
