@@ -42,7 +42,7 @@ from replay.sql import DuckDBSettings, QueryError, connect, interrupts_as_keyboa
 from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
 # the run folder's metadata lives in replay.runmeta (light to import: `replay ingest` needs it, not the rest of this module)
 from replay.runmeta import (  # noqa: F401 - re-exported
-    RUN_FILES, RunInUseError, RunLock, check_out_folder, clear_run, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
+    RUN_FILES, RunInUseError, RunLock, changed_inputs_message, check_out_folder, clear_run, input_record, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
 )
 
 
@@ -160,7 +160,7 @@ def audit(
                 raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
             setup_render(files, cfg, engine)  # a bad template or tokenizer fails here, before anything is written
             fingerprint = audit_fingerprint(files, cfg, capture_format, hash_text, max_line_bytes, filters)
-            state = prepare_out(run_dir, fingerprint, force)
+            state = prepare_out(run_dir, fingerprint, force, files)
         except BaseException:
             close_pools()
             close_sides(cfg)
@@ -282,9 +282,12 @@ def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def prepare_out(run_dir: str | Path, fingerprint: str, force: bool) -> dict[str, Any]:
+def prepare_out(run_dir: str | Path, fingerprint: str, force: bool, files: list[Path] | None = None) -> dict[str, Any]:
     """Decide what an audit does with its ``--out`` (the one rule for audit, render and stream
-    outputs; ``replay ingest`` uses :func:`existing_run` directly). Returns the audit's state:
+    outputs; ``replay ingest`` uses :func:`existing_run` directly). ``files``: the audit's
+    capture files, to say in the refusal which of them differ from the run's ``run.json``
+    ``inputs`` (:func:`replay.runmeta.changed_inputs_message`), or that only the options
+    differ from an interrupted audit's. Returns the audit's state:
 
     - an empty or new folder: a fresh state;
     - an interrupted audit (``RUN/.parts/audit.json``) with the same ``fingerprint``
@@ -306,6 +309,14 @@ def prepare_out(run_dir: str | Path, fingerprint: str, force: bool) -> dict[str,
         if state is not None and state.get("fingerprint") == fingerprint:
             return {**state, "resumed": True}
         if held or parts.is_dir():
+            changed = changed_inputs_message(folder, files) if files is not None else None
+            if changed:
+                raise RunExistsError(changed)
+            if state is not None and files is not None and held:
+                raise RunExistsError(
+                    f"--out {folder} holds an interrupted audit of these captures with other options (run.json options): "
+                    "run it again with those options to resume it, give --force to replace it, or another --out"
+                )
             what = ", ".join(held) if held else "the parts of another, unfinished audit"
             raise RunExistsError(
                 f"--out {folder} already holds a run ({what}); give --force to replace it, or another --out "
@@ -331,7 +342,7 @@ def _run(
     meta: dict[str, Any] = {
         "options": {**cfg.options, "capture_format": capture_format},
         "versions": versions(),
-        "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files],
+        "inputs": [input_record(f) for f in files],
     }
 
     mark_incomplete(run_dir, meta, "ingest")

@@ -2,12 +2,14 @@
 
 Every command is a thin layer over the library (:mod:`replay.audit`, :mod:`replay.capture`,
 :mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query
-error or a spec that does not load (a plugin, an interpreter, a template), 2 bad usage, before any
+error or a spec that does not load (a plugin, an interpreter, a template), or a run folder another
+command is writing (:class:`replay.runmeta.RunLock`), 2 bad usage, before any
 work and in one line naming the option and what it accepts (a value not of the option's form:
 ``--replay-timeout abc``, ``--chunkings ""``, ``--capture-format xml``, ``--date 2026-13-45``, a
 bad ``--fail-on``; an existing run in ``--out`` without ``--force``), 3 a ``--fail-on`` condition
 held (:data:`replay.verdicts.FAIL_ON_EXIT`). Help is click's plain layout, wrapped at the
-terminal's width (rich's panels cut long words with "…" at 80 columns).
+terminal's width (rich's panels cut long words with "…" at 80 columns). 130: interrupted (Ctrl-C,
+SIGTERM), in one line naming the stage.
 """
 
 from __future__ import annotations
@@ -462,6 +464,10 @@ def _writing(run: Path, command: str) -> Iterator[None]:
         lock.release()
 
 
+def _paths_exist(paths: list[Path]) -> bool:
+    return all(Path(p).exists() for p in paths)
+
+
 def _report_interrupted(run: Path) -> None:
     """Exit 130 in one line: a Ctrl-C or SIGTERM stopped the writing of ``run``'s reports (its
     tables are as they were)."""
@@ -810,7 +816,10 @@ def ingest(
 
     from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size
-    from replay.runmeta import check_out_folder, clear_run, existing_run, filters_meta, mark_incomplete, versions, write_meta  # not replay.audit: its stages' imports
+    from replay.capture import discover
+    from replay.runmeta import (  # not replay.audit: its stages' imports
+        changed_inputs_message, check_out_folder, clear_run, existing_run, filters_meta, input_record, mark_incomplete, versions, write_meta,
+    )
 
     filters = _filters(model, route, since, until, sample, sample_key, limit)
     try:
@@ -820,7 +829,8 @@ def ingest(
     with _writing(out, "ingest"):  # before the run is looked at: another command may be writing it
         held = existing_run(out)
         if held and not force:
-            _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
+            changed = changed_inputs_message(out, discover([str(p) for p in paths])) if _paths_exist(paths) else None
+            _fail(changed or f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
         files = _captures(paths)
         tok = _tokenizer(tokenizer)
         if held:
@@ -841,7 +851,7 @@ def ingest(
                 from replay.pool import close_pools
 
                 close_pools()
-        meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)}
+        meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(), "inputs": [input_record(f) for f in files], "ingest": dataclasses.asdict(stats)}
         if filters.active:
             meta["filters"] = filters_meta(filters, stats)
         write_meta(out, meta)

@@ -18,7 +18,7 @@ from typing import Any
 from replay.capture.filters import Filters, describe_kept
 from replay.tables import TABLES
 
-__all__ = ["LOCK_FILE", "RUN_FILES", "RunInUseError", "RunLock", "run_writer", "remove_stale_temporaries", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
+__all__ = ["LOCK_FILE", "RUN_FILES", "RunInUseError", "RunLock", "run_writer", "remove_stale_temporaries", "input_record", "inputs_changed", "changed_inputs_message", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
 
 
 def versions() -> dict[str, str]:
@@ -45,6 +45,69 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         raise ValueError(f"{p}: not JSON ({exc})") from None
+
+
+def input_record(path: str | Path) -> dict[str, Any]:
+    """``run.json`` ``inputs`` entry of one capture file: ``path`` (as discovered), ``bytes`` and
+    ``mtime_ns`` (None when it cannot be stat'ed), for :func:`inputs_changed` to tell a rerun
+    which file changed since."""
+    try:
+        st = os.stat(path)
+        size, mtime = st.st_size, st.st_mtime_ns
+    except OSError:  # gone since discovery: ingest reports it as unreadable-file
+        size = mtime = None
+    return {"path": str(path), "bytes": size, "mtime_ns": mtime}
+
+
+def inputs_changed(recorded: list[dict[str, Any]], files: list[str | Path]) -> list[str]:
+    """How the capture files ``files`` of this command differ from ``recorded`` (``run.json``
+    ``inputs`` of the run in the folder, :func:`input_record`): one phrase per file,
+    ``"a.jsonl modified (1,200 -> 1,350 bytes)"`` (or ``(same size, newer mtime)``; a run written
+    before ``mtime_ns`` was recorded compares sizes only), ``"b.jsonl added"``, ``"c.jsonl
+    removed"``, in ``files`` order then the removed. Paths are compared resolved (a relative
+    recorded path against the current folder). Empty when they are the same."""
+    def key(path: str | Path) -> str:
+        return os.path.realpath(path)
+
+    before = {key(r["path"]): r for r in recorded if isinstance(r, dict) and r.get("path")}
+    now = {key(f): input_record(f) for f in files}
+    out = []
+    for k, cur in now.items():
+        old = before.get(k)
+        if old is None:
+            out.append(f"{cur['path']} added")
+        elif old.get("bytes") != cur["bytes"]:
+            out.append(f"{cur['path']} modified ({_sizes(old.get('bytes'), cur['bytes'])})")
+        elif old.get("mtime_ns") is not None and old["mtime_ns"] != cur["mtime_ns"]:
+            out.append(f"{cur['path']} modified (same size, modified since the run)")
+    out += [f"{r['path']} removed" for k, r in before.items() if k not in now]
+    return out
+
+
+def _sizes(before: Any, now: Any) -> str:
+    """``"1,200 -> 1,350 bytes"``; a size that could not be read is ``unreadable``."""
+    if isinstance(before, int) and isinstance(now, int):
+        return f"{before:,} -> {now:,} bytes"
+    return " -> ".join(f"{n:,} bytes" if isinstance(n, int) else "unreadable" for n in (before, now))
+
+
+def changed_inputs_message(run_dir: str | Path, files: list[str | Path]) -> str | None:
+    """The sentence for a command refused because ``run_dir`` holds a run of other captures
+    (:func:`inputs_changed` against its ``run.json`` ``inputs``): which files were added, removed
+    or modified, and what to do (``--force`` to replace the run, or another ``--out``). None when
+    the run records the same files, or records none (no ``run.json``, or one that is not JSON)."""
+    try:
+        recorded = read_meta(Path(run_dir)).get("inputs")
+    except ValueError:
+        return None
+    if not isinstance(recorded, list):
+        return None
+    changes = inputs_changed(recorded, files)
+    if not changes:
+        return None
+    shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5:,} more" if len(changes) > 5 else "")
+    return (f"--out {run_dir} holds a run of other captures than these ({shown}); give --force to replace it "
+            "with a run of these captures, or another --out")
 
 
 #: The files of a run folder that a new run replaces (:func:`existing_run`, :func:`clear_run`):

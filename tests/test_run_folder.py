@@ -211,3 +211,49 @@ def test_only_temporary_files_no_live_process_writes_are_removed(tmp_path: Path)
         (tmp_path / name).write_bytes(b"x")
     assert sorted(str(p.relative_to(tmp_path)) for p in remove_stale_temporaries(tmp_path)) == sorted(gone)
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == sorted(kept)
+
+
+def test_a_rerun_after_the_captures_changed_says_which_changed(tmp_path: Path) -> None:
+    """An --out holding an audit (or an ingest) of a folder of captures, then the same command
+    after one capture grew, one was added and one removed, and after one was rewritten at the
+    same size: refused (exit 2) naming each file and how it changed, and what to do (--force, or
+    another --out), instead of the "already holds a run" given for a rerun of the same captures.
+    An interrupted audit of the same captures with other options says that instead."""
+    import os
+
+    from sides_data import write_capture
+
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    a, b, c = (write_capture(caps / f"{n}.jsonl", [["read"]]) for n in "abc")
+    for cmd in ("audit", "ingest"):
+        out = tmp_path / cmd
+        assert invoke(cmd, caps, "--out", out, "-q").exit_code == 0
+        same = invoke(cmd, caps, "--out", out, "-q")
+        assert same.exit_code == 2 and "already holds a run" in same.stderr, same.stderr
+    size_a = a.stat().st_size
+    with a.open("ab") as f:
+        f.write(a.read_bytes())  # a second copy of its exchange
+    c.unlink()
+    write_capture(caps / "d.jsonl", [["read"]])
+    st = b.stat()
+    b.write_bytes(b.read_bytes().replace(b"task 0", b"task 9"))  # the same size, a new mtime
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    for cmd in ("audit", "ingest"):
+        out = tmp_path / cmd
+        result = invoke(cmd, caps, "--out", out, "-q")
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip() == (
+            f"error: --out {out} holds a run of other captures than these ({a} modified ({size_a:,} -> {2 * size_a:,} "
+            f"bytes); {b} modified (same size, modified since the run); {caps / 'd.jsonl'} added; {c} removed); give --force "
+            "to replace it with a run of these captures, or another --out"), result.stderr
+        assert invoke(cmd, caps, "--out", out, "-q", "--force").exit_code == 0
+    # an interrupted audit (its state left in .parts) rerun with another option
+    out = tmp_path / "audit"
+    state = out / ".parts" / "audit.json"
+    state.parent.mkdir()
+    state.write_text('{"fingerprint": "of other options", "ingest": null}')
+    result = invoke("audit", caps, "--out", out, "-q", "--batch-rows", "7")
+    assert result.exit_code == 2 and result.stderr.strip() == (
+        f"error: --out {out} holds an interrupted audit of these captures with other options (run.json options): run it "
+        "again with those options to resume it, give --force to replace it, or another --out"), result.stderr
