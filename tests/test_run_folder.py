@@ -133,6 +133,13 @@ def test_a_second_command_on_a_run_folder_being_written_is_refused_at_once(tmp_p
             assert result.stderr.strip() == (f"error: {out} is in use: pid {proc.pid} (replay audit) is writing it; "
                                              "wait for that command to end, or give another run folder"), (args, result.stderr)
             assert _files(out) == before, args
+        # and the reported race itself: a second `replay audit` process on the same --out
+        second = subprocess.run([sys.executable, "-m", "replay", "audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "-q"],
+                                capture_output=True, text=True, timeout=120)
+        assert second.returncode == 1 and second.stderr.strip() == (
+            f"error: {out} is in use: pid {proc.pid} (replay audit) is writing it; wait for that command to end, "
+            "or give another run folder"), second.stderr[-3000:]
+        assert _files(out) == before
         result = invoke("query", "summary", "--run", out)
         assert result.exit_code == 1
         assert result.stderr.strip() == (f"error: {out}: pid {proc.pid} (replay audit) is writing this run (now in its render "
