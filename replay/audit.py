@@ -38,7 +38,7 @@ from replay.report.html import html_queries
 from replay.tables import TABLES
 import duckdb
 
-from replay.sql import DuckDBSettings, QueryError, connect, interrupts_as_keyboard, out_of_memory_message
+from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_message, raise_interrupt
 from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
 # the run folder's metadata lives in replay.runmeta (light to import: `replay ingest` needs it, not the rest of this module)
 from replay.runmeta import (  # noqa: F401 - re-exported
@@ -91,18 +91,19 @@ def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, du
     Raises :class:`replay.sql.QueryError` (a ValueError) for a table DuckDB cannot read, and when
     DuckDB runs out of memory (the message names ``--duckdb-memory``); KeyboardInterrupt for a
     Ctrl-C or SIGTERM while a query runs (DuckDB raised ``RuntimeError: Query interrupted``
-    instead: :func:`replay.sql.interrupts_as_keyboard`)."""
+    instead: :func:`replay.sql.raise_interrupt`)."""
     con = connect(run_dir, duckdb_settings)
     try:
-        with interrupts_as_keyboard():
-            results = run_report_queries(con)
-            page = html_queries(con)
-            lines = headlines(con, meta, results)
-            exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
-            path = Path(run_dir) / "report.md"
-            path.write_text(markdown_report(con, meta, results, lines, exemplars), encoding="utf-8")
+        results = run_report_queries(con)
+        page = html_queries(con)
+        lines = headlines(con, meta, results)
+        exemplars = write_exemplars(con, Path(run_dir), meta, results["smallest_failures"], redact=redact)
+        path = Path(run_dir) / "report.md"
+        path.write_text(markdown_report(con, meta, results, lines, exemplars), encoding="utf-8")
     except duckdb.OutOfMemoryException as exc:  # raised by a query outside run_sql (exemplars, headlines)
         raise QueryError(out_of_memory_message(exc, con)) from exc
+    except (RuntimeError, duckdb.InterruptException) as exc:  # Ctrl-C or SIGTERM while a query ran
+        raise_interrupt(exc)
     finally:
         con.close()
     # the page is built once DuckDB has given its memory back (an 80k-exchange run: 309 -> 189

@@ -18,13 +18,12 @@ from replay.errors import UnknownNameError, UsageError  # noqa: F401
 
 import csv
 import io
-from contextlib import contextmanager
 import re
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, Optional
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -440,17 +439,15 @@ def _finished_run(run: Optional[Path]) -> None:
         _fail(f"{run}: the command that wrote this run stopped during {stage} (interrupted?): its tables are incomplete; {again}")
 
 
-@contextmanager
-def _writing(run: Path, command: str) -> Iterator[None]:
+def _hold_run(ctx: Any, run: Path, command: str) -> None:
     """Hold ``run``'s lock (:class:`replay.runmeta.RunLock`) while the command ``replay
-    <command>`` writes it; exit 1 in one line, touching nothing, while another command holds it.
-    A folder that does not exist is made (``replay ingest``) only where ``command`` is
-    ``ingest``; for the others the command goes on unlocked and fails as it does on a folder
-    that is not a run."""
+    <command>`` writes it, until the command ends (``ctx``: its click context, which releases
+    it when closed, on an error or interrupt too); exit 1 in one line, touching nothing, while
+    another command holds it. A folder that does not exist is made only for ``ingest``; the
+    other commands go on unlocked and fail as they do on a folder that is not a run."""
     from replay.runmeta import RunInUseError, RunLock
 
     if command != "ingest" and not run.is_dir():
-        yield
         return
     try:
         lock = RunLock(run, f"replay {command}")
@@ -458,10 +455,7 @@ def _writing(run: Path, command: str) -> Iterator[None]:
         _fail(str(exc))
     except OSError as exc:  # a folder this user cannot write
         _fail(f"{run}: cannot lock the run folder ({exc.strerror or exc})")
-    try:
-        yield
-    finally:
-        lock.release()
+    ctx.call_on_close(lock.release)
 
 
 def _paths_exist(paths: list[Path]) -> bool:
@@ -788,6 +782,7 @@ IngestJobsOpt = Annotated[
 
 @app.command(short_help="Ingest captures into the run's Parquet tables.")
 def ingest(
+    ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
     jobs: IngestJobsOpt = 1,
@@ -826,53 +821,53 @@ def ingest(
         check_out_folder(out)
     except ValueError as exc:
         _fail(str(exc))
-    with _writing(out, "ingest"):  # before the run is looked at: another command may be writing it
-        held = existing_run(out)
-        if held and not force:
-            changed = changed_inputs_message(out, discover([str(p) for p in paths])) if _paths_exist(paths) else None
-            _fail(changed or f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
-        files = _captures(paths)
-        tok = _tokenizer(tokenizer)
-        if held:
-            clear_run(out)
-        out.mkdir(parents=True, exist_ok=True)
-        mark_incomplete(out, {}, "ingest")
-        with _progress(quiet) as stage:
-            with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
-                try:
-                    stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact,
-                                       max_line_bytes=max_line_bytes, filters=filters, jobs=jobs)
-                except OSError as exc:  # the run folder or the pool's work files cannot be written; no pool
-                    _fail(f"ingest into {out} stopped: {exc}")
-                except KeyboardInterrupt:  # Ctrl-C or SIGTERM: it ended with no word
-                    _fail(f"interrupted during ingest: {out} is incomplete (run.json says so; replay query and replay report "
-                          "refuse it); run the ingest again with --force", 130)
-            if jobs > 1:
-                from replay.pool import close_pools
-
-                close_pools()
-        meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(), "inputs": [input_record(f) for f in files], "ingest": dataclasses.asdict(stats)}
-        if filters.active:
-            meta["filters"] = filters_meta(filters, stats)
-        write_meta(out, meta)
-        console.print(str(stats), highlight=False)
-        if filters.active:
-            console.print(meta["filters"]["sentence"], highlight=False, markup=False)
-        _nothing_ingested(meta)
-        if stats.errors:
-            from replay.sql import connect, run_sql
-            from replay.report import rich_table
-
+    _hold_run(ctx, out, "ingest")  # before the run is looked at: another command may be writing it
+    held = existing_run(out)
+    if held and not force:
+        changed = changed_inputs_message(out, discover([str(p) for p in paths])) if _paths_exist(paths) else None
+        _fail(changed or f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
+    files = _captures(paths)
+    tok = _tokenizer(tokenizer)
+    if held:
+        clear_run(out)
+    out.mkdir(parents=True, exist_ok=True)
+    mark_incomplete(out, {}, "ingest")
+    with _progress(quiet) as stage:
+        with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
             try:
-                con = connect(out, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
-            except ValueError as exc:
-                _fail(str(exc))
-            console.print(
-                rich_table(
-                    run_sql(con, "SELECT source_file, source_line, reason, detail FROM ingest_errors ORDER BY source_file, source_line LIMIT 20"),
-                    title="ingest errors (first 20; `replay query ingest_errors --run RUN` lists all)",
-                )
+                stats = run_ingest(files, out, progress=advance, capture_format=capture_format, tokenizer=tok, redact=redact,
+                                   max_line_bytes=max_line_bytes, filters=filters, jobs=jobs)
+            except OSError as exc:  # the run folder or the pool's work files cannot be written; no pool
+                _fail(f"ingest into {out} stopped: {exc}")
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: it ended with no word
+                _fail(f"interrupted during ingest: {out} is incomplete (run.json says so; replay query and replay report "
+                      "refuse it); run the ingest again with --force", 130)
+        if jobs > 1:
+            from replay.pool import close_pools
+
+            close_pools()
+    meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(), "inputs": [input_record(f) for f in files], "ingest": dataclasses.asdict(stats)}
+    if filters.active:
+        meta["filters"] = filters_meta(filters, stats)
+    write_meta(out, meta)
+    console.print(str(stats), highlight=False)
+    if filters.active:
+        console.print(meta["filters"]["sentence"], highlight=False, markup=False)
+    _nothing_ingested(meta)
+    if stats.errors:
+        from replay.sql import connect, run_sql
+        from replay.report import rich_table
+
+        try:
+            con = connect(out, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+        except ValueError as exc:
+            _fail(str(exc))
+        console.print(
+            rich_table(
+                run_sql(con, "SELECT source_file, source_line, reason, detail FROM ingest_errors ORDER BY source_file, source_line LIMIT 20"),
+                title="ingest errors (first 20; `replay query ingest_errors --run RUN` lists all)",
             )
+        )
 
 
 def _threads_of(duckdb_threads: Optional[int], jobs: Optional[int]) -> Optional[int]:
@@ -898,68 +893,68 @@ def _executor(cfg: Any, jobs: Optional[int], batch_rows: int) -> None:
     cfg.options.update(jobs=cfg.jobs, batch_rows=batch_rows)
 
 
-def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
-    with _writing(run, "render" if which == "render" else "stream"):
-        from replay.audit import mark_incomplete, read_meta, write_meta, write_report
-        from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
-        from replay.sides import close_sides
+def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
+    _hold_run(ctx, run, "render" if which == "render" else "stream")
+    from replay.audit import mark_incomplete, read_meta, write_meta, write_report
+    from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
+    from replay.sides import close_sides
 
-        try:
-            n = count_exchanges(run)
-            meta = read_meta(run)  # a run.json that is not JSON fails here, before any table is rewritten
-            validate_specs(cfg)
-        except (FileNotFoundError, ValueError) as exc:
-            close_sides(cfg)
-            _fail(str(exc), 2 if isinstance(exc, UsageError) else 1)
-        executor = _engine(engine, ray_address, cfg)
-        mark_incomplete(run, meta, which)
-        try:
-            with _progress(quiet) as stage:
-                with stage(which, n) as advance:
-                    if executor is not None:
-                        from replay.pipeline import RENDER, STREAM
+    try:
+        n = count_exchanges(run)
+        meta = read_meta(run)  # a run.json that is not JSON fails here, before any table is rewritten
+        validate_specs(cfg)
+    except (FileNotFoundError, ValueError) as exc:
+        close_sides(cfg)
+        _fail(str(exc), 2 if isinstance(exc, UsageError) else 1)
+    executor = _engine(engine, ray_address, cfg)
+    mark_incomplete(run, meta, which)
+    try:
+        with _progress(quiet) as stage:
+            with stage(which, n) as advance:
+                if executor is not None:
+                    from replay.pipeline import RENDER, STREAM
 
-                        got = executor.run_stage(run, RENDER if which == "render" else STREAM, cfg, advance)
-                        counts = got["renders"] if which == "render" else (got["streams"], got["calls"])
-                    else:
-                        counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
-        except ValueError as exc:  # replay.executors.EngineError: Ray missing or unreachable
-            _fail(str(exc))
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: run.json keeps saying the stage is incomplete
-            command = "render" if which == "render" else "stream"
-            _fail(f"interrupted during {which}: {run} is incomplete (run.json says so; replay query and replay report refuse it); "
-                  f"run `replay {command} --run {run}` again with the same options: it resumes", 130)
-        finally:
-            from replay.pool import close_pools
+                    got = executor.run_stage(run, RENDER if which == "render" else STREAM, cfg, advance)
+                    counts = got["renders"] if which == "render" else (got["streams"], got["calls"])
+                else:
+                    counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
+    except ValueError as exc:  # replay.executors.EngineError: Ray missing or unreachable
+        _fail(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: run.json keeps saying the stage is incomplete
+        command = "render" if which == "render" else "stream"
+        _fail(f"interrupted during {which}: {run} is incomplete (run.json says so; replay query and replay report refuse it); "
+              f"run `replay {command} --run {run}` again with the same options: it resumes", 130)
+    finally:
+        from replay.pool import close_pools
 
-            close_pools()
-            sides = close_sides(cfg)
-            if executor is not None:
-                executor.close()
-        meta.pop("incomplete", None)
-        from replay.audit import executor_meta
+        close_pools()
+        sides = close_sides(cfg)
+        if executor is not None:
+            executor.close()
+    meta.pop("incomplete", None)
+    from replay.audit import executor_meta
 
-        sides, executors = executor_meta(cfg, sides)
-        meta["executors"] = {**meta.get("executors", {}), **executors}
-        if sides:
-            meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
-        given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
-        if which == "re-stream" and given.get("tokenizer") is None:
-            given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
-        meta["options"] = {**meta.get("options", {}), **given}
-        if which == "re-stream":
-            from replay.pipeline import chunking_plan
+    sides, executors = executor_meta(cfg, sides)
+    meta["executors"] = {**meta.get("executors", {}), **executors}
+    if sides:
+        meta["sides"] = {**meta.get("sides", {}), **{s: {**v, "stage": which} for s, v in sides.items()}}
+    given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
+    if which == "re-stream" and given.get("tokenizer") is None:
+        given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
+    meta["options"] = {**meta.get("options", {}), **given}
+    if which == "re-stream":
+        from replay.pipeline import chunking_plan
 
-            meta["chunkings"] = chunking_plan(cfg)
-        write_meta(run, meta)
-        try:
-            write_report(run, meta, duckdb_settings=duckdb_settings)
-        except ValueError as exc:  # a table of the run DuckDB cannot read
-            _fail(f"{which} done, report.md not written: {exc}")
-        except KeyboardInterrupt:
-            _report_interrupted(run)
-        wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
-        console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
+        meta["chunkings"] = chunking_plan(cfg)
+    write_meta(run, meta)
+    try:
+        write_report(run, meta, duckdb_settings=duckdb_settings)
+    except ValueError as exc:  # a table of the run DuckDB cannot read
+        _fail(f"{which} done, report.md not written: {exc}")
+    except KeyboardInterrupt:
+        _report_interrupted(run)
+    wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
+    console.print(f"{which}: wrote {wrote}; {run}/report.md updated.", highlight=False)
 
 
 _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
@@ -974,6 +969,7 @@ _STAGE_KEYS = {
 
 @app.command(short_help="Re-render the prompts of an ingested run.")
 def render(
+    ctx: typer.Context,
     run: RunOpt,
     old_serializer: OldSer = "model-dump",
     new_serializer: NewSer = "client-fields",
@@ -1021,11 +1017,12 @@ def render(
                          old_render_in=old_render_in, new_render_in=new_render_in),
     )
     _executor(cfg, jobs, batch_rows)
-    _stage_command("render", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
+    _stage_command(ctx, "render", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
 
 
 @app.command(short_help="Re-stream the raw completions of an ingested run.")
 def stream(
+    ctx: typer.Context,
     run: RunOpt,
     parser: ParserOpt = None,
     old_parser: OldParser = None,
@@ -1058,7 +1055,7 @@ def stream(
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
     _executor(cfg, jobs, batch_rows)
-    _stage_command("re-stream", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
+    _stage_command(ctx, "re-stream", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
 
 
 @app.command(short_help="Run a shipped query (or any SQL) on a run.")
@@ -1139,6 +1136,7 @@ def show(
 
 @app.command(short_help="Rewrite a run's report.md, report.html and exemplars.")
 def report(
+    ctx: typer.Context,
     run: RunOpt,
     fail_on: FailOnOpt = None,
     exemplar_text: ExemplarTextOpt = False,
@@ -1153,14 +1151,14 @@ def report(
     from replay.audit import read_meta, write_report
 
     gates = _gates(fail_on)
-    with _writing(run, "report"):
-        _finished_run(run)
-        try:
-            written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
-        except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
-            _fail(str(exc))
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (during a DuckDB query too: replay.sql.interrupts_as_keyboard)
-            _report_interrupted(run)
+    _hold_run(ctx, run, "report")
+    _finished_run(run)
+    try:
+        written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+    except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
+        _fail(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (during a DuckDB query too: replay.sql.raise_interrupt)
+        _report_interrupted(run)
     sys.stdout.write(written.path.read_text(encoding="utf-8"))
     from replay.verdicts import unjudged
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, NoReturn
 
 import duckdb
 
@@ -131,20 +130,14 @@ def is_interrupt(exc: BaseException) -> bool:
             or (type(exc) is RuntimeError and str(exc) == QUERY_INTERRUPTED))
 
 
-@contextmanager
-def interrupts_as_keyboard() -> Iterator[None]:
-    """Re-raise DuckDB's interrupt of a running query (:func:`is_interrupt`) as the
-    KeyboardInterrupt it replaced, so that a Ctrl-C or SIGTERM during a query ends the command as
-    it does anywhere else (exit 130, one line) instead of a traceback ending in
-    ``RuntimeError: Query interrupted``. Other exceptions pass unchanged."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        raise
-    except (RuntimeError, duckdb.InterruptException) as exc:
-        if not is_interrupt(exc):
-            raise
-        raise KeyboardInterrupt(QUERY_INTERRUPTED) from None
+def raise_interrupt(exc: BaseException) -> NoReturn:
+    """Raise ``exc`` again, or, when it is DuckDB's interrupt of a running query
+    (:func:`is_interrupt`), the KeyboardInterrupt it replaced: a Ctrl-C or SIGTERM during a query
+    then ends the command as it does anywhere else (exit 130, one line) instead of a traceback
+    ending in ``RuntimeError: Query interrupted``. Call it from an ``except`` clause."""
+    if isinstance(exc, KeyboardInterrupt) or not is_interrupt(exc):
+        raise exc
+    raise KeyboardInterrupt(QUERY_INTERRUPTED) from None
 
 
 #: DuckDB's memory cap when neither ``--duckdb-memory`` nor ``$REPLAY_DUCKDB_MEMORY`` is given (DuckDB
