@@ -86,7 +86,7 @@ class _OneLineErrors(typer.core.TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         """Run the command; a Ctrl-C or SIGTERM it does not handle itself (``replay query``,
         ``replay show``; DuckDB's ``RuntimeError: Query interrupted`` included) ends it with one
-        line and exit 130, not click's blank line and ``Aborted.`` with exit 1, nor a traceback."""
+        line and exit 130, not typer's 130 without a word, nor a traceback."""
         try:
             return super().invoke(ctx)
         except (KeyboardInterrupt, RuntimeError) as exc:

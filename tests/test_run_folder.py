@@ -264,3 +264,37 @@ def test_a_rerun_after_the_captures_changed_says_which_changed(tmp_path: Path) -
     assert result.exit_code == 2 and result.stderr.strip() == (
         f"error: --out {out} holds an interrupted audit of these captures with other options (run.json options): run it "
         "again with those options to resume it, give --force to replace it, or another --out"), result.stderr
+
+
+#: ``replay render``'s stage waits (after touching MARK) for a signal.
+HELD_STAGE = (
+    "import replay.pipeline\n"
+    "def held(*a, **k):\n"
+    "    Path({mark!r}).touch()\n"
+    "    time.sleep(60)\n"
+    "replay.pipeline.run_render = held\n"
+)
+
+
+def test_an_interrupt_during_replay_render_ends_in_one_line_with_130(tmp_path: Path) -> None:
+    """Ctrl-C during ``replay render --run``'s stage: exit 130 and one line saying the run is
+    incomplete and how to resume it (typer ended it with 130 and not a word), the run folder's
+    lock released (the rerun is not refused)."""
+    out, mark = tmp_path / "run", tmp_path / "in-render"
+    assert invoke("ingest", SAMPLES, "--out", out, "-q").exit_code == 0
+    script = _wrapper(tmp_path, HELD_STAGE.format(mark=str(mark)))
+    proc = subprocess.Popen([sys.executable, str(script), "render", "--run", str(out), "--jobs", "1", "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(mark.exists, 60), "the render stage never started"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode(errors="replace")[-3000:]
+    assert err.decode().strip() == (f"error: interrupted during render: {out} is incomplete (run.json says so; replay query and "
+                                    f"replay report refuse it); run `replay render --run {out}` again with the same options: it resumes")
+    assert not (out / ".replay.lock").exists()
+    assert invoke("render", "--run", out, "--jobs", "1", "-q").exit_code == 0
