@@ -62,8 +62,8 @@ def input_record(path: str | Path) -> dict[str, Any]:
 def inputs_changed(recorded: list[dict[str, Any]], files: list[str | Path]) -> list[str]:
     """How the capture files ``files`` of this command differ from ``recorded`` (``run.json``
     ``inputs`` of the run in the folder, :func:`input_record`): one phrase per file,
-    ``"a.jsonl modified (1,200 -> 1,350 bytes)"`` (or ``(same size, newer mtime)``; a run written
-    before ``mtime_ns`` was recorded compares sizes only), ``"b.jsonl added"``, ``"c.jsonl
+    ``"a.jsonl modified (1,200 -> 1,350 bytes)"`` (or ``(same size, modified since the run)``
+    when only ``mtime_ns`` differs; a run written before it was recorded compares sizes only), ``"b.jsonl added"``, ``"c.jsonl
     removed"``, in ``files`` order then the removed. Paths are compared resolved (a relative
     recorded path against the current folder). Empty when they are the same."""
     def key(path: str | Path) -> str:
@@ -231,9 +231,10 @@ class RunLock:
     audit"``). Raises :class:`RunInUseError` naming the folder and the holder's pid and command
     (as its lock file says) when another process holds it, having touched nothing else; OSError
     when the folder or lock file cannot be made. Once it holds the lock it removes the
-    temporary files a killed writer left (:func:`remove_stale_temporaries`). :meth:`release` (or leaving the ``with`` block)
-    removes the lock file, and the folder when this lock made it and it is left empty. Linux and
-    macOS (``fcntl``); open file descriptions are not shared with the pool's spawned processes."""
+    temporary files a killed writer left (:func:`remove_stale_temporaries`). :meth:`release`
+    (or leaving the ``with`` block) removes the lock file, and the folder when this lock made it
+    and it is left empty. Linux and macOS (``fcntl``); the lock's open file is not inherited by
+    the pool's spawned processes, so it ends with this process."""
 
     def __init__(self, run_dir: str | Path, command: str) -> None:
         import fcntl
@@ -266,7 +267,10 @@ class RunLock:
         self.fd: int | None = fd
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} ({command})\n".encode())
-        remove_stale_temporaries(self.folder)  # a killed writer's, before this command reads or resumes anything
+        try:
+            remove_stale_temporaries(self.folder)  # a killed writer's, before this command reads or resumes anything
+        except OSError:  # one it may not remove: left, as before
+            pass
 
     def release(self) -> None:
         """Remove the temporary files this command left (an interrupt during a write:
@@ -298,9 +302,9 @@ class RunLock:
 def run_writer(run_dir: str | Path) -> str | None:
     """The pid and command of a live process holding ``run_dir``'s :class:`RunLock` (``"pid 123
     (replay audit)"``, as its lock file says), or None when there is no lock file or its process
-    is gone or is this one. Reads only (it takes no lock), for ``replay query`` and ``replay show`` to tell a run
-    being written from one a command left incomplete; a reused pid can make it name a process
-    that is not writing."""
+    is gone or is this one. Reads only (it takes no lock), for ``replay query`` and ``replay
+    show`` to tell a run being written from one a command left incomplete; a reused pid can make
+    it name a process that is not writing."""
     try:
         holder = (Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8", errors="replace").strip()
         pid = int(holder.split()[1])
@@ -332,7 +336,8 @@ def remove_stale_temporaries(run_dir: str | Path) -> list[Path]:
     the lock (only its holder writes these, so a dead pid's file is a killed writer's: a
     ``kill -9`` during ingest left ``.tmp-<pid>-exchanges.parquet`` through the resumed audit)
     and when it releases it. Files of another live pid (a killed writer's pool process still
-    ending) are kept. Returns the files removed; raises nothing for a file already gone."""
+    ending) are kept. Returns the files removed; raises OSError for one it may not remove, nothing
+    for one already gone."""
     folder = Path(run_dir)
     parts = folder / ".parts"
     candidates = [p for p in folder.glob(".tmp-*") if _tmp_tail(p.name) in RUN_FILES]
