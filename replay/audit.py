@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from replay.capture import discover, ingest
-from replay.capture.files import file_size, source_name
+from replay.capture.files import file_size
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
 from replay.memory import arrow_without_pandas, release_memory, single_threaded_arrow
@@ -39,11 +39,11 @@ from replay.tables import TABLES
 from replay.term import visible
 import duckdb
 
-from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_message
+from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_message, raise_interrupt
 from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
 # the run folder's metadata lives in replay.runmeta (light to import: `replay ingest` needs it, not the rest of this module)
 from replay.runmeta import (  # noqa: F401 - re-exported
-    RUN_FILES, check_out_folder, clear_run, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
+    RUN_FILES, RunInUseError, RunLock, changed_inputs_message, check_out_folder, clear_run, input_record, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
 )
 
 
@@ -90,7 +90,9 @@ def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, du
     from the run's tables, running each report query once. ``redact``: mask message text in the exemplars (:func:`replay.mask.redact_text`).
     ``duckdb_settings``: DuckDB's memory limit, threads and spill folder (:class:`replay.sql.DuckDBSettings`).
     Raises :class:`replay.sql.QueryError` (a ValueError) for a table DuckDB cannot read, and when
-    DuckDB runs out of memory (the message names ``--duckdb-memory``)."""
+    DuckDB runs out of memory (the message names ``--duckdb-memory``); KeyboardInterrupt for a
+    Ctrl-C or SIGTERM while a query runs (DuckDB raised ``RuntimeError: Query interrupted``
+    instead: :func:`replay.sql.raise_interrupt`)."""
     con = connect(run_dir, duckdb_settings)
     try:
         results = run_report_queries(con)
@@ -102,6 +104,8 @@ def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, du
         path.write_text(visible(markdown_report(con, meta, results, lines, exemplars)), encoding="utf-8")
     except duckdb.OutOfMemoryException as exc:  # raised by a query outside run_sql (exemplars, headlines)
         raise QueryError(out_of_memory_message(exc, con)) from exc
+    except (RuntimeError, duckdb.InterruptException) as exc:  # Ctrl-C or SIGTERM while a query ran
+        raise_interrupt(exc)
     finally:
         con.close()
     # the page is built once DuckDB has given its memory back (an 80k-exchange run: 309 -> 189
@@ -142,32 +146,35 @@ def audit(
     ``force``: replace a run ``out`` already holds (:func:`prepare_out`).
     Returns an :class:`AuditResult`.
     Raises FileNotFoundError for a missing input path, ValueError for a bad serializer or parser
-    spec and :class:`RunExistsError` for an ``out`` holding another run without ``force``, before
-    anything is written; faults in the data itself never raise (they are rows).
+    spec, :class:`RunExistsError` for an ``out`` holding another run without ``force`` and
+    :class:`replay.runmeta.RunInUseError` while another command writes ``out`` (its
+    :class:`replay.runmeta.RunLock`, held until this returns), before anything is written;
+    faults in the data itself never raise (they are rows).
     """
     run_dir = Path(out)
     check_out_folder(run_dir)
-    arrow_without_pandas()  # ingest's pa.array calls would import pandas (44 MiB) into this process
-    single_threaded_arrow()  # Arrow's thread pools only kept what they freed (--jobs 1 at 20k: 176 -> 151 MiB after re-stream)
-    try:
-        validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
-        skipped: list[dict] = []
-        files = discover(paths, skipped)
-        if capture_format is not None and capture_format not in FORMATS:
-            raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
-        setup_render(files, cfg, engine)  # a bad template or tokenizer fails here, before anything is written
-        fingerprint = audit_fingerprint(files, cfg, capture_format, hash_text, max_line_bytes, filters)
-        state = prepare_out(run_dir, fingerprint, force)
-    except BaseException:
-        close_pools()
-        close_sides(cfg)
-        raise
-    try:
-        return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, duckdb_settings, engine, state,
-                    skipped)
-    finally:
-        close_pools()  # the --jobs processes kept from render to re-stream
-        close_sides(cfg)
+    with RunLock(run_dir, "replay audit"):  # RunInUseError while another command writes run_dir
+        arrow_without_pandas()  # ingest's pa.array calls would import pandas (44 MiB) into this process
+        single_threaded_arrow()  # Arrow's thread pools only kept what they freed (--jobs 1 at 20k: 176 -> 151 MiB after re-stream)
+        try:
+            validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
+            skipped: list[dict] = []
+            files = discover(paths, skipped)
+            if capture_format is not None and capture_format not in FORMATS:
+                raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
+            setup_render(files, cfg, engine)  # a bad template or tokenizer fails here, before anything is written
+            fingerprint = audit_fingerprint(files, cfg, capture_format, hash_text, max_line_bytes, filters)
+            state = prepare_out(run_dir, fingerprint, force, files)
+        except BaseException:
+            close_pools()
+            close_sides(cfg)
+            raise
+        try:
+            return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, duckdb_settings, engine, state,
+                        skipped)
+        finally:
+            close_pools()  # the --jobs processes kept from render to re-stream
+            close_sides(cfg)
 
 
 #: Capture bytes (on disk) from which ``replay audit --jobs N`` starts its pool before ingesting.
@@ -280,9 +287,12 @@ def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def prepare_out(run_dir: str | Path, fingerprint: str, force: bool) -> dict[str, Any]:
+def prepare_out(run_dir: str | Path, fingerprint: str, force: bool, files: list[Path] | None = None) -> dict[str, Any]:
     """Decide what an audit does with its ``--out`` (the one rule for audit, render and stream
-    outputs; ``replay ingest`` uses :func:`existing_run` directly). Returns the audit's state:
+    outputs; ``replay ingest`` uses :func:`existing_run` directly). ``files``: the audit's
+    capture files, to say in the refusal which of them differ from the run's ``run.json``
+    ``inputs`` (:func:`replay.runmeta.changed_inputs_message`), or that only the options
+    differ from an interrupted audit's. Returns the audit's state:
 
     - an empty or new folder: a fresh state;
     - an interrupted audit (``RUN/.parts/audit.json``) with the same ``fingerprint``
@@ -304,6 +314,14 @@ def prepare_out(run_dir: str | Path, fingerprint: str, force: bool) -> dict[str,
         if state is not None and state.get("fingerprint") == fingerprint:
             return {**state, "resumed": True}
         if held or parts.is_dir():
+            changed = changed_inputs_message(folder, files) if files is not None else None
+            if changed:
+                raise RunExistsError(changed)
+            if state is not None and files is not None and held:
+                raise RunExistsError(
+                    f"--out {folder} holds an interrupted audit of these captures with other options (run.json options): "
+                    "run it again with those options to resume it, give --force to replace it, or another --out"
+                )
             what = ", ".join(held) if held else "the parts of another, unfinished audit"
             raise RunExistsError(
                 f"--out {folder} already holds a run ({what}); give --force to replace it, or another --out "
@@ -330,7 +348,7 @@ def _run(
     meta: dict[str, Any] = {
         "options": {**cfg.options, "capture_format": capture_format},
         "versions": versions(),
-        "inputs": [{"path": source_name(f), "bytes": file_size(f)} for f in files],
+        "inputs": [input_record(f) for f in files],
     }
 
     mark_incomplete(run_dir, meta, "ingest")

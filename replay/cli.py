@@ -2,12 +2,14 @@
 
 Every command is a thin layer over the library (:mod:`replay.audit`, :mod:`replay.capture`,
 :mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query
-error or a spec that does not load (a plugin, an interpreter, a template), 2 bad usage, before any
+error or a spec that does not load (a plugin, an interpreter, a template), or a run folder another
+command is writing (:class:`replay.runmeta.RunLock`), 2 bad usage, before any
 work and in one line naming the option and what it accepts (a value not of the option's form:
 ``--replay-timeout abc``, ``--chunkings ""``, ``--capture-format xml``, ``--date 2026-13-45``, a
 bad ``--fail-on``; an existing run in ``--out`` without ``--force``), 3 a ``--fail-on`` condition
 held (:data:`replay.verdicts.FAIL_ON_EXIT`). Help is click's plain layout, wrapped at the
-terminal's width (rich's panels cut long words with "…" at 80 columns).
+terminal's width (rich's panels cut long words with "…" at 80 columns). 130: interrupted (Ctrl-C,
+SIGTERM), in one line naming the stage.
 """
 
 from __future__ import annotations
@@ -89,6 +91,21 @@ class _OneLineErrors(typer.core.TyperGroup):
             err.print("Aborted.")
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a Ctrl-C or SIGTERM it does not handle itself (``replay query``,
+        ``replay show``; DuckDB's ``RuntimeError: Query interrupted`` included) ends it with one
+        line and exit 130, not typer's 130 without a word, nor a traceback."""
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, RuntimeError) as exc:
+            from replay.sql import is_interrupt
+
+            if not is_interrupt(exc):
+                raise
+            name = f"replay {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "replay"
+            err.print(f"[bold red]error:[/] interrupted: {escape(name)} stopped", highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
 
 
 app = typer.Typer(
@@ -438,11 +455,46 @@ def _finished_run(run: Optional[Path]) -> None:
     except ValueError as exc:  # run.json not JSON
         _fail(str(exc))
     if stage:
+        from replay.runmeta import run_writer
+
+        writer = run_writer(run)
+        if writer:
+            _fail(f"{run}: {writer} is writing this run (now in its {stage} stage): its tables are incomplete until it ends")
         redo = {"render": "replay render --run RUN, then replay stream --run RUN", "re-stream": "replay stream --run RUN",
                 "report": "replay report --run RUN"}.get(stage)
         again = ("run the command again: `replay audit` resumes; `replay ingest` needs --force"
                  + (f" (or finish it: {redo.replace('RUN', str(run))})" if redo else ""))
         _fail(f"{run}: the command that wrote this run stopped during {stage} (interrupted?): its tables are incomplete; {again}")
+
+
+def _hold_run(ctx: Any, run: Path, command: str) -> None:
+    """Hold ``run``'s lock (:class:`replay.runmeta.RunLock`) while the command ``replay
+    <command>`` writes it, until the command ends (``ctx``: its click context, which releases
+    it when closed, on an error or interrupt too); exit 1 in one line, touching nothing, while
+    another command holds it. A folder that does not exist is made only for ``ingest``; the
+    other commands go on unlocked and fail as they do on a folder that is not a run."""
+    from replay.runmeta import RunInUseError, RunLock
+
+    if command != "ingest" and not run.is_dir():
+        return
+    try:
+        lock = RunLock(run, f"replay {command}")
+    except RunInUseError as exc:
+        _fail(str(exc))
+    except OSError as exc:  # a folder this user cannot write
+        _fail(f"{run}: cannot lock the run folder ({exc.strerror or exc})")
+    ctx.call_on_close(lock.release)
+
+
+def _paths_exist(paths: list[Path]) -> bool:
+    return all(Path(p).exists() for p in paths)
+
+
+def _report_interrupted(run: Path) -> None:
+    """Exit 130 in one line: a Ctrl-C or SIGTERM stopped the writing of ``run``'s reports (its
+    tables are as they were)."""
+    _fail(f"interrupted during report: {run}/report.md, report.html and exemplars/ may be stale or missing "
+          f"(the tables are unchanged); run `replay report --run {run}` again", 130)
 
 
 def _fail(msg: str, code: int = 1) -> None:
@@ -775,6 +827,7 @@ IngestJobsOpt = Annotated[
 
 @app.command(short_help="Ingest captures into the run's Parquet tables.")
 def ingest(
+    ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
     jobs: IngestJobsOpt = 1,
@@ -802,17 +855,22 @@ def ingest(
     import dataclasses
 
     from replay.capture import ingest as run_ingest
-    from replay.capture.files import file_size, source_name
-    from replay.runmeta import check_out_folder, clear_run, existing_run, filters_meta, mark_incomplete, versions, write_meta  # not replay.audit: its stages' imports
+    from replay.capture import discover
+    from replay.capture.files import file_size
+    from replay.runmeta import (  # not replay.audit: its stages' imports
+        changed_inputs_message, check_out_folder, clear_run, existing_run, filters_meta, input_record, mark_incomplete, versions, write_meta,
+    )
 
     filters = _filters(model, route, since, until, sample, sample_key, limit)
     try:
         check_out_folder(out)
     except ValueError as exc:
         _fail(str(exc))
+    _hold_run(ctx, out, "ingest")  # before the run is looked at: another command may be writing it
     held = existing_run(out)
     if held and not force:
-        _fail(f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
+        changed = changed_inputs_message(out, discover([str(p) for p in paths])) if _paths_exist(paths) else None
+        _fail(changed or f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
     skipped: list[dict] = []
     files = _captures(paths, skipped)
     tok = _tokenizer(tokenizer)
@@ -836,7 +894,7 @@ def ingest(
             close_pools()
     stats.skipped_files = [*skipped, *stats.skipped_files]
     meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(),
-            "inputs": [{"path": source_name(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)}
+            "inputs": [input_record(f) for f in files], "ingest": dataclasses.asdict(stats)}
     if filters.active:
         meta["filters"] = filters_meta(filters, stats)
     write_meta(out, meta)
@@ -888,7 +946,8 @@ def _executor(cfg: Any, jobs: Optional[int], batch_rows: int) -> None:
     cfg.options.update(jobs=cfg.jobs, batch_rows=batch_rows)
 
 
-def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
+def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
+    _hold_run(ctx, run, "render" if which == "render" else "stream")
     from replay.audit import mark_incomplete, read_meta, write_meta, write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
     from replay.sides import close_sides
@@ -914,6 +973,10 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
                     counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
     except ValueError as exc:  # replay.executors.EngineError: Ray missing or unreachable
         _fail(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: run.json keeps saying the stage is incomplete
+        command = "render" if which == "render" else "stream"
+        _fail(f"interrupted during {which}: {run} is incomplete (run.json says so; replay query and replay report refuse it); "
+              f"run `replay {command} --run {run}` again with the same options: it resumes", 130)
     finally:
         from replay.pool import close_pools
 
@@ -941,6 +1004,8 @@ def _stage_command(which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings
         write_report(run, meta, duckdb_settings=duckdb_settings)
     except ValueError as exc:  # a table of the run DuckDB cannot read
         _fail(f"{which} done, report.md not written: {exc}")
+    except KeyboardInterrupt:
+        _report_interrupted(run)
     wrote = f"{counts:,} renders rows" if which == "render" else f"{counts[0]:,} streams rows and {counts[1]:,} calls rows"
     console.print(plain(f"{which}: wrote {wrote}; {run}/report.md updated."))
 
@@ -957,6 +1022,7 @@ _STAGE_KEYS = {
 
 @app.command(short_help="Re-render the prompts of an ingested run.")
 def render(
+    ctx: typer.Context,
     run: RunOpt,
     old_serializer: OldSer = "model-dump",
     new_serializer: NewSer = "client-fields",
@@ -1004,11 +1070,12 @@ def render(
                          old_render_in=old_render_in, new_render_in=new_render_in),
     )
     _executor(cfg, jobs, batch_rows)
-    _stage_command("render", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
+    _stage_command(ctx, "render", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
 
 
 @app.command(short_help="Re-stream the raw completions of an ingested run.")
 def stream(
+    ctx: typer.Context,
     run: RunOpt,
     parser: ParserOpt = None,
     old_parser: OldParser = None,
@@ -1041,7 +1108,7 @@ def stream(
         reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     )
     _executor(cfg, jobs, batch_rows)
-    _stage_command("re-stream", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
+    _stage_command(ctx, "re-stream", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
 
 
 @app.command(short_help="Run a shipped query (or any SQL) on a run.")
@@ -1123,6 +1190,7 @@ def show(
 
 @app.command(short_help="Rewrite a run's report.md, report.html and exemplars.")
 def report(
+    ctx: typer.Context,
     run: RunOpt,
     fail_on: FailOnOpt = None,
     exemplar_text: ExemplarTextOpt = False,
@@ -1137,11 +1205,14 @@ def report(
     from replay.audit import read_meta, write_report
 
     gates = _gates(fail_on)
+    _hold_run(ctx, run, "report")
     _finished_run(run)
     try:
         written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (during a DuckDB query too: replay.sql.raise_interrupt)
+        _report_interrupted(run)
     sys.stdout.write(visible(written.path.read_text(encoding="utf-8")))
     from replay.verdicts import unjudged
 

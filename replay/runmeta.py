@@ -8,7 +8,9 @@ imports only this, not the render, stream and report stages with their libraries
 from __future__ import annotations
 
 import json
+import os
 import platform
+import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 from replay.capture.filters import Filters, describe_kept
 from replay.tables import TABLES
 
-__all__ = ["RUN_FILES", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
+__all__ = ["LOCK_FILE", "RUN_FILES", "RunInUseError", "RunLock", "run_writer", "remove_stale_temporaries", "input_record", "inputs_changed", "changed_inputs_message", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
 
 
 def versions() -> dict[str, str]:
@@ -43,6 +45,71 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         raise ValueError(f"{p}: not JSON ({exc})") from None
+
+
+def input_record(path: str | Path) -> dict[str, Any]:
+    """``run.json`` ``inputs`` entry of one capture file: ``path`` (as discovered), ``bytes`` and
+    ``mtime_ns`` (None when it cannot be stat'ed), for :func:`inputs_changed` to tell a rerun
+    which file changed since."""
+    try:
+        st = os.stat(path)
+        size, mtime = st.st_size, st.st_mtime_ns
+    except OSError:  # gone since discovery: ingest reports it as unreadable-file
+        size = mtime = None
+    from replay.capture.files import source_name  # the name a spooled pipe was given
+
+    return {"path": source_name(path), "bytes": size, "mtime_ns": mtime}
+
+
+def inputs_changed(recorded: list[dict[str, Any]], files: list[str | Path]) -> list[str]:
+    """How the capture files ``files`` of this command differ from ``recorded`` (``run.json``
+    ``inputs`` of the run in the folder, :func:`input_record`): one phrase per file,
+    ``"a.jsonl modified (1,200 -> 1,350 bytes)"`` (or ``(same size, modified since the run)``
+    when only ``mtime_ns`` differs; a run written before it was recorded compares sizes only), ``"b.jsonl added"``, ``"c.jsonl
+    removed"``, in ``files`` order then the removed. Paths are compared resolved (a relative
+    recorded path against the current folder). Empty when they are the same."""
+    def key(path: str | Path) -> str:
+        return os.path.realpath(path)
+
+    before = {key(r["path"]): r for r in recorded if isinstance(r, dict) and r.get("path")}
+    now = {key(f): input_record(f) for f in files}
+    out = []
+    for k, cur in now.items():
+        old = before.get(k)
+        if old is None:
+            out.append(f"{cur['path']} added")
+        elif old.get("bytes") != cur["bytes"]:
+            out.append(f"{cur['path']} modified ({_sizes(old.get('bytes'), cur['bytes'])})")
+        elif old.get("mtime_ns") is not None and old["mtime_ns"] != cur["mtime_ns"]:
+            out.append(f"{cur['path']} modified (same size, modified since the run)")
+    out += [f"{r['path']} removed" for k, r in before.items() if k not in now]
+    return out
+
+
+def _sizes(before: Any, now: Any) -> str:
+    """``"1,200 -> 1,350 bytes"``; a size that could not be read is ``unreadable``."""
+    if isinstance(before, int) and isinstance(now, int):
+        return f"{before:,} -> {now:,} bytes"
+    return " -> ".join(f"{n:,} bytes" if isinstance(n, int) else "unreadable" for n in (before, now))
+
+
+def changed_inputs_message(run_dir: str | Path, files: list[str | Path]) -> str | None:
+    """The sentence for a command refused because ``run_dir`` holds a run of other captures
+    (:func:`inputs_changed` against its ``run.json`` ``inputs``): which files were added, removed
+    or modified, and what to do (``--force`` to replace the run, or another ``--out``). None when
+    the run records the same files, or records none (no ``run.json``, or one that is not JSON)."""
+    try:
+        recorded = read_meta(Path(run_dir)).get("inputs")
+    except ValueError:
+        return None
+    if not isinstance(recorded, list):
+        return None
+    changes = inputs_changed(recorded, files)
+    if not changes:
+        return None
+    shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5:,} more" if len(changes) > 5 else "")
+    return (f"--out {run_dir} holds a run of other captures than these ({shown}); give --force to replace it "
+            "with a run of these captures, or another --out")
 
 
 #: The files of a run folder that a new run replaces (:func:`existing_run`, :func:`clear_run`):
@@ -147,3 +214,153 @@ def check_out_folder(run_dir: str | Path) -> None:
             if not parent.is_dir():
                 raise ValueError(f"--out {folder}: {parent} is a file, not a folder")
             break
+
+
+#: The lock file of a run folder (:class:`RunLock`): ``RUN/.replay.lock``, holding the pid and
+#: command of the process that holds it.
+LOCK_FILE = ".replay.lock"
+
+
+class RunInUseError(ValueError):
+    """Another process holds the run folder's lock (:class:`RunLock`): it is writing that run."""
+
+
+class RunLock:
+    """An exclusive OS lock on a run folder, held by the one command that writes it (``replay
+    audit``, ``ingest``, ``render``, ``stream``, ``report``): ``fcntl.flock`` on
+    ``RUN/`` :data:`LOCK_FILE`, so the kernel releases it when the process ends in any way
+    (SIGKILL included); a lock file a killed process left is taken over.
+
+    ``RunLock(run_dir, command)`` acquires it at once, making the folder (and its parents) when
+    it does not exist; ``command``: what to tell another command that finds it held (``"replay
+    audit"``). Raises :class:`RunInUseError` naming the folder and the holder's pid and command
+    (as its lock file says) when another process holds it, having touched nothing else; OSError
+    when the folder or lock file cannot be made. Once it holds the lock it removes the
+    temporary files a killed writer left (:func:`remove_stale_temporaries`). :meth:`release`
+    (or leaving the ``with`` block) removes the lock file, and the folder when this lock made it
+    and it is left empty. Linux and macOS (``fcntl``); the lock's open file is not inherited by
+    the pool's spawned processes, so it ends with this process."""
+
+    def __init__(self, run_dir: str | Path, command: str) -> None:
+        import fcntl
+
+        self.folder = Path(run_dir)
+        self.path = self.folder / LOCK_FILE
+        self.made = not self.folder.exists()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 4096).decode("utf-8", "replace").strip()
+                os.close(fd)
+                raise RunInUseError(
+                    f"{self.folder} is in use: {holder or 'another replay command'} is writing it; "
+                    "wait for that command to end, or give another run folder"
+                ) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            try:  # the holder before may have removed the file between our open and flock
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        self.fd: int | None = fd
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} ({command})\n".encode())
+        try:
+            remove_stale_temporaries(self.folder)  # a killed writer's, before this command reads or resumes anything
+        except OSError:  # one it may not remove: left, as before
+            pass
+
+    def release(self) -> None:
+        """Remove the temporary files this command left (an interrupt during a write:
+        :func:`remove_stale_temporaries`), the lock file, and release the lock (a second call
+        does nothing); remove the folder too when this lock made it and nothing else is in it
+        (a command that failed before writing leaves no empty folder)."""
+        if self.fd is None:
+            return
+        try:
+            remove_stale_temporaries(self.folder)  # this command's, left by an interrupt
+        except OSError:
+            pass
+        self.path.unlink(missing_ok=True)  # while still held: a waiting opener sees another inode
+        os.close(self.fd)
+        self.fd = None
+        if self.made:
+            try:
+                self.folder.rmdir()
+            except OSError:  # not empty: the command wrote its run
+                pass
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.release()
+
+
+def run_writer(run_dir: str | Path) -> str | None:
+    """The pid and command of a live process holding ``run_dir``'s :class:`RunLock` (``"pid 123
+    (replay audit)"``, as its lock file says), or None when there is no lock file or its process
+    is gone or is this one. Reads only (it takes no lock), for ``replay query`` and ``replay
+    show`` to tell a run being written from one a command left incomplete; a reused pid can make
+    it name a process that is not writing."""
+    try:
+        holder = (Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8", errors="replace").strip()
+        pid = int(holder.split()[1])
+    except (OSError, ValueError, IndexError):  # no file, empty or not ours
+        return None
+    return holder if pid != os.getpid() and _alive(pid) else None
+
+
+_TMP_PID = re.compile(r"\.tmp-(\d+)-(.+)")
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (another user's included)."""
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def remove_stale_temporaries(run_dir: str | Path) -> list[Path]:
+    """Remove the temporary files that no live process is writing in the run folder ``run_dir``:
+    ``.tmp-<pid>-<name>`` (:func:`replay.pipeline.write_atomic`, :func:`replay.pipeline.merge_parts`,
+    ingest's tables, the stages' markers) whose pid is this process or no longer exists, and
+    ``.tmp-<name>`` (``.parts/.tmp-audit.json``); in ``RUN/`` only those of :data:`RUN_FILES`,
+    in ``RUN/.parts/`` and its table folders every one. Called by :class:`RunLock` once it holds
+    the lock (only its holder writes these, so a dead pid's file is a killed writer's: a
+    ``kill -9`` during ingest left ``.tmp-<pid>-exchanges.parquet`` through the resumed audit)
+    and when it releases it. Files of another live pid (a killed writer's pool process still
+    ending) are kept. Returns the files removed; raises OSError for one it may not remove, nothing
+    for one already gone."""
+    folder = Path(run_dir)
+    parts = folder / ".parts"
+    candidates = [p for p in folder.glob(".tmp-*") if _tmp_tail(p.name) in RUN_FILES]
+    if parts.is_dir():
+        candidates += [*parts.glob(".tmp-*"), *parts.glob("*/.tmp-*")]
+    removed = []
+    for path in candidates:
+        m = _TMP_PID.fullmatch(path.name)
+        if m and int(m.group(1)) != os.getpid() and _alive(int(m.group(1))):
+            continue
+        if path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _tmp_tail(name: str) -> str:
+    """The file a temporary name stands for: ``.tmp-123-renders.parquet``, ``.tmp-run.json`` ->
+    ``renders.parquet``, ``run.json``."""
+    m = _TMP_PID.fullmatch(name)
+    return m.group(2) if m else name[len(".tmp-"):]

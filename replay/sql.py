@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import duckdb
 
@@ -114,6 +114,30 @@ def get_query(name: str) -> Query:
     if name not in queries:
         raise QueryError(f"no query {name!r}; known: {', '.join(queries)}")
     return queries[name]
+
+
+#: What DuckDB's Python client raises (a plain RuntimeError) when a signal arrives while a query
+#: runs: its check of Python's signals runs the handler (Ctrl-C's, or SIGTERM's from
+#: :func:`replay.cli._terminate_as_interrupt`), drops the KeyboardInterrupt that raised, and
+#: raises this instead (DuckDB 1.x and 2.0).
+QUERY_INTERRUPTED = "Query interrupted"
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is an interrupt: a KeyboardInterrupt, DuckDB's
+    :class:`duckdb.InterruptException`, or the RuntimeError of :data:`QUERY_INTERRUPTED`."""
+    return (isinstance(exc, (KeyboardInterrupt, duckdb.InterruptException))
+            or (type(exc) is RuntimeError and str(exc) == QUERY_INTERRUPTED))
+
+
+def raise_interrupt(exc: BaseException) -> NoReturn:
+    """Raise ``exc`` again, or, when it is DuckDB's interrupt of a running query
+    (:func:`is_interrupt`), the KeyboardInterrupt it replaced: a Ctrl-C or SIGTERM during a query
+    then ends the command as it does anywhere else (exit 130, one line) instead of a traceback
+    ending in ``RuntimeError: Query interrupted``. Call it from an ``except`` clause."""
+    if isinstance(exc, KeyboardInterrupt) or not is_interrupt(exc):
+        raise exc
+    raise KeyboardInterrupt(QUERY_INTERRUPTED) from None
 
 
 #: DuckDB's memory cap when neither ``--duckdb-memory`` nor ``$REPLAY_DUCKDB_MEMORY`` is given (DuckDB

@@ -100,8 +100,9 @@ def test_ingest_refuses_an_existing_run_without_force(tmp_path: Path):
     result = runner.invoke(app, ["ingest", str(second), "--out", str(out), "-q"])
     assert result.exit_code == 2, result.output
     line = result.stderr.strip()
-    assert line.startswith(f"error: --out {out} already holds a run (exchanges.parquet, tools.parquet, ingest_errors.parquet, renders.parquet,")
-    assert "give --force to replace it" in line
+    # other captures than the run's: which ones (tests/test_run_folder.py has the same captures' refusal)
+    assert line == (f"error: --out {out} holds a run of other captures than these ({second} added; {first} removed); "
+                    "give --force to replace it with a run of these captures, or another --out")
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.is_file()} == before
     (out / "notes.txt").write_text("mine", encoding="utf-8")
     result = runner.invoke(app, ["ingest", str(second), "--out", str(out), "-q", "--force"])

@@ -1,0 +1,300 @@
+"""The run folder under faults (issue #20): a Ctrl-C or SIGTERM during the report, two commands
+on one ``--out``, the temporary files of a killed run, a rerun after the captures changed."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sides_data import SAMPLES, invoke
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals and flock as on Linux")
+
+
+def _wait_for(cond, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def _wrapper(tmp_path: Path, patch: str) -> Path:
+    """A script running the ``replay`` CLI (``python SCRIPT ARGS...``) after ``patch`` (Python
+    source, run in the main process only: the spawned pool processes import the script too)."""
+    script = tmp_path / "run_cli.py"
+    script.write_text(
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "if __name__ == '__main__':\n"
+        + "".join(f"    {line}\n" for line in patch.splitlines())
+        + "    from replay.cli import app\n"
+        "    sys.argv = ['replay'] + sys.argv[1:]\n"
+        "    sys.exit(app())\n")
+    return script
+
+
+#: The report's queries begin with a DuckDB query that runs until interrupted (a sum over 10^11
+#: rows), after touching MARK: a signal then arrives while DuckDB runs a query, as a Ctrl-C
+#: during a large run's report does.
+SLOW_REPORT = (
+    "import replay.audit\n"
+    "queries = replay.audit.run_report_queries\n"
+    "def slow(con):\n"
+    "    Path({mark!r}).touch()\n"
+    "    con.execute('SELECT sum(hash(x)) FROM range(100000000000) t(x)').fetchall()\n"
+    "    return queries(con)\n"
+    "replay.audit.run_report_queries = slow\n"
+)
+
+
+@pytest.mark.parametrize("command, sig", [("audit", signal.SIGINT), ("report", signal.SIGTERM)])
+def test_an_interrupt_during_the_report_ends_in_one_line_with_130(tmp_path: Path, command: str, sig: int) -> None:
+    """Ctrl-C (SIGINT) or SIGTERM while a report query runs, in ``replay audit``'s last stage and
+    in ``replay report``: exit 130 and one line on stderr saying what was interrupted and what to
+    do. It was exit 1 and DuckDB's traceback ending in ``RuntimeError: Query interrupted`` (its
+    client drops the KeyboardInterrupt the signal raised)."""
+    out = tmp_path / "run"
+    if command == "report":
+        assert invoke("audit", SAMPLES, "--out", out, "--jobs", "1", "-q").exit_code == 0
+        args = ["report", "--run", str(out)]
+    else:
+        args = ["audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "-q"]
+    mark = tmp_path / "in-report"
+    script = _wrapper(tmp_path, SLOW_REPORT.format(mark=str(mark)))
+    proc = subprocess.Popen([sys.executable, str(script), *args, "--duckdb-threads", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(mark.exists, 60), "the report never started"
+        time.sleep(0.3)  # DuckDB is running the query
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = err.decode(errors="replace")
+    assert proc.returncode == 130, text[-3000:]
+    assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text[-3000:]
+    if command == "audit":
+        assert text.strip() == (f"error: interrupted during report: {out} is incomplete (run.json says so; "
+                                "replay query and replay report refuse it); run the audit again")
+    else:
+        assert text.strip().startswith(f"error: interrupted during report: {out}/report.md")
+        assert text.strip().endswith(f"run `replay report --run {out}` again")
+
+
+#: The audit's render stage waits (after touching MARK) until GO exists, at most 60 s: another
+#: command then meets the run folder while this audit writes it.
+HELD_RENDER = (
+    "import replay.audit\n"
+    "render = replay.audit.run_render\n"
+    "def held(*a, **k):\n"
+    "    Path({mark!r}).touch()\n"
+    "    end = time.monotonic() + 60\n"
+    "    while not Path({go!r}).exists() and time.monotonic() < end:\n"
+    "        time.sleep(0.05)\n"
+    "    return render(*a, **k)\n"
+    "replay.audit.run_render = held\n"
+)
+
+
+def _files(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*"))}
+
+
+def test_a_second_command_on_a_run_folder_being_written_is_refused_at_once(tmp_path: Path) -> None:
+    """``replay audit`` writing RUN (held in its render stage, a process of its own), and every
+    other command that writes a run folder started on RUN meanwhile (audit, with --force too;
+    ingest --force; render; stream; report): each exits 1 at once with one line naming the
+    folder and the writer's pid and command, and leaves RUN as it was; ``replay query`` says the
+    run is being written. The first audit then ends as if alone. Two audits into one --out
+    raced: one failed with ``Failed to open local file .parts/...`` and left debris."""
+    out, mark, go = tmp_path / "run", tmp_path / "in-render", tmp_path / "go"
+    script = _wrapper(tmp_path, HELD_RENDER.format(mark=str(mark), go=str(go)))
+    proc = subprocess.Popen([sys.executable, str(script), "audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(mark.exists, 60), "the audit never reached its render stage"
+        before = _files(out)
+        for args in (["audit", SAMPLES, "--out", out], ["audit", SAMPLES, "--out", out, "--force"],
+                     ["ingest", SAMPLES, "--out", out, "--force"], ["render", "--run", out], ["stream", "--run", out],
+                     ["report", "--run", out]):
+            t0 = time.monotonic()
+            result = invoke(*args, "-q") if args[0] != "report" else invoke(*args)
+            assert time.monotonic() - t0 < 10, args  # at once: nothing waits for the lock
+            assert result.exit_code == 1, (args, result.output)
+            assert result.stderr.strip() == (f"error: {out} is in use: pid {proc.pid} (replay audit) is writing it; "
+                                             "wait for that command to end, or give another run folder"), (args, result.stderr)
+            assert _files(out) == before, args
+        # and the reported race itself: a second `replay audit` process on the same --out
+        second = subprocess.run([sys.executable, "-m", "replay", "audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "-q"],
+                                capture_output=True, text=True, timeout=120)
+        assert second.returncode == 1 and second.stderr.strip() == (
+            f"error: {out} is in use: pid {proc.pid} (replay audit) is writing it; wait for that command to end, "
+            "or give another run folder"), second.stderr[-3000:]
+        assert _files(out) == before
+        result = invoke("query", "summary", "--run", out)
+        assert result.exit_code == 1
+        assert result.stderr.strip() == (f"error: {out}: pid {proc.pid} (replay audit) is writing this run (now in its render "
+                                         "stage): its tables are incomplete until it ends")
+        go.touch()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        go.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["calls.parquet", "exchanges.parquet", "family_fit.parquet", "ingest_errors.parquet", "renders.parquet",
+         "report.html", "report.md", "run.json", "streams.parquet", "tools.parquet"])
+    assert invoke("query", "summary", "--run", out).exit_code == 0
+
+
+#: Ingest stops for good (after touching MARK) once it has written its first row group: its
+#: temporary tables ``RUN/.tmp-<pid>-*.parquet`` are then on disk, for a SIGKILL to leave.
+STUCK_INGEST = (
+    "import replay.audit\n"
+    "ingest = replay.audit.ingest\n"
+    "def stuck(key, batch):\n"
+    "    Path({mark!r}).touch()\n"
+    "    time.sleep(120)\n"
+    "def held(*a, **k):\n"
+    "    return ingest(*a, **{{**k, 'on_exchanges': stuck}})\n"
+    "replay.audit.ingest = held\n"
+)
+
+
+def test_the_temporary_files_of_a_killed_audit_do_not_survive_its_resumed_run(tmp_path: Path) -> None:
+    """``kill -9`` of ``replay audit`` while ingest writes its tables, then the same audit again
+    (it resumes: README, "interrupted run"): the resumed run ends with a run folder holding no
+    ``.tmp-*`` file of the dead process (its ``.tmp-<pid>-exchanges.parquet`` and the others
+    stayed for ever, each as big as its table), and the dead process's lock is taken over."""
+    out, mark = tmp_path / "run", tmp_path / "in-ingest"
+    script = _wrapper(tmp_path, STUCK_INGEST.format(mark=str(mark)))
+    args = ["audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "--batch-rows", "4", "-q"]
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait_for(mark.exists, 60), "ingest never wrote a row group"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    left = sorted(p.name for p in out.rglob(f".tmp-{proc.pid}-*"))
+    assert left == [f".tmp-{proc.pid}-exchanges.parquet", f".tmp-{proc.pid}-ingest_errors.parquet",
+                    f".tmp-{proc.pid}-tools.parquet"], "the killed audit left no temporary table: nothing to test"
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "resumed" in (out / "run.json").read_text()
+    assert [str(p.relative_to(out)) for p in out.rglob("*") if p.name.startswith(".")] == []
+
+
+def test_only_temporary_files_no_live_process_writes_are_removed(tmp_path: Path) -> None:
+    """:func:`remove_stale_temporaries`: a dead pid's ``.tmp-<pid>-*`` in the run folder (of its
+    tables only), in ``.parts/`` and its table folders, and ``.tmp-audit.json``, go; a live
+    process's and a file of another name stay."""
+    import os
+
+    from replay.runmeta import remove_stale_temporaries
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = os.getppid()
+    gone = [f".tmp-{dead.pid}-renders.parquet", f".parts/.tmp-{dead.pid}-render.json", ".parts/.tmp-audit.json",
+            f".parts/renders/.tmp-{dead.pid}-part-000001.parquet", f".tmp-{os.getpid()}-run.json"]
+    kept = [f".tmp-{live}-renders.parquet", f".parts/renders/.tmp-{live}-part-000002.parquet",
+            f".tmp-{dead.pid}-notes.txt", "notes.txt", ".parts/renders/part-000000.parquet"]
+    for name in gone + kept:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    assert sorted(str(p.relative_to(tmp_path)) for p in remove_stale_temporaries(tmp_path)) == sorted(gone)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == sorted(kept)
+
+
+def test_a_rerun_after_the_captures_changed_says_which_changed(tmp_path: Path) -> None:
+    """An --out holding an audit (or an ingest) of a folder of captures, then the same command
+    after one capture grew, one was added and one removed, and after one was rewritten at the
+    same size: refused (exit 2) naming each file and how it changed, and what to do (--force, or
+    another --out), instead of the "already holds a run" given for a rerun of the same captures.
+    An interrupted audit of the same captures with other options says that instead."""
+    import os
+
+    from sides_data import write_capture
+
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    a, b, c = (write_capture(caps / f"{n}.jsonl", [["read"]]) for n in "abc")
+    for cmd in ("audit", "ingest"):
+        out = tmp_path / cmd
+        assert invoke(cmd, caps, "--out", out, "-q").exit_code == 0
+        same = invoke(cmd, caps, "--out", out, "-q")
+        assert same.exit_code == 2 and "already holds a run" in same.stderr, same.stderr
+    size_a = a.stat().st_size
+    with a.open("ab") as f:
+        f.write(a.read_bytes())  # a second copy of its exchange
+    c.unlink()
+    write_capture(caps / "d.jsonl", [["read"]])
+    st = b.stat()
+    b.write_bytes(b.read_bytes().replace(b"task 0", b"task 9"))  # the same size, a new mtime
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    for cmd in ("audit", "ingest"):
+        out = tmp_path / cmd
+        result = invoke(cmd, caps, "--out", out, "-q")
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip() == (
+            f"error: --out {out} holds a run of other captures than these ({a} modified ({size_a:,} -> {2 * size_a:,} "
+            f"bytes); {b} modified (same size, modified since the run); {caps / 'd.jsonl'} added; {c} removed); give --force "
+            "to replace it with a run of these captures, or another --out"), result.stderr
+        assert invoke(cmd, caps, "--out", out, "-q", "--force").exit_code == 0
+    # an interrupted audit (its state left in .parts) rerun with another option
+    out = tmp_path / "audit"
+    state = out / ".parts" / "audit.json"
+    state.parent.mkdir()
+    state.write_text('{"fingerprint": "of other options", "ingest": null}')
+    result = invoke("audit", caps, "--out", out, "-q", "--batch-rows", "7")
+    assert result.exit_code == 2 and result.stderr.strip() == (
+        f"error: --out {out} holds an interrupted audit of these captures with other options (run.json options): run it "
+        "again with those options to resume it, give --force to replace it, or another --out"), result.stderr
+
+
+#: ``replay render``'s stage waits (after touching MARK) for a signal.
+HELD_STAGE = (
+    "import replay.pipeline\n"
+    "def held(*a, **k):\n"
+    "    Path({mark!r}).touch()\n"
+    "    time.sleep(60)\n"
+    "replay.pipeline.run_render = held\n"
+)
+
+
+def test_an_interrupt_during_replay_render_ends_in_one_line_with_130(tmp_path: Path) -> None:
+    """Ctrl-C during ``replay render --run``'s stage: exit 130 and one line saying the run is
+    incomplete and how to resume it (typer ended it with 130 and not a word), the run folder's
+    lock released (the rerun is not refused)."""
+    out, mark = tmp_path / "run", tmp_path / "in-render"
+    assert invoke("ingest", SAMPLES, "--out", out, "-q").exit_code == 0
+    script = _wrapper(tmp_path, HELD_STAGE.format(mark=str(mark)))
+    proc = subprocess.Popen([sys.executable, str(script), "render", "--run", str(out), "--jobs", "1", "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(mark.exists, 60), "the render stage never started"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode(errors="replace")[-3000:]
+    assert err.decode().strip() == (f"error: interrupted during render: {out} is incomplete (run.json says so; replay query and "
+                                    f"replay report refuse it); run `replay render --run {out}` again with the same options: it resumes")
+    assert not (out / ".replay.lock").exists()
+    assert invoke("render", "--run", out, "--jobs", "1", "-q").exit_code == 0
