@@ -127,6 +127,8 @@ def family_chart(faults: pa.Table) -> tuple[Any | None, str]:
             if r[f"{side}_wrong"]:
                 rows.append({"family": r["family"], "side": side, "check": r["check"], "n": r[f"{side}_wrong"]})
     if not rows:
+        if not any(CHECK_TABLE.get(r["check"]) == "streams" for r in _rows(faults)):
+            return None, "No exchange was re-streamed (no raw completion): the stream checks judged nothing."
         return None, "No side gets any re-streamed exchange wrong on a stream check."
     import altair as alt
 
@@ -173,10 +175,13 @@ def extra_tokens_chart(hist: pa.Table) -> tuple[Any | None, str]:
     return chart, ""
 
 
-def null_chart(leaks: pa.Table) -> tuple[Any | None, str]:
-    """Leaked nulls by field (tool schemas), one bar per side."""
+def null_chart(leaks: pa.Table, schemas_judged: bool = True) -> tuple[Any | None, str]:
+    """Leaked nulls by field (tool schemas), one bar per side. ``schemas_judged``: whether any side
+    serialized a tool schema (without one, the note says nothing was judged rather than "no leak")."""
     rows = [{"field": r["field"], "side": r["side"], "n": r["schemas_leaking"]} for r in _rows(leaks) if r["schemas_leaking"]]
     if not rows:
+        if not schemas_judged:
+            return None, "No tool schema was serialized: the null-leak counts judged nothing."
         return None, "No side leaked a null."
     return _bars(rows, y="field", x="n", color="side", title="Leaked nulls by field (tool schemas)", x_title="tool schemas"), ""
 
@@ -191,6 +196,8 @@ def served_chart(served: pa.Table) -> tuple[Any | None, str]:
         for r in _rows(served) for c in counts if _numeric(served, c) and r[c]
     ]
     if not rows:
+        if not any(r.get("served") for r in _rows(served)):
+            return None, "No exchange has a captured response or stream: nothing served to judge."
         return None, "Nothing clients received has a fault."
     return _bars(rows, y="where", x="n", color="fault", title="Served-side faults by capture format / route", x_title="count"), ""
 
@@ -409,7 +416,8 @@ def html_report(
     sections.append(chart("chart-families", family_chart(data["faults_by_family"])))
     sections.append("<h2>Prompts</h2>")
     sections.append(chart("chart-extra-tokens", extra_tokens_chart(data["extra_prompt_tokens_histogram"])))
-    sections.append(chart("chart-nulls", null_chart(results["null_leaks"])))
+    judged_schemas = any(r.get("schemas_with_leaked_null") is not None for r in results["summary"].to_pylist())
+    sections.append(chart("chart-nulls", null_chart(results["null_leaks"], judged_schemas)))
     sections.append(html_table(results["null_leaks"]) if results["null_leaks"].num_rows else "")
     sections.append(html_table(results["divergent_prompts"]) if results["divergent_prompts"].num_rows else "")
 
