@@ -130,3 +130,15 @@ def test_no_call_to_judge_is_not_zero_faults(nocalls) -> None:
     assert f"What clients received ({N} captured responses): non-JSON arguments not measured (no call received)" in md
     assert "0 with non-JSON" not in md and "0 of 0" not in md
     assert "dropped calls not measured" in terminal
+
+
+def test_a_gate_over_nothing_judged_is_an_error_not_a_pass(noserved) -> None:
+    """`--fail-on served:name-repeat>0` on a capture with no served stream read a 0 and passed;
+    nothing was judged, so it exits 1 naming the check (as a gate on a stage that never ran does)."""
+    run, _ = noserved
+    res = runner.invoke(app, ["report", "--run", str(run), "--fail-on", "served:name-repeat>0"])
+    assert res.exit_code == 1, res.output
+    assert "--fail-on served:name-repeat>0: nothing judged for served:name-repeat" in res.output
+    # a check that judged every exchange gates as before
+    assert runner.invoke(app, ["report", "--run", str(run), "--fail-on", "dropped-call:broken>0"]).exit_code == 0
+    assert runner.invoke(app, ["report", "--run", str(run), "--fail-on", "broken"]).exit_code == 0
