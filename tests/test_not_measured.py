@@ -142,3 +142,24 @@ def test_a_gate_over_nothing_judged_is_an_error_not_a_pass(noserved) -> None:
     # a check that judged every exchange gates as before
     assert runner.invoke(app, ["report", "--run", str(run), "--fail-on", "dropped-call:broken>0"]).exit_code == 0
     assert runner.invoke(app, ["report", "--run", str(run), "--fail-on", "broken"]).exit_code == 0
+
+
+def test_a_side_that_rendered_no_schema_has_no_leak_count(tmp_path) -> None:
+    """The new side's template rejects every request with tools: it serialized no schema that
+    reached a prompt, so its leaked-null count is – (null), not "0 of 0"."""
+    tmpl = tmp_path / "reject.jinja"
+    tmpl.write_text("{% if tools %}{{ raise_exception('tools are not supported') }}{% endif %}"
+                    "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}", encoding="utf-8")
+    ok = tmp_path / "ok.jinja"
+    ok.write_text("{% for t in tools or [] %}{{ t | tojson }}\n{% endfor %}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}",
+                  encoding="utf-8")
+    records = [{"id": f"r-{i}", "route": "chat.completions", "model": "m",
+                "request": {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [TOOL]}} for i in range(N)]
+    run, _ = _audit(tmp_path, "reject", records + [])
+    res = runner.invoke(app, ["render", "--run", str(run), "--old-chat-template", str(ok), "--new-chat-template", str(tmpl),
+                              "--chat-template", str(ok)])
+    assert res.exit_code == 0, res.output
+    rows = {r["side"]: r for r in json.loads(_query(run, "summary"))}
+    assert (rows["old"]["schemas_with_leaked_null"], rows["new"]["schemas_with_leaked_null"], rows["new"]["render_failures"]) == (N, None, N)
+    md = (run / "report.md").read_text(encoding="utf-8")
+    assert f"{N} of {N} tool schemas carried a null the client never sent with `model-dump`; – of 0 with `client-fields`." in md

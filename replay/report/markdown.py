@@ -253,6 +253,8 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
     }
 
     def of(side: str, count: int | None) -> str:
+        if not rendered[side]:  # that side rendered no tool schema: nothing judged, no count
+            return "– of 0"
         return f"{count or 0:,} of {rendered[side]:,}"
 
     if rendered["old"] or rendered["new"]:
