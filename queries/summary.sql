@@ -11,6 +11,8 @@
 --                                  or a reference encoder is set); by token ids when both sides have them
 --   render_failures                requests the side could not serialize or render
 --   calls_whole                    calls in the reference whole-text parse of every raw completion
+--                                  (served: of the raw completions of exchanges with a captured response
+--                                  or stream, the calls calls_dropped is counted over; null when none has one)
 --   calls_dropped                  of those, calls missing from at least one of the side's replays
 --                                  (served: missing from what the client received)
 --   non_json_joins                 calls whose joined arguments are not a JSON object under at least one replay
@@ -92,6 +94,8 @@ served_ex AS (  -- the exchanges' served columns only (a correlated NOT EXISTS m
 served_counts AS (
     SELECT
         (SELECT count(*) FROM ref_calls rc JOIN served_ex e USING (exchange_id)) AS ref_calls_served,
+        (SELECT count(*) FROM streams s JOIN served_ex e USING (exchange_id)
+         WHERE s.side = 'reference' AND s.error IS NULL) AS completions_served,
         (SELECT count(*) FROM ref_calls rc JOIN served_ex e USING (exchange_id)
          ANTI JOIN served_calls s ON s.exchange_id = rc.exchange_id AND s.index = rc.index
         ) AS calls_dropped,
@@ -115,9 +119,11 @@ SELECT
          ELSE rc.prompts_diverged_from_reference END::BIGINT AS prompts_diverged_from_reference,
     CASE WHEN sides.side = 'served' OR NOT t.rendered OR coalesce(rc.render_rows, 0) = 0 THEN NULL
          ELSE rc.render_failures END::BIGINT AS render_failures,
-    t.calls_whole::BIGINT * CASE WHEN t.streamed THEN 1 END AS calls_whole,
+    CASE WHEN NOT t.streamed THEN NULL
+         WHEN sides.side = 'served' THEN CASE WHEN sc.completions_served > 0 THEN sc.ref_calls_served END
+         ELSE t.calls_whole END::BIGINT AS calls_whole,
     CASE WHEN sides.side = 'reference' OR NOT t.streamed THEN NULL
-         WHEN sides.side = 'served' THEN CASE WHEN sc.ref_calls_served > 0 THEN sc.calls_dropped END
+         WHEN sides.side = 'served' THEN CASE WHEN sc.completions_served > 0 AND sc.ref_calls_served > 0 THEN sc.calls_dropped END
          WHEN coalesce(rcn.n, 0) = 0 THEN NULL
          ELSE (SELECT count(*) FROM dropped d WHERE d.side = sides.side) END::BIGINT AS calls_dropped,
     CASE WHEN sides.side = 'reference' THEN NULL

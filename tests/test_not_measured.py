@@ -75,11 +75,12 @@ def test_summary_served_column_is_null_without_a_served_response(noserved) -> No
     run, terminal = noserved
     rows = {r["side"]: r for r in json.loads(_query(run, "summary"))}
     served, old = rows["served"], rows["old"]
-    assert (served["calls_dropped"], served["non_json_joins"], served["argument_mismatches"]) == (None, None, None)
+    assert (served["calls_whole"], served["calls_dropped"], served["non_json_joins"], served["argument_mismatches"]) == (None,) * 4
     # the replays judged every call: their zeros are measurements
     assert (old["calls_whole"], old["calls_dropped"], old["non_json_joins"], old["argument_mismatches"]) == (N, 0, 0, 0)
     got = {r["side"]: r for r in csv.DictReader(io.StringIO(_query(run, "summary", "csv")))}
-    assert (got["served"]["calls_dropped"], got["served"]["non_json_joins"]) == ("", "")
+    assert (got["served"]["calls_whole"], got["served"]["calls_dropped"], got["served"]["non_json_joins"]) == ("", "", "")
+    assert "│ calls_whole                     │      – │   3 │   3 │         3 │" in terminal
     assert "│ calls_dropped                   │      – │   0 │   0 │         – │" in terminal
 
 
