@@ -8,6 +8,9 @@
 --   stop_with_calls     replays whose finish_reason is `stop` although the reference has calls
 --   extra_calls         streamed calls beyond the reference's count
 --   replay_errors       replays where the parser raised (counted here, not in the other columns)
+-- A count over nothing judged is null, not 0: every column but replay_errors when no replay ran
+-- without an error, and calls_dropped, replays_dropping, stop_with_calls when those replays hold no
+-- reference call (nothing to drop).
 WITH
 ref_calls AS (SELECT exchange_id, index FROM calls WHERE side = 'reference'),
 replays AS (SELECT * FROM streams WHERE side IN ('old', 'new')),
@@ -22,11 +25,11 @@ SELECT
     s.side,
     s.chunking,
     count(*) FILTER (WHERE s.error IS NULL) AS replays,
-    coalesce(sum(s.calls_whole) FILTER (WHERE s.error IS NULL), 0)::BIGINT AS calls_whole,
-    (SELECT count(*) FROM dropped d WHERE d.side = s.side AND d.chunking = s.chunking) AS calls_dropped,
-    (SELECT count(DISTINCT d.exchange_id) FROM dropped d WHERE d.side = s.side AND d.chunking = s.chunking) AS replays_dropping,
-    count(*) FILTER (WHERE s.error IS NULL AND s.finish_reason = 'stop' AND s.calls_whole > 0) AS stop_with_calls,
-    coalesce(sum(greatest(s.calls_streamed - s.calls_whole, 0)) FILTER (WHERE s.error IS NULL), 0)::BIGINT AS extra_calls,
+    CASE WHEN count(*) FILTER (WHERE s.error IS NULL) > 0 THEN coalesce(sum(s.calls_whole) FILTER (WHERE s.error IS NULL), 0) END::BIGINT AS calls_whole,
+    CASE WHEN sum(s.calls_whole) FILTER (WHERE s.error IS NULL) > 0 THEN (SELECT count(*) FROM dropped d WHERE d.side = s.side AND d.chunking = s.chunking) END AS calls_dropped,
+    CASE WHEN sum(s.calls_whole) FILTER (WHERE s.error IS NULL) > 0 THEN (SELECT count(DISTINCT d.exchange_id) FROM dropped d WHERE d.side = s.side AND d.chunking = s.chunking) END AS replays_dropping,
+    CASE WHEN sum(s.calls_whole) FILTER (WHERE s.error IS NULL) > 0 THEN count(*) FILTER (WHERE s.error IS NULL AND s.finish_reason = 'stop' AND s.calls_whole > 0) END AS stop_with_calls,
+    CASE WHEN count(*) FILTER (WHERE s.error IS NULL) > 0 THEN coalesce(sum(greatest(s.calls_streamed - s.calls_whole, 0)) FILTER (WHERE s.error IS NULL), 0) END::BIGINT AS extra_calls,
     count(*) FILTER (WHERE s.error IS NOT NULL) AS replay_errors
 FROM replays s
 GROUP BY s.side, s.chunking

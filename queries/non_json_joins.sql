@@ -7,6 +7,8 @@
 --   empty_arguments     of those, calls whose joined arguments are the empty string
 --   argument_mismatches calls whose arguments parse but differ from the reference whole-text parse
 --                       (name, or JSON value) at the same index
+--                       (null where no such call has a reference call to compare with: a served
+--                       side without a raw completion compares nothing)
 WITH
 ref_calls AS (SELECT exchange_id, index, name, arguments FROM calls WHERE side = 'reference'),
 served AS (
@@ -33,7 +35,8 @@ SELECT
     count(*) AS calls,
     count(*) FILTER (WHERE NOT json_ok) AS non_json_joins,
     count(*) FILTER (WHERE arguments = '' OR arguments IS NULL) AS empty_arguments,
-    count(*) FILTER (WHERE json_ok AND matches = false) AS argument_mismatches
+    CASE WHEN count(*) FILTER (WHERE json_ok AND matches IS NOT NULL) > 0
+         THEN count(*) FILTER (WHERE json_ok AND matches = false) END AS argument_mismatches
 FROM judged
 GROUP BY side, chunking
 ORDER BY CASE side WHEN 'served' THEN 0 WHEN 'old' THEN 1 ELSE 2 END,

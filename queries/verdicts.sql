@@ -17,6 +17,8 @@
 --   exchanges    the check's scope (render checks: every exchange rendered; stream checks: every
 --                exchange re-streamed; served checks: every exchange the check applies to) = the
 --                sum of the other columns: each exchange is in exactly one
+-- A row whose scope is empty (exchanges 0: nothing rendered, re-streamed or served for the check)
+-- has null, not 0, in every other column: nothing was judged, so no count of faults is measured.
 -- streaming-fault (a side's stream differs from its own whole-text parse) and semantic-diff (its
 -- whole-text parse differs from the reference's) tell a streaming fault from a semantic difference.
 -- Served checks: client-error (the client SDK raised on the stream), name-repeat, call-id,
@@ -83,6 +85,16 @@ served_rows AS (
     LEFT JOIN served_judged j ON j.check_name = k.check_name
     GROUP BY k.check_name, k.ord
 )
-SELECT "check", "fixed", "improved", "broken", "same-ok", "still-wrong", "changed-wrong", unreliable, wrong, exchanges, "not-judged"
+SELECT "check",
+       CASE WHEN exchanges > 0 THEN "fixed" END AS "fixed",
+       CASE WHEN exchanges > 0 THEN "improved" END AS "improved",
+       CASE WHEN exchanges > 0 THEN "broken" END AS "broken",
+       CASE WHEN exchanges > 0 THEN "same-ok" END AS "same-ok",
+       CASE WHEN exchanges > 0 THEN "still-wrong" END AS "still-wrong",
+       CASE WHEN exchanges > 0 THEN "changed-wrong" END AS "changed-wrong",
+       CASE WHEN exchanges > 0 THEN "unreliable" END AS "unreliable",
+       CASE WHEN exchanges > 0 THEN "wrong" END AS "wrong",
+       exchanges,
+       CASE WHEN exchanges > 0 THEN "not-judged" END AS "not-judged"
 FROM (SELECT * FROM side_rows UNION ALL SELECT * FROM served_rows)
 ORDER BY ord

@@ -536,9 +536,15 @@ def _gates(fail_on: Optional[list[str]]) -> list[Any]:
 
 
 def _gate(gates: list[Any], verdicts: Any) -> None:
-    """Print a line per ``--fail-on`` that holds (stderr) and exit with code 3 when any does."""
-    from replay.verdicts import FAIL_ON_EXIT, tripped
+    """Print a line per ``--fail-on`` that holds (stderr) and exit with code 3 when any does; a
+    gate over a check that judged no exchange (:func:`replay.verdicts.unmeasured`) exits 1 first."""
+    from replay.verdicts import FAIL_ON_EXIT, tripped, unmeasured
 
+    nothing = unmeasured(gates, verdicts)
+    for line in nothing:  # a gate over nothing judged would pass on a count nobody measured: exit 1
+        err.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    if nothing:
+        raise typer.Exit(1)
     hits = tripped(gates, verdicts)
     for line in hits:
         err.print(f"[bold red]failed:[/] {escape(line)}", highlight=False, soft_wrap=True)

@@ -130,6 +130,24 @@ def tripped(gates: Iterable[FailOn], verdicts: pa.Table) -> list[str]:
     return out
 
 
+def unmeasured(gates: Iterable[FailOn], verdicts: pa.Table) -> list[str]:
+    """The gates that would read a count over nothing judged in a ``verdicts`` query result, each
+    as a line saying which: a gate naming a check whose row judged no exchange (``exchanges`` 0,
+    its counts null: ``served:name-repeat`` on a capture without a stream), or a gate without a
+    check when no check of the old and new sides judged one. Such a gate would pass on a count
+    nobody measured (issue #20); the rule a count is null when nothing was judged is
+    ``queries/verdicts.sql``'s. Empty when every gate reads a measured count."""
+    rows = {r["check"]: r for r in verdicts.to_pylist()}
+    out = []
+    for g in gates:
+        checks = [g.check] if g.check else [c for c in rows if not c.startswith("served:")]
+        if checks and all(not (rows.get(c) or {}).get("exchanges") for c in checks):
+            what = g.check or "any check"
+            scope = "exchanges with a captured response or stream it applies to" if (g.check or "").startswith("served:") else "exchanges judged"
+            out.append(f"--fail-on {g.text}: nothing judged for {what}: no {scope} (its counts are null, not 0)")
+    return out
+
+
 #: The table a check's stage writes: render checks need ``renders``, stream checks ``streams``.
 CHECK_TABLE: dict[str, str] = {
     **{c: "renders" for c in ("null-leak", "prompt-divergence", "render-failure")},

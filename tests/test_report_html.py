@@ -143,6 +143,7 @@ def test_the_family_chart_counts_stream_checks_of_re_streamed_exchanges_only():
     and the exchanges without a raw completion as a `(not re-streamed)` family, the tallest bar on
     `samples/`; render checks do not depend on the parser, so it now draws stream checks only."""
     import pyarrow as pa
+    import pyarrow.compute  # noqa: F401  (pa.compute)
 
     from replay.report.html import family_chart
 
@@ -158,4 +159,8 @@ def test_the_family_chart_counts_stream_checks_of_re_streamed_exchanges_only():
     values = sorted((v["family"], v["side"], v["check"], v["n"]) for v in chart.to_dict()["data"]["values"])
     assert values == [("hermes", "new", "non-json-join", 4), ("hermes", "old", "dropped-call", 2)]
     chart, note = family_chart(faults.filter(pa.compute.field("check") == "null-leak"))
+    # no stream-check row at all: nothing was re-streamed, so "no fault" would be a claim over nothing
+    assert chart is None and note == "No exchange was re-streamed (no raw completion): the stream checks judged nothing."
+    judged = faults.filter(pa.compute.field("check") == "non-json-join").set_column(3, "new_wrong", pa.array([0]))
+    chart, note = family_chart(judged)
     assert chart is None and note == "No side gets any re-streamed exchange wrong on a stream check."

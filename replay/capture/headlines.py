@@ -62,14 +62,28 @@ def capture_headlines(results: dict[str, pa.Table]) -> list[str]:
     checks = results.get("served_checks")
     rows = checks.to_pylist() if checks is not None else []
     if rows:
-        tot: dict[str, Any] = {k: sum(r[k] or 0 for r in rows) for k in (
-            "exchanges", "served", "streamed", "calls", "non_json_calls", "name_repeats", "index_faults", "markup_in_content", "stop_with_calls")}
+        # a total is None when every row's count is None (nothing of that kind was judged: no stream)
+        tot: dict[str, Any] = {}
+        for k in ("exchanges", "served", "streamed", "calls", "non_json_calls", "name_repeats", "index_faults",
+                  "markup_in_content", "stop_with_calls"):
+            got = [r[k] for r in rows if r.get(k) is not None]
+            tot[k] = sum(got) if got else None
         if tot["served"]:
+            def count(key: str, noun: str, what: str) -> str | None:
+                return None if tot[key] is None else f"{_n(tot[key], noun)} {what}"
+
+            said = [
+                None if tot["non_json_calls"] is None else f"{tot['non_json_calls']:,} with non-JSON arguments",
+                count("name_repeats", "name", "sent twice"),
+                count("index_faults", "call index", "out of order"),
+                count("markup_in_content", "content", "with call markup"),
+                count("stop_with_calls", "finish_reason", "`stop` with calls"),
+            ]
+            unjudged = [w for w, c in (("non-JSON arguments", "non_json_calls"), ("names sent twice", "name_repeats"),
+                                       ("call index order", "index_faults"), ("`stop` with calls", "stop_with_calls")) if tot[c] is None]
             out.append(
                 f"Served side, from what clients received alone ({_n(tot['served'], 'exchange')}, {tot['streamed']:,} streamed; "
-                f"{_n(tot['calls'], 'call')}): {tot['non_json_calls']:,} with non-JSON arguments, "
-                f"{_n(tot['name_repeats'], 'name')} sent twice, {_n(tot['index_faults'], 'call index')} out of order, "
-                f"{_n(tot['markup_in_content'], 'content')} with call markup, "
-                f"{_n(tot['stop_with_calls'], 'finish_reason')} `stop` with calls."
+                f"{_n(tot['calls'] or 0, 'call')}): " + ", ".join(w for w in said if w is not None)
+                + (f"; not measured (nothing to judge): {', '.join(unjudged)}" if unjudged else "") + "."
             )
     return out

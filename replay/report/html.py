@@ -127,6 +127,8 @@ def family_chart(faults: pa.Table) -> tuple[Any | None, str]:
             if r[f"{side}_wrong"]:
                 rows.append({"family": r["family"], "side": side, "check": r["check"], "n": r[f"{side}_wrong"]})
     if not rows:
+        if not any(CHECK_TABLE.get(r["check"]) == "streams" for r in _rows(faults)):
+            return None, "No exchange was re-streamed (no raw completion): the stream checks judged nothing."
         return None, "No side gets any re-streamed exchange wrong on a stream check."
     import altair as alt
 
@@ -173,10 +175,13 @@ def extra_tokens_chart(hist: pa.Table) -> tuple[Any | None, str]:
     return chart, ""
 
 
-def null_chart(leaks: pa.Table) -> tuple[Any | None, str]:
-    """Leaked nulls by field (tool schemas), one bar per side."""
+def null_chart(leaks: pa.Table, schemas_judged: bool = True) -> tuple[Any | None, str]:
+    """Leaked nulls by field (tool schemas), one bar per side. ``schemas_judged``: whether any side
+    serialized a tool schema (without one, the note says nothing was judged rather than "no leak")."""
     rows = [{"field": r["field"], "side": r["side"], "n": r["schemas_leaking"]} for r in _rows(leaks) if r["schemas_leaking"]]
     if not rows:
+        if not schemas_judged:
+            return None, "No tool schema was serialized: the null-leak counts judged nothing."
         return None, "No side leaked a null."
     return _bars(rows, y="field", x="n", color="side", title="Leaked nulls by field (tool schemas)", x_title="tool schemas"), ""
 
@@ -191,6 +196,8 @@ def served_chart(served: pa.Table) -> tuple[Any | None, str]:
         for r in _rows(served) for c in counts if _numeric(served, c) and r[c]
     ]
     if not rows:
+        if not any(r.get("served") for r in _rows(served)):
+            return None, "No exchange has a captured response or stream: nothing served to judge."
         return None, "Nothing clients received has a fault."
     return _bars(rows, y="where", x="n", color="fault", title="Served-side faults by capture format / route", x_title="count"), ""
 
@@ -273,27 +280,53 @@ def html_table(table: pa.Table, *, table_id: str | None = None, hot: Iterable[st
     return "".join(out)
 
 
+#: Chars of each text's differing middle (after their common prefix and suffix) that
+#: :func:`highlight_diff` compares char by char; a longer middle is marked whole.
+DIFF_CHARS = 2_000
+
+
 def highlight_diff(expected: str, got: str) -> tuple[str, str]:
     """Both texts as HTML with what differs marked: ``<del>`` in ``expected`` for what ``got``
-    lacks, ``<ins>`` in ``got`` for what it adds (``difflib.SequenceMatcher``, characters)."""
-    sm = difflib.SequenceMatcher(None, expected, got, autojunk=False)
-    a, b = [], []
-    for op, i1, i2, j1, j2 in sm.get_opcodes():
+    lacks, ``<ins>`` in ``got`` for what it adds. The common prefix and suffix are kept as they
+    are; the middles are compared by ``difflib.SequenceMatcher`` (characters) when neither is
+    longer than :data:`DIFF_CHARS`, else each is marked whole: SequenceMatcher's time grows with
+    the product of the lengths, so the page's time stays bounded by what it shows."""
+    n = min(len(expected), len(got))
+    pre = 0
+    while pre < n and expected[pre] == got[pre]:
+        pre += 1
+    suf = 0
+    while suf < n - pre and expected[-1 - suf] == got[-1 - suf]:
+        suf += 1
+    a_mid, b_mid = expected[pre : len(expected) - suf], got[pre : len(got) - suf]
+    a, b = [_e(expected[:pre])], [_e(got[:pre])]
+    if len(a_mid) > DIFF_CHARS or len(b_mid) > DIFF_CHARS:
+        ops = [("replace", 0, len(a_mid), 0, len(b_mid))]
+    else:
+        ops = difflib.SequenceMatcher(None, a_mid, b_mid, autojunk=False).get_opcodes()
+    for op, i1, i2, j1, j2 in ops:
         if op == "equal":
-            a.append(_e(expected[i1:i2]))
-            b.append(_e(got[j1:j2]))
+            a.append(_e(a_mid[i1:i2]))
+            b.append(_e(b_mid[j1:j2]))
             continue
         if i2 > i1:
-            a.append(f"<del>{_e(expected[i1:i2])}</del>")
+            a.append(f"<del>{_e(a_mid[i1:i2])}</del>")
         if j2 > j1:
-            b.append(f"<ins>{_e(got[j1:j2])}</ins>")
+            b.append(f"<ins>{_e(b_mid[j1:j2])}</ins>")
+    tail = len(expected) - suf
+    a.append(_e(expected[tail:]))
+    b.append(_e(got[len(got) - suf :]))
     return "".join(a), "".join(b)
 
 
 def _outcome_text(side: dict[str, Any] | None) -> str:
     if not side:
         return "(none)"
-    calls = "\n".join(f"  {c['index']}: {c['name']}({c['arguments']})" for c in side.get("calls") or []) or "  (no call)"
+    listed = side.get("calls") or []
+    calls = "\n".join(f"  {c['index']}: {c['name']}({c['arguments']})" for c in listed) or "  (no call)"
+    more = (side.get("calls_total") or len(listed)) - len(listed)
+    if more > 0:  # the exemplar lists MAX_CALLS calls; its cut said here
+        calls += f"\n  … {more:,} more calls"
     lines = [f"calls:\n{calls}", f"finish_reason: {side.get('finish_reason')}", f"content: {json.dumps(side.get('content'), ensure_ascii=False)}"]
     if side.get("error"):
         lines.append(f"error: {side['error']}")
@@ -325,9 +358,9 @@ def exemplar_html(doc: dict[str, Any]) -> str:
         )
     exp, got = highlight_diff(_outcome_text(doc.get("expected")), _outcome_text(doc.get("got_new")))
     deltas = doc.get("delta_texts")
-    shown = json.dumps(deltas, ensure_ascii=False) if deltas is not None else (doc.get("deltas_note") or "")
-    if len(shown) > 3000:
-        shown = shown[:3000] + " …"
+    from replay.report.exemplars import deltas_shown
+
+    shown = deltas_shown(deltas, doc.get("deltas"), str(doc.get("exchange_id"))) if deltas is not None else (doc.get("deltas_note") or "")
     return head + (
         f"<table class=diff><tr><th>expected (reference whole-text parse)</th><th>new side</th></tr>"
         f"<tr><td><pre>{exp}</pre></td><td><pre>{got}</pre></td></tr></table>"
@@ -409,7 +442,8 @@ def html_report(
     sections.append(chart("chart-families", family_chart(data["faults_by_family"])))
     sections.append("<h2>Prompts</h2>")
     sections.append(chart("chart-extra-tokens", extra_tokens_chart(data["extra_prompt_tokens_histogram"])))
-    sections.append(chart("chart-nulls", null_chart(results["null_leaks"])))
+    judged_schemas = any(r.get("schemas_with_leaked_null") is not None for r in results["summary"].to_pylist())
+    sections.append(chart("chart-nulls", null_chart(results["null_leaks"], judged_schemas)))
     sections.append(html_table(results["null_leaks"]) if results["null_leaks"].num_rows else "")
     sections.append(html_table(results["divergent_prompts"]) if results["divergent_prompts"].num_rows else "")
 

@@ -72,6 +72,18 @@ def _n(count: int | None, noun: str) -> str:
     return f"{count:,} {noun}" + ("" if count == 1 else "s")
 
 
+def _measured(row: dict[str, Any], items: Iterable[tuple[str, Any, str]]) -> list[str]:
+    """Clauses of a headline from a ``summary`` row: for each ``(column, template, unmeasured)``,
+    ``template.format(count)`` (or ``template(count)`` for a function) when the count is a number,
+    else ``unmeasured``. The ``summary``
+    query gives null where nothing was judged (no call, no served response): such a count is said
+    to be not measured, never written as 0 (issue #20)."""
+    return [
+        unmeasured if row.get(col) is None else template(row[col]) if callable(template) else template.format(row[col])
+        for col, template, unmeasured in items
+    ]
+
+
 def _parsers_label(names: str | None) -> str:
     """``parser `hermes``` for one family, ``3 parser families: `a`, `b`, `c``` for a few, a count for many."""
     items = [n for n in (names or "").split(", ") if n]
@@ -262,6 +274,8 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
     }
 
     def of(side: str, count: int | None) -> str:
+        if not rendered[side]:  # that side rendered no tool schema: nothing judged, no count
+            return "– of 0"
         return f"{count or 0:,} of {rendered[side]:,}"
 
     if rendered["old"] or rendered["new"]:
@@ -324,18 +338,33 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
         for side in ("old", "new"):
             s = summary.get(side, {})
             out.append(
-                f"{side.capitalize()} side ({_parsers_label(parsers[side])}): {s.get('calls_dropped', 0):,} of {_n(calls_whole, 'call')} "
-                f"dropped under at least one chunking, {s.get('non_json_joins', 0):,} with non-JSON joined arguments, "
-                f"{s.get('argument_mismatches', 0):,} with arguments that differ from the whole-text parse."
+                f"{side.capitalize()} side ({_parsers_label(parsers[side])}): "
+                + ", ".join(_measured(s, (
+                    ("calls_dropped", f"{{:,}} of {_n(calls_whole, 'call')} dropped under at least one chunking",
+                     "dropped calls not measured (no call in the whole-text parse of a replayed completion)"),
+                    ("non_json_joins", "{:,} with non-JSON joined arguments", "non-JSON joins not measured (no call streamed)"),
+                    ("argument_mismatches", "{:,} with arguments that differ from the whole-text parse",
+                     "argument mismatches not measured (no call streamed with JSON arguments)"),
+                ))) + "."
             )
     served = summary.get("served", {})
     n_served = scalar(con, "SELECT count(*) FROM exchanges WHERE served_tool_calls IS NOT NULL "
         "OR served_finish_reason IS NOT NULL OR served_content IS NOT NULL")
     if n_served:
         out.append(
-            f"What clients received ({_n(n_served, 'captured response')}): {_n(served.get('non_json_joins'), 'call')} with "
-            f"non-JSON arguments; {_n(served.get('calls_dropped'), 'call')} of the whole-text parse missing, "
-            f"{served.get('argument_mismatches') or 0:,} with different arguments."
+            f"What clients received ({_n(n_served, 'captured response')}): "
+            + "{}; {}, {}".format(*_measured(served, (
+                ("non_json_joins", lambda n: f"{_n(n, 'call')} with non-JSON arguments", "non-JSON arguments not measured (no call received)"),
+                ("calls_dropped", lambda n: f"{_n(n, 'call')} of the whole-text parse missing",
+                 "missing calls not measured (no call in the whole-text parse of a served exchange's raw completion)"),
+                ("argument_mismatches", "{:,} with different arguments",
+                 "argument differences not measured (no call received with JSON arguments where the whole-text parse has one)"),
+            ))) + "."
+        )
+    elif scalar(con, "SELECT count(*) FROM exchanges"):
+        out.append(
+            "No exchange has a captured response or stream: what clients received was not judged "
+            "(– in the summary's served column and the `served:` verdict rows, not 0)."
         )
     from replay.capture.headlines import capture_headlines
 
