@@ -8,6 +8,7 @@
 -- failed, or a side has no result to judge: view not_judged) are rows with verdict `not-judged`
 -- and the `reason` (null on the other rows). Every (exchange, check, chunking) pair with both
 -- sides' outcomes: `replay query --sql "SELECT * FROM verdict_pairs"`.
+SELECT * FROM (
 SELECT
     exchange_id,
     "check",
@@ -25,6 +26,7 @@ WHERE verdict <> 'same-ok'
 UNION ALL
 SELECT exchange_id, "check", 'not-judged', 0, NULL, NULL, NULL, NULL, NULL, false, reason
 FROM not_judged
+)  -- a subquery: DuckDB before 2.0 orders a UNION only by columns it selects
 ORDER BY CASE verdict WHEN 'broken' THEN 0 WHEN 'still-wrong' THEN 1 WHEN 'changed-wrong' THEN 2 WHEN 'improved' THEN 3
                       WHEN 'fixed' THEN 4 WHEN 'unreliable' THEN 5 ELSE 6 END,
          list_position(['null-leak', 'prompt-divergence', 'render-failure', 'replay-error', 'client-error', 'dropped-call',

@@ -58,7 +58,10 @@ def input_record(path: str | Path) -> dict[str, Any]:
         size = mtime = None
     from replay.capture.files import source_name  # the name a spooled pipe was given
 
-    return {"path": source_name(path), "bytes": size, "mtime_ns": mtime}
+    name = source_name(path)
+    if name != str(path):  # a pipe read into a temporary copy: the copy's time says nothing of the input
+        mtime = None
+    return {"path": name, "bytes": size, "mtime_ns": mtime}
 
 
 def inputs_changed(recorded: list[dict[str, Any]], files: list[str | Path]) -> list[str]:

@@ -102,7 +102,7 @@ def test_fifo_named_directly_is_read_once_whole(tmp_path: Path) -> None:
     src = pq.read_table(tmp_path / "run" / "exchanges.parquet").column("source_file").to_pylist()
     assert src == [str(fifo)] * 5  # named as given, not as the temporary copy
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert meta["inputs"] == [{"path": str(fifo), "bytes": len(data)}]
+    assert meta["inputs"] == [{"path": str(fifo), "bytes": len(data), "mtime_ns": None}]  # a pipe has no time of its own
 
 
 @pytest.mark.skipif(not Path("/dev/fd").is_dir(), reason="no /dev/fd")
