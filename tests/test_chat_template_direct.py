@@ -216,16 +216,24 @@ def test_a_direct_path_that_renders_differently_is_turned_off_by_the_probe(monke
 
 
 def test_a_template_the_direct_path_renders_differently_is_rendered_by_transformers(monkeypatch):
+    from transformers.utils import chat_template_utils as ctu
+
     from replay.render import chat_template
 
     assert chat_template.direct_support()[0]  # checked (and kept) before the plant below
-    # planted: the direct path forgets the reasoning aliases (transformers copies `reasoning` to `reasoning_content`)
-    monkeypatch.setattr(chat_template._DirectRender, "make", classmethod(lambda cls, t: cls(__import__("transformers").utils.chat_template_utils._compile_jinja_template(t), lambda chat: chat)))
+    # planted: the direct path's reasoning rule is not the installed release's (transformers 5.2x copies
+    # `reasoning` to `reasoning_content`; older 5.x releases pass the messages as given)
+    if hasattr(ctu, "_alias_reasoning_fields"):
+        planted = chat_template._as_given
+    else:
+        def planted(chat):
+            return [dict(m, reasoning_content=m["reasoning"]) if m.get("reasoning") else m for m in chat]
+    monkeypatch.setattr(chat_template._DirectRender, "make", classmethod(lambda cls, t: cls(ctu._compile_jinja_template(t), planted)))
     r = ChatTemplateRenderer("{% for m in messages %}{{ m.content }}{{ m.reasoning_content | default('') }}{% endfor %}")
     assert r.decide_render_path() == "transformers: probe conversation 3 renders differently on the direct path"
     assert r._direct is None
     msgs = [{"role": "assistant", "content": "6", "reasoning": "sum"}]
-    assert r.render(msgs, None) == "6sum"
+    assert r.render(msgs, None) == official(r, msgs, None)
 
 
 def test_run_json_records_the_render_path_of_each_chat_template(tmp_path):

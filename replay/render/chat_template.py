@@ -331,10 +331,11 @@ class _DirectRender:
             from transformers.utils import chat_template_utils as ctu
         except ImportError:  # pragma: no cover
             return None
-        alias = getattr(ctu, "_alias_reasoning_fields", None)
         compile_ = getattr(ctu, "_compile_jinja_template", None)
-        if alias is None or compile_ is None:
+        if compile_ is None:
             return None
+        # a release without _alias_reasoning_fields renders the messages as given (the probes check it)
+        alias = getattr(ctu, "_alias_reasoning_fields", None) or _as_given
         return cls(compile_(template), alias)
 
     def plain(self, messages: Any, tools: Any) -> bool:
@@ -441,8 +442,9 @@ PROBE_TEMPLATES: tuple[str, ...] = (
 @functools.lru_cache(maxsize=1)
 def direct_support() -> tuple[bool, str]:
     """Whether the installed transformers can take the direct path, checked once per process:
-    ``(True, words)`` when its ``chat_template_utils`` has the private functions
-    :class:`_DirectRender` uses (``_compile_jinja_template``, ``_alias_reasoning_fields``) and
+    ``(True, words)`` when its ``chat_template_utils`` has the private function
+    :class:`_DirectRender` renders with (``_compile_jinja_template``; ``_alias_reasoning_fields``
+    where the release has it) and
     every :data:`PROBE_TEMPLATES` template renders every :data:`PROBE_CONVERSATIONS` conversation
     to the same text (or the same error) both ways; else ``(False, why)``, and every chat
     template renders with ``render_jinja_template``. The words name the transformers release,
@@ -453,7 +455,7 @@ def direct_support() -> tuple[bool, str]:
     except ImportError as exc:  # pragma: no cover - a dependency
         return False, f"transformers cannot be imported ({exc})"
     version = getattr(transformers, "__version__", "?")
-    missing = [n for n in ("_compile_jinja_template", "_alias_reasoning_fields", "render_jinja_template") if not hasattr(ctu, n)]
+    missing = [n for n in ("_compile_jinja_template", "render_jinja_template") if not hasattr(ctu, n)]
     if missing:
         return False, f"transformers {version} has no {', '.join(missing)}"
     for i, template in enumerate(PROBE_TEMPLATES):
@@ -462,6 +464,12 @@ def direct_support() -> tuple[bool, str]:
         if diff is not None:
             return False, f"transformers {version}: probe template {i}: {diff}"
     return True, f"transformers {version} renders the probe templates identically"
+
+
+def _as_given(chat: Any) -> Any:
+    """The messages unchanged: what a transformers release without ``_alias_reasoning_fields``
+    renders."""
+    return chat
 
 
 def _probe_difference(direct: _DirectRender, template: str, kwargs: dict[str, Any]) -> str | None:
