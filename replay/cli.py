@@ -1020,7 +1020,7 @@ _SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
 _RENDER_IN_KEYS = {"old_render_in", "new_render_in"}
 _STAGE_KEYS = {
     "render": {"engine", "ray_address", "old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date",
-               "chat_template_routes", "tokenizer_routes", "old_renderer", "new_renderer", "reference_chat_template", "special_tokens",
+               "chat_template_routes", "tokenizer_routes", "old_renderer", "new_renderer", "reference_chat_template", "special_tokens", "chat_template_paths",
                "old_preparer", "new_preparer", "reference_preparer", *_SIDE_KEYS, *_RENDER_IN_KEYS},
     "re-stream": {"engine", "ray_address", "parser", "old_parser", "new_parser", "reference_parser", "chunkings", "tokenizer", "replay_timeout", *_SIDE_KEYS},
 }

@@ -2,9 +2,14 @@
 copy of plain JSON data, each tool's ``tojson`` text kept) writes what transformers'
 ``render_jinja_template`` writes: every corpus template, agent traffic with several serializers,
 the same tool objects across requests (the kept ``tojson`` texts in use), and the same errors.
+These run against whatever transformers is installed: the direct path is on for a release only
+when its probe check passes (``direct_support``), and the tests below show the check turns it off
+when the direct path would render differently.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from strategies import SHARED
@@ -42,9 +47,10 @@ def test_direct_renders_equal_transformers_renders_on_every_corpus_template():
     n = errors = direct_used = 0
     for path in sorted(ROOT.rglob("*.jinja")):
         r = template_renderer(path, None, None)
-        if r._direct is None:
-            assert "sameas" in r.template, path.name
+        if r._direct is None:  # off only for a template using `sameas`, and said so
+            assert "sameas" in r.template and r.render_path.startswith("transformers: the template uses `sameas`"), (path.name, r.render_path)
             continue
+        assert r.render_path.startswith("direct: transformers "), (path.name, r.render_path)
         fmt = prep.content_format(r.template)
         lists = {}  # one tool list object per serializer, reused across requests (as the render stage's cache does)
         for body in bodies:
@@ -176,3 +182,73 @@ def test_sandbox_getattr_is_only_set_during_a_direct_render():
     env = r._direct.compiled.environment
     assert r.render(p.messages, tools) == r.render(p.messages, tools) == official(r, p.messages, tools)
     assert "getattr" not in vars(env)  # transformers' own render keeps the sandbox's method
+
+
+def test_the_direct_path_is_on_for_the_installed_transformers_and_says_so():
+    import transformers
+
+    from replay.render import chat_template
+
+    ok, why = chat_template.direct_support()
+    assert ok, why  # a release that fails the probes is a test failure: the fast path must be looked at, not lost
+    assert why == f"transformers {transformers.__version__} renders the probe templates identically"
+    r = ChatTemplateRenderer(chat_template.PROBE_TEMPLATES[0])
+    assert r.render_path is None and r._direct is None  # decided at first use
+    msgs, tools = chat_template.PROBE_CONVERSATIONS[2]
+    assert r.render(msgs, tools) == official(r, msgs, tools)
+    assert r.render_path.startswith("direct: transformers ") and r._direct is not None
+
+
+def test_a_direct_path_that_renders_differently_is_turned_off_by_the_probe(monkeypatch):
+    from replay.render import chat_template
+
+    monkeypatch.setattr(chat_template, "_DICT_ATTRS", frozenset())  # planted: a schema's `v.items` read as the key "items"
+    chat_template.direct_support.cache_clear()
+    try:
+        ok, why = chat_template.direct_support()
+        assert not ok and why.endswith("probe template 0: probe conversation 1 renders differently on the direct path"), why
+        r = ChatTemplateRenderer("{{ messages[0].items is callable }}")
+        msgs = [{"role": "user", "content": "hi", "items": "planted"}]
+        assert r.render(msgs, None) == "True"  # transformers' path: the dict method, as the sandbox gives it
+        assert r._direct is None and r.render_path == f"transformers: {why}"
+    finally:
+        chat_template.direct_support.cache_clear()
+
+
+def test_a_template_the_direct_path_renders_differently_is_rendered_by_transformers(monkeypatch):
+    from transformers.utils import chat_template_utils as ctu
+
+    from replay.render import chat_template
+
+    assert chat_template.direct_support()[0]  # checked (and kept) before the plant below
+    # planted: the direct path's reasoning rule is not the installed release's (transformers 5.2x copies
+    # `reasoning` to `reasoning_content`; older 5.x releases pass the messages as given)
+    if hasattr(ctu, "_alias_reasoning_fields"):
+        planted = chat_template._as_given
+    else:
+        def planted(chat):
+            return [dict(m, reasoning_content=m["reasoning"]) if m.get("reasoning") else m for m in chat]
+    monkeypatch.setattr(chat_template._DirectRender, "make", classmethod(lambda cls, t: cls(ctu._compile_jinja_template(t), planted)))
+    r = ChatTemplateRenderer("{% for m in messages %}{{ m.content }}{{ m.reasoning_content | default('') }}{% endfor %}")
+    assert r.decide_render_path() == "transformers: probe conversation 3 renders differently on the direct path"
+    assert r._direct is None
+    msgs = [{"role": "assistant", "content": "6", "reasoning": "sum"}]
+    assert r.render(msgs, None) == official(r, msgs, None)
+
+
+def test_run_json_records_the_render_path_of_each_chat_template(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from replay.cli import app
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["audit", str(root / "samples" / "coding-agent.jsonl"), "--out", str(out), "--jobs", "1",
+                                   "--old-chat-template", str(root / "samples" / "templates" / "agent-old.jinja"),
+                                   "--new-chat-template", str(root / "samples" / "templates" / "agent-new.jinja"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    paths = json.loads((out / "run.json").read_text())["options"]["chat_template_paths"]
+    assert set(paths) == {"chat-template:agent-old.jinja", "chat-template:agent-new.jinja"}
+    assert all(v.startswith("direct: transformers ") for v in paths.values()), paths

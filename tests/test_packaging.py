@@ -18,3 +18,37 @@ def test_every_package_folder_is_listed_in_pyproject():
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "replay").rglob("__init__.py")}
     assert found - listed == set(), "package folders missing from [tool.setuptools] packages"
     assert "replay.queries" in listed
+
+
+def _setup_commands() -> list[str]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_commands", ROOT / ".ci" / "readme_commands.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.setup_commands(ROOT / "README.md")
+
+
+def test_ci_runs_the_readme_commands_and_installs_nothing_else():
+    import re
+
+    commands = _setup_commands()
+    assert len(commands) == 2 and commands[1] == "python -m pytest -q -n auto", commands
+    extras = re.findall(r"pip install -e '\.\[([a-z,]+)\]'", commands[0])
+    assert extras == ["test"], commands[0]
+    ci = (ROOT / ".ci" / "run").read_text()
+    # the only pip install of CI's own is pip's upgrade; the project comes in through the README's command
+    installs = [line.strip() for line in ci.splitlines() if "pip install" in line and not line.lstrip().startswith("#")]
+    assert installs == ["python -m pip install --quiet --upgrade pip"], installs
+    assert "readme_commands.py README.md" in ci and "bash .ci/oldest" in ci
+    oldest = (ROOT / ".ci" / "oldest").read_text()
+    assert "--resolution lowest-direct -e '.[test]'" in oldest and "${commands[1]}" in oldest
+
+
+def test_every_dependency_has_the_lower_bound_the_oldest_variant_installs():
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for text in [*project["dependencies"], *project["optional-dependencies"]["test"]]:
+        req = Requirement(text)
+        assert [s.operator for s in req.specifier] == [">="], text  # one lower bound, no upper: the newest is tested too

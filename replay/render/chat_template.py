@@ -11,7 +11,9 @@ is what makes a serializer's leaked null visible in the prompt.
 
 from __future__ import annotations
 
+import copy
 import datetime
+import functools
 import json
 import os
 import types
@@ -160,7 +162,44 @@ class ChatTemplateRenderer:
         self.date = date
         if date is not None:
             self.kwargs.setdefault("date_string", date.strftime("%d %b %Y"))
-        self._direct = _DirectRender.make(template, self.kwargs)
+        self._direct: _DirectRender | None = None
+        self.render_path: str | None = None  # set by decide_render_path(), at the latest on the first render
+
+    def decide_render_path(self) -> str:
+        """Decide, once per renderer and process, whether :meth:`render` takes the direct path
+        (:class:`_DirectRender`) or transformers' ``render_jinja_template``, and return the words
+        ``run.json`` records for it (``options.chat_template_paths``): ``"direct: ..."`` or
+        ``"transformers: <why the direct path is off>"``.
+
+        The direct path is on only when the installed transformers passes the process-wide check
+        (:func:`direct_support`), the template does not use ``sameas``, the template variables
+        (``kwargs``: special tokens, ``extra``) are plain JSON, and every probe conversation
+        (:data:`PROBE_CONVERSATIONS`) renders through this template to the same text (or the same
+        error) both ways. Call it after the last change to ``kwargs``
+        (:func:`replay.render.options.template_renderer` does); :meth:`render` calls it on first
+        use otherwise. Raises nothing: a probe that cannot run turns the direct path off."""
+        if self.render_path is not None:
+            return self.render_path
+        self._direct = None
+        ok, why = direct_support()
+        if not ok:
+            self.render_path = f"transformers: {why}"
+        elif "sameas" in self.template:
+            self.render_path = "transformers: the template uses `sameas`, which could tell the direct path's data from transformers' copy"
+        elif not _plain(self.kwargs):
+            self.render_path = "transformers: template variables that are not plain JSON"
+        else:
+            direct = _DirectRender.make(self.template)
+            if direct is None:  # pragma: no cover - direct_support() said yes
+                self.render_path = "transformers: the direct path could not be built"
+            else:
+                diff = _probe_difference(direct, self.template, self.kwargs)
+                if diff is not None:
+                    self.render_path = f"transformers: {diff}"
+                else:
+                    self._direct = direct
+                    self.render_path = f"direct: {why}; this template renders the {len(PROBE_CONVERSATIONS)} probe conversations identically"
+        return self.render_path
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kw: Any) -> "ChatTemplateRenderer":
@@ -188,9 +227,9 @@ class ChatTemplateRenderer:
         return cls(text, **kw)
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
-        from transformers.utils.chat_template_utils import render_jinja_template
-
         pin_strftime_now(self.template, self.date)
+        if self.render_path is None:
+            self.decide_render_path()
         direct = self._direct
         if direct is not None and direct.plain(messages, tools) and _plain(self.kwargs):
             if direct.checked:
@@ -226,8 +265,6 @@ class ChatTemplateRenderer:
         return rendered[0]
 
 
-#: transformers releases whose ``render_jinja_template`` was read for :class:`_DirectRender`.
-DIRECT_TRANSFORMERS = ("5.24.0",)
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -254,8 +291,7 @@ def _plain(value: Any) -> bool:
 
 
 class _DirectRender:
-    """``render_jinja_template`` of transformers (:data:`DIRECT_TRANSFORMERS`) for one
-    conversation of plain JSON data, without its deep copy of the data and with each tool's
+    """``render_jinja_template`` of transformers for one conversation of plain JSON data, without its deep copy of the data and with each tool's
     ``tojson`` text kept: the same text, about a third less CPU on 30 KB agent prompts.
 
     What ``render_jinja_template`` does with ``add_generation_prompt=True`` and neither
@@ -286,18 +322,21 @@ class _DirectRender:
         self.getattr = _sandbox_getattr(env)
 
     @classmethod
-    def make(cls, template: str, kwargs: dict[str, Any]) -> "_DirectRender | None":
-        """The direct renderer of ``template``, or None when transformers is not a release read
-        here, the template uses ``sameas``, or ``kwargs`` are not plain."""
+    def make(cls, template: str) -> "_DirectRender | None":
+        """The direct renderer of ``template`` on transformers' own compiled template (its
+        ``_compile_jinja_template``, the same cached object ``render_jinja_template`` renders
+        with), or None when transformers lacks the private functions it uses. Whether it may
+        render is :meth:`ChatTemplateRenderer.decide_render_path`'s question."""
         try:
-            import transformers
             from transformers.utils import chat_template_utils as ctu
         except ImportError:  # pragma: no cover
             return None
-        alias = getattr(ctu, "_alias_reasoning_fields", None)
-        if transformers.__version__ not in DIRECT_TRANSFORMERS or alias is None or "sameas" in template or not _plain(kwargs):
+        compile_ = getattr(ctu, "_compile_jinja_template", None)
+        if compile_ is None:
             return None
-        return cls(ctu._compile_jinja_template(template), alias)
+        # a release without _alias_reasoning_fields renders the messages as given (the probes check it)
+        alias = getattr(ctu, "_alias_reasoning_fields", None) or _as_given
+        return cls(compile_(template), alias)
 
     def plain(self, messages: Any, tools: Any) -> bool:
         """Whether ``messages`` and ``tools`` may be rendered directly: lists of exact JSON data
@@ -327,6 +366,133 @@ class _DirectRender:
         finally:
             self.tojson.frozen = set()
             vars(env).pop("getattr", None)  # transformers' own render keeps the sandbox's method
+
+
+#: Tool declarations of the probe conversations: Chat Completions shape, ``strict`` null (what
+#: ``model-dump`` serializers leak), a flat one without ``function``, nested and non-ASCII values.
+_PROBE_TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {"name": "read", "description": "Read a file.", "strict": None, "parameters": {
+        "type": "object", "properties": {"path": {"type": "string", "description": "Pfad – ünïcode"}, "limit": {"type": "integer", "default": None, "maximum": 1e3},
+        "globs": {"type": "array", "items": {"type": "string"}}},
+        "required": ["path"]}}},
+    {"type": "function", "function": {"name": "todo_list", "parameters": {"type": "object", "properties": {}}}},
+    {"type": "function", "name": "flat", "description": "A tool in the Responses shape.", "parameters": {"type": "object"}},
+]
+
+#: The conversations :meth:`ChatTemplateRenderer.decide_render_path` renders through every chat
+#: template both ways (direct and ``render_jinja_template``) before the direct path renders for
+#: it: what agent traffic holds after request preparation (system prompt, tools, an assistant
+#: tool call with object and with string arguments, its result, ``content`` None, reasoning under
+#: each of the names transformers aliases, multi-part content, an empty conversation).
+PROBE_CONVERSATIONS: tuple[tuple[list[dict[str, Any]], list[dict[str, Any]] | None], ...] = (
+    ([{"role": "user", "content": "hi"}], None),
+    ([{"role": "system", "content": "You are a coding agent.\n\nBe brief."}, {"role": "user", "content": "List the files."}], _PROBE_TOOLS),
+    ([
+        {"role": "user", "content": "Read a.py"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": {"path": "a.py", "limit": 10}}},
+            {"id": "call_2", "type": "function", "function": {"name": "todo_list", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "print(1)\n"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "[]"},
+        {"role": "user", "content": "Now explain it."},
+    ], _PROBE_TOOLS[:2]),
+    ([
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4", "reasoning_content": "Simple sum."},
+        {"role": "user", "content": [{"type": "text", "text": "And 3+3?"}, {"type": "text", "text": " Think."}]},
+        {"role": "assistant", "content": "6", "reasoning": "Again a sum."},
+        {"role": "user", "content": "Thanks"},
+    ], []),
+    ([], None),
+)
+
+#: Templates of our own, rendered both ways by :func:`direct_support`: each construct the direct
+#: path changes the handling of (attribute lookups on dicts, loops, namespaces, string methods,
+#: ``str.format``, ``tojson`` with its options, kept ``tojson`` texts of tools, the reasoning
+#: aliases, ``dict()``, ``raise_exception``, ``strftime_now``) in the shapes chat templates use.
+PROBE_TEMPLATES: tuple[str, ...] = (
+    """{%- set ns = namespace(calls=0, last_user=-1) -%}
+{%- for m in messages -%}{%- if m.role == 'user' %}{% set ns.last_user = loop.index0 %}{% endif -%}{%- endfor -%}
+{%- if tools %}<tools>
+{% for t in tools %}{{ t | tojson }}
+{{ (t.function or t) | tojson(indent=2, sort_keys=True) }}
+{{ t | tojson(separators=(',', ':'), ensure_ascii=True) }}
+{% if t.function is defined and t.function.parameters is mapping %}{% for k, v in t.function.parameters.get('properties', {}).items() %}{{ k }}={{ v.type }}{% if v.items is callable %} items(){% endif %}{% if 'items' in v %} of {{ v['items'].type }}{% endif %};{% endfor %}{% endif %}
+{% endfor %}</tools>
+{% endif -%}
+{%- for m in messages -%}
+<{{ m.role }}{% if loop.first %} first{% endif %}{% if loop.last %} last{% endif %} i={{ loop.index0 }}/{{ loop.length }}>
+{%- if m.reasoning_content is defined and m.reasoning_content %}[think:{{ m.reasoning_content | trim }}|{{ m.thinking }}]{% endif -%}
+{%- if m.content is string %}{{ m.content.strip().replace('\n', ' ') }}{% if m.content.startswith('Read') %}!{% endif -%}
+{%- elif m.content is iterable and m.content is not mapping %}{% for c in m.content %}{{ c['text'] }}{% endfor -%}
+{%- elif m.content is none %}(none){% endif -%}
+{%- for c in m.tool_calls | default([]) %}{% set ns.calls = ns.calls + 1 %}
+<call n="{{ ns.calls }}" id="{{ c.id }}">{{ c.function.name }} {% if c.function.arguments is string %}{{ c.function.arguments }}{% else %}{{ c.function.arguments | tojson }}{% for k, v in c.function.arguments | dictsort %} {{ '{}={}'.format(k, v) }}{% endfor %}{% endif %}</call>
+{%- endfor -%}
+{%- if m.role == 'tool' %} for {{ m.tool_call_id }} ({{ m.content | length }} chars){% endif %}
+{% endfor -%}
+{%- set d = dict(a=1, b=messages | length) %}{{ d | tojson }} {{ d.keys() | list | join(',') }} last_user={{ ns.last_user }}
+{%- if add_generation_prompt %}
+<assistant>{% endif %}""",
+    """{{ bos_token | default('') }}{% for m in messages %}{% if m.role not in ['system', 'user', 'assistant', 'tool'] %}{{ raise_exception('role ' + m.role) }}{% endif %}{{ m['role'] | upper }}: {{ m['content'] if m['content'] is string else m['content'] | tojson }}{{ '%s|%d' | format(m.role, loop.index) }}
+{% endfor %}{{ strftime_now('%Y') | length }}{% if tools is not none %}{{ tools | map(attribute='type') | join(',') }}{% endif %}{% if messages | length > 4 %}{{ raise_exception('too long: ' ~ messages | length) }}{% endif %}""",
+)
+
+
+@functools.lru_cache(maxsize=1)
+def direct_support() -> tuple[bool, str]:
+    """Whether the installed transformers can take the direct path, checked once per process:
+    ``(True, words)`` when its ``chat_template_utils`` has the private function
+    :class:`_DirectRender` renders with (``_compile_jinja_template``; ``_alias_reasoning_fields``
+    where the release has it) and
+    every :data:`PROBE_TEMPLATES` template renders every :data:`PROBE_CONVERSATIONS` conversation
+    to the same text (or the same error) both ways; else ``(False, why)``, and every chat
+    template renders with ``render_jinja_template``. The words name the transformers release,
+    for ``run.json``. Raises nothing."""
+    try:
+        import transformers
+        from transformers.utils import chat_template_utils as ctu
+    except ImportError as exc:  # pragma: no cover - a dependency
+        return False, f"transformers cannot be imported ({exc})"
+    version = getattr(transformers, "__version__", "?")
+    missing = [n for n in ("_compile_jinja_template", "render_jinja_template") if not hasattr(ctu, n)]
+    if missing:
+        return False, f"transformers {version} has no {', '.join(missing)}"
+    for i, template in enumerate(PROBE_TEMPLATES):
+        direct = _DirectRender.make(template)
+        diff = "cannot be built" if direct is None else _probe_difference(direct, template, {"bos_token": "<s>"})
+        if diff is not None:
+            return False, f"transformers {version}: probe template {i}: {diff}"
+    return True, f"transformers {version} renders the probe templates identically"
+
+
+def _as_given(chat: Any) -> Any:
+    """The messages unchanged: what a transformers release without ``_alias_reasoning_fields``
+    renders."""
+    return chat
+
+
+def _probe_difference(direct: _DirectRender, template: str, kwargs: dict[str, Any]) -> str | None:
+    """None when ``direct`` renders every :data:`PROBE_CONVERSATIONS` conversation through
+    ``template`` with ``kwargs`` as ``render_jinja_template`` does (the same text, or both raising
+    with the same error text: :func:`render_error_text`); else what differed, in words."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    for i, (messages, tools) in enumerate(PROBE_CONVERSATIONS):
+        messages, tools = copy.deepcopy(messages), copy.deepcopy(tools)
+        try:
+            want = render_jinja_template(conversations=[messages], tools=tools or None, chat_template=template, add_generation_prompt=True, **kwargs)[0][0]
+        except Exception as exc:  # noqa: BLE001 - a template error is an answer too
+            want = "error: " + render_error_text(exc)
+        if not direct.plain(messages, tools):  # pragma: no cover - the probes are plain JSON
+            return f"probe conversation {i} is not plain JSON"
+        try:
+            got = direct.render(messages, tools or None, kwargs)
+        except Exception as exc:  # noqa: BLE001
+            got = "error: " + render_error_text(exc)
+        if got != want:
+            return f"probe conversation {i} renders differently on the direct path"
+    return None
 
 
 #: Attribute names a plain ``dict`` instance has (its type's and ``object``'s): ``getattr`` of any

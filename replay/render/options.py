@@ -70,6 +70,7 @@ def template_renderer(path: str | os.PathLike[str], tokenizer_path: str | None, 
     tokens, source = template_special_tokens(path, r.template, tokenizer_path)
     r.kwargs = {**tokens, **r.kwargs}
     r.special_tokens_source = source
+    r.decide_render_path()  # with the template variables final; run.json records the words
     return r
 
 
@@ -181,6 +182,11 @@ def render_setup(
         "new_renderer": label(out.new_renderer),
         "reference_encoder": label(out.reference_renderer) if reference_encoder is not None else None,
         "reference_chat_template": reference_chat_template,
+        "chat_template_paths": {
+            r.name: r.render_path
+            for r in [base.fallback if routes else base, *(x for _, x, _ in routes), out.old_renderer, out.new_renderer, out.reference_renderer]
+            if r is not None and hasattr(r, "decide_render_path")
+        },
         "special_tokens": {
             r.name: getattr(r, "special_tokens_source", None)
             for r in [base.fallback if routes else base, *(x for _, x, _ in routes), out.old_renderer, out.new_renderer, out.reference_renderer]
