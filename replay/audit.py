@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from replay.capture import discover, ingest
-from replay.capture.files import file_size
+from replay.capture.files import file_size, input_record
+from replay.capture.storage import RemoteObject
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
 from replay.memory import arrow_without_pandas, release_memory, single_threaded_arrow
@@ -242,13 +243,17 @@ class RunExistsError(ValueError):
 def audit_fingerprint(
     files: list[Path], cfg: AuditConfig, capture_format: str | None, hash_text: bool, max_line_bytes: int, filters: Any = None
 ) -> str:
-    """SHA-256 hex of what an audit's results depend on: each capture's path, size and mtime, the
+    """SHA-256 hex of what an audit's results depend on: each capture's path, size and mtime (an
+    object in a bucket: its URI, size and ETag), the
     ingest options (filters included) and the run spec (``cfg.spec``, else ``cfg.options``) with the batch size. An
     interrupted audit resumes only under the same fingerprint."""
     import hashlib
 
     inputs = []
     for f in files:
+        if isinstance(f, RemoteObject):  # an object in a bucket: its URI, listed size and ETag
+            inputs.append([f.uri, f.size, f.etag])
+            continue
         try:
             st = Path(f).stat()
             inputs.append([str(Path(f).resolve()), st.st_size, st.st_mtime_ns])
@@ -327,7 +332,7 @@ def _run(
     meta: dict[str, Any] = {
         "options": {**cfg.options, "capture_format": capture_format},
         "versions": versions(),
-        "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files],
+        "inputs": [input_record(f) for f in files],
     }
 
     mark_incomplete(run_dir, meta, "ingest")

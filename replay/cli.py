@@ -504,14 +504,17 @@ def _tokenizer(path: Optional[Path]) -> Any:
         _fail(f"--tokenizer {path}: {exc}")
 
 
-def _captures(paths: list[Path]) -> list[Path]:
-    """The capture files ``paths`` name (:func:`replay.capture.discover`); fails naming the path
-    that does not exist, or the folders when they hold no capture file at all."""
+def _captures(paths: list[str]) -> list[Any]:
+    """The capture files ``paths`` name (:func:`replay.capture.discover`: local files and folders,
+    and ``s3://`` / ``gs://`` / ``az://`` URIs); fails naming the path or URI that does not exist
+    or cannot be listed (a URI whose backend is not installed: the extra to install), or the
+    folders when they hold no capture file at all."""
     from replay.capture import discover
+    from replay.capture.storage import StorageError
 
     try:
         files = discover([str(p) for p in paths])
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, StorageError) as exc:
         _fail(str(exc))
     if not files:
         _fail(
@@ -617,7 +620,7 @@ def _default_out() -> Path:
 
 @app.command(short_help="Ingest, re-render and re-stream captures; count; report.")
 def audit(
-    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har, plain, .zst or .gz.")],
+    paths: Annotated[list[str], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har, plain, .zst or .gz; or s3://, gs://, az:// URIs of objects or prefixes.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (default runs/audit-<time>).")] = None,
     old_serializer: OldSer = "model-dump",
     new_serializer: NewSer = "client-fields",
@@ -709,14 +712,14 @@ def audit(
         cfg.options.update(overlap=False)
     if parallel_ingest:
         cfg.options.update(parallel_ingest=True)
-    _captures(paths)
+    files = _captures(paths)  # listed once: the audit reads exactly these (a bucket may change meanwhile)
     run_dir = out or _default_out()
     from replay.audit import RunExistsError
 
     executor = _engine(engine, ray_address, cfg)
     try:
         with _progress(quiet) as stage:
-            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
+            result = run_audit(files, run_dir, cfg, stage=stage, capture_format=capture_format,
                                redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters,
                                duckdb_settings=_duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine=executor, force=force)
     except (RunExistsError, UsageError) as exc:  # usage errors, raised before any work
@@ -758,7 +761,7 @@ IngestJobsOpt = Annotated[
 
 @app.command(short_help="Ingest captures into the run's Parquet tables.")
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
+    paths: Annotated[list[str], typer.Argument(help="Capture files or folders (recursive), or s3://, gs://, az:// URIs of objects or prefixes.")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
     jobs: IngestJobsOpt = 1,
     redact: RedactOpt = False,
@@ -785,7 +788,7 @@ def ingest(
     import dataclasses
 
     from replay.capture import ingest as run_ingest
-    from replay.capture.files import file_size
+    from replay.capture.files import file_size, input_record
     from replay.runmeta import check_out_folder, clear_run, existing_run, filters_meta, mark_incomplete, versions, write_meta  # not replay.audit: its stages' imports
 
     filters = _filters(model, route, since, until, sample, sample_key, limit)
@@ -816,7 +819,7 @@ def ingest(
             from replay.pool import close_pools
 
             close_pools()
-    meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(), "inputs": [{"path": str(f), "bytes": file_size(f)} for f in files], "ingest": dataclasses.asdict(stats)}
+    meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(), "inputs": [input_record(f) for f in files], "ingest": dataclasses.asdict(stats)}
     if filters.active:
         meta["filters"] = filters_meta(filters, stats)
     write_meta(out, meta)

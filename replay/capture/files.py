@@ -25,6 +25,8 @@ from typing import Callable, Iterable, Iterator
 
 import zstandard
 
+from replay.capture.storage import RemoteObject, is_uri, list_uri, open_input
+
 __all__ = [
     "BLOCK_SIZE",
     "CAPTURE_SUFFIXES",
@@ -37,6 +39,7 @@ __all__ = [
     "detect_compression",
     "discover",
     "file_size",
+    "input_record",
     "line_limit",
     "open_lines",
 ]
@@ -138,10 +141,14 @@ def _is_capture_name(name: str) -> bool:
     return low.endswith(CAPTURE_SUFFIXES) and not low.endswith(SIDECAR_SUFFIX)
 
 
-def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path | RemoteObject]:
     """The capture files named by ``paths``, sorted and without duplicates.
 
-    ``paths``: one path or an iterable of paths, each a file or a folder. A file named directly is
+    ``paths``: one path or an iterable of paths, each a file or a folder, or a URI of an object or
+    prefix in a bucket (``s3://``, ``gs://``, ``az://``: listed by
+    :func:`replay.capture.storage.list_uri` under the same name rules, each object a
+    :class:`replay.capture.storage.RemoteObject`; local paths and URIs may be mixed, and are sorted
+    together by their string form). A file named directly is
     always taken (whatever its name: compression is detected by content). A folder is searched
     recursively for files ending in one of :data:`CAPTURE_SUFFIXES` (``.jsonl``, ``.ndjson``,
     ``.json``, ``.sse``, ``.har``, each plain or ``.zst``/``.zstd``/``.gz``), except sidecar request
@@ -149,12 +156,22 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
     with ``.`` are skipped. Returns the paths as given (not resolved), sorted by their string form.
 
     Raises :class:`FileNotFoundError` naming the first path that does not exist (a dangling
-    symlink exists: it is taken, and ingest records it as unreadable).
+    symlink exists: it is taken, and ingest records it as unreadable), or URI whose bucket,
+    object or prefix does not exist; :class:`replay.capture.storage.StorageError` (an
+    ``OSError``) naming a URI that cannot be listed (its backend not installed: the message names
+    the extra; no credentials).
     """
-    if isinstance(paths, (str, os.PathLike)):
+    if isinstance(paths, (str, os.PathLike, RemoteObject)):
         paths = [paths]
-    found: dict[str, Path] = {}
+    found: dict[str, Path | RemoteObject] = {}
     for p in paths:
+        if isinstance(p, RemoteObject):  # listed already (ingest after the CLI's discovery)
+            found.setdefault(p.uri, p)
+            continue
+        if is_uri(p):
+            for obj in list_uri(str(p), _is_capture_name):
+                found.setdefault(obj.uri, obj)
+            continue
         path = Path(p)
         # a symlink that leads nowhere (dangling, or a loop) is still an entry: taken as a file,
         # it becomes an unreadable-file row at ingest, as it does when found inside a folder
@@ -172,14 +189,26 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
     return [found[k] for k in sorted(found)]
 
 
-def file_size(path: str | os.PathLike) -> int | None:
+def file_size(path: str | os.PathLike | RemoteObject) -> int | None:
     """Size of ``path`` in bytes, or None when it cannot be stat'ed (a dangling symlink, a
     symlink loop, a file gone since discovery): such a file is reported by ingest as an
-    ``unreadable-file`` row, not by a crash of whatever only wanted its size."""
+    ``unreadable-file`` row, not by a crash of whatever only wanted its size. An object in a
+    bucket (:class:`replay.capture.storage.RemoteObject`): its size as listed."""
+    if isinstance(path, RemoteObject):
+        return path.size
     try:
         return os.stat(path).st_size
     except OSError:
         return None
+
+
+def input_record(path: str | os.PathLike | RemoteObject) -> dict:
+    """What ``run.json`` records of one input (``inputs``) so that a rerun can tell whether it
+    changed: ``{"path", "bytes"}`` for a local file (bytes None when it cannot be stat'ed), plus
+    ``"etag"`` for an object in a bucket (its URI as ``path``, its listed size as ``bytes``)."""
+    if isinstance(path, RemoteObject):
+        return {"path": path.uri, "bytes": path.size, "etag": path.etag}
+    return {"path": str(path), "bytes": file_size(path)}
 
 
 def detect_compression(head: bytes) -> str:
@@ -306,6 +335,9 @@ def open_lines(
 ) -> Iterator[tuple[int, int, bytes]]:
     """Yield ``(line_no, byte_offset, raw)`` for every line of a capture file, decompressing as a stream.
 
+    ``path``: a local file, or an object in a bucket (:class:`replay.capture.storage.RemoteObject`,
+    read in ranged requests of about ``block_size`` bytes: never downloaded whole).
+
     ``line_no``: 1-based. ``byte_offset``: offset of the line's first byte in the decompressed
     stream (bytes). ``raw``: the line's bytes without the terminating ``b"\\n"`` (a ``\\r`` before
     it is kept; JSON parsers treat it as whitespace). Lines are split on ``b"\\n"`` only, and a final
@@ -325,7 +357,7 @@ def open_lines(
         max_line_bytes = _LIMIT.get()
     if max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         first = fh.read(block_size)
         if on_read and first:
             on_read(len(first))
