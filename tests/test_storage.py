@@ -220,13 +220,13 @@ def test_a_large_object_is_streamed_in_ranges(s3, monkeypatch) -> None:
 
     def spy_open(self):
         fh = real_open(self)
-        fetch = fh.cache.fetcher  # the file's ranged GET (fsspec's read-ahead cache calls it)
+        fetch = fh._fh.cache.fetcher  # the file's ranged GET (fsspec's read-ahead cache calls it)
 
         def fetch_range(start, end):
             fetched.append((start, end))
             return fetch(start, end)
 
-        fh.cache.fetcher = fetch_range
+        fh._fh.cache.fetcher = fetch_range
         return fh
 
     monkeypatch.setattr(storage.RemoteObject, "open", spy_open)
@@ -314,3 +314,41 @@ def test_an_unknown_scheme_is_refused_not_read_as_a_local_path(tmp_path) -> None
     result = runner.invoke(app, ["ingest", "http://example.com/x.jsonl", "--out", str(tmp_path / "r")])
     assert result.exit_code == 1
     assert "unsupported URI scheme http://" in " ".join(result.output.split())
+
+
+def test_an_object_gone_after_listing_is_an_error_row_naming_its_uri(s3, tmp_path) -> None:
+    s3.pipe(f"{BUCKET}/gone/a.jsonl", (SAMPLES / "malformed.jsonl").read_bytes())
+    s3.pipe(f"{BUCKET}/gone/b.jsonl", (SAMPLES / "malformed.jsonl").read_bytes())
+    files = discover(f"s3://{BUCKET}/gone/")
+    s3.rm(f"{BUCKET}/gone/a.jsonl")
+    stats = ingest(files, tmp_path / "r")
+    errs = pq.read_table(tmp_path / "r" / "ingest_errors.parquet").to_pylist()
+    gone = [r for r in errs if r["source_file"] == f"s3://{BUCKET}/gone/a.jsonl"]
+    assert [(r["source_line"], r["reason"]) for r in gone] == [(1, "unreadable-file")]
+    assert gone[0]["detail"].startswith(f"FileNotFoundError: s3://{BUCKET}/gone/a.jsonl: ")
+    assert stats.exchanges == 1 and stats.errors == 1 + 5  # b.jsonl read as the local file is
+
+
+def test_a_backend_fault_while_reading_is_an_oserror_naming_the_uri(s3, monkeypatch) -> None:
+    """gcsfs raises its own HttpError, botocore its ClientError: every fault of a read is an
+    OSError naming the object (what ingest records as unreadable-file) and never a crash."""
+    s3.pipe(f"{BUCKET}/fault/a.jsonl", b"{}\n" * 10)
+    (obj,) = discover(f"s3://{BUCKET}/fault/")
+    fh = obj.open()
+
+    def boom(*_a):
+        raise RuntimeError("HTTP 503 Slow Down")
+
+    monkeypatch.setattr(fh._fh, "read", boom)
+    with pytest.raises(OSError) as info:
+        fh.read(4)
+    assert str(info.value) == f"s3://{BUCKET}/fault/a.jsonl: RuntimeError: HTTP 503 Slow Down"
+
+
+def test_no_s3_credentials_is_one_line(s3, monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    result = runner.invoke(app, ["audit", f"s3://{BUCKET}/samples/", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 1
+    msg = " ".join(result.output.split())
+    assert msg.startswith(f"error: s3://{BUCKET}/samples/: cannot list: NoCredentialsError: Unable to locate credentials"), msg

@@ -110,7 +110,8 @@ def _check_credentials(scheme: str, uri: str) -> None:
 
 def filesystem(uri: str) -> Any:
     """The fsspec filesystem that reads ``uri`` (``s3://``, ``gs://``, ``az://`` ...: :data:`SCHEMES`),
-    configured only from the environment and the provider's config files.
+    configured only from the environment and the provider's config files, as they are at the call
+    (a new instance each call).
 
     Raises :class:`MissingBackend` when the scheme's package (or fsspec) is not installed, naming
     the extra; :class:`StorageError` for an unknown scheme, or when no GCS credentials or Azure
@@ -130,7 +131,9 @@ def filesystem(uri: str) -> Any:
     _check_credentials(scheme, uri)
     import fsspec
 
-    kwargs: dict[str, Any] = {}
+    # a new instance: the environment and config files are read now, as by a new process (fsspec
+    # would otherwise hand back one made earlier in this process, with its credentials and listings)
+    kwargs: dict[str, Any] = {"skip_instance_cache": True}
     if module == "adlfs":
         kwargs["anon"] = False  # the account's credentials (key, SAS, DefaultAzureCredential), never anonymous
     try:
@@ -195,12 +198,15 @@ class RemoteObject:
 
     def open(self) -> IO[bytes]:
         """A seekable binary file object streaming the object in ranged reads of about
-        :data:`READ_BLOCK` bytes. Raises :class:`FileNotFoundError` / :class:`OSError` (s3fs,
-        gcsfs, adlfs map their errors to these), with the URI in the message."""
+        :data:`READ_BLOCK` bytes (:class:`_ObjectReader`). Raises :class:`OSError` naming the
+        URI (:class:`FileNotFoundError` when the object is gone), from here or from ``read``:
+        whatever the backend raises (gcsfs's ``HttpError``, botocore's errors) becomes an
+        ``OSError``, which ingest records as an ``unreadable-file`` row."""
         try:
-            return self._fs.open(self.key, "rb", block_size=READ_BLOCK, cache_type="readahead")
-        except OSError as exc:
-            raise type(exc)(f"{self.uri}: {_one_line(exc)}") from None
+            fh = self._fs.open(self.key, "rb", block_size=READ_BLOCK, cache_type="readahead")
+        except Exception as exc:  # noqa: BLE001 - every backend fault: one OSError naming the URI
+            raise _os_error(self.uri, exc) from None
+        return _ObjectReader(fh, self.uri)  # type: ignore[return-value]
 
     def read_bytes(self) -> bytes:
         """The whole object (for small sidecar files only). Raises as :meth:`open`."""
@@ -225,6 +231,75 @@ class RemoteObject:
     def __reduce__(self) -> tuple:
         # the filesystem is rebuilt from the environment where it is unpickled
         return (_unpickle, (self.uri, self.size, self.etag))
+
+
+def _why(exc: BaseException) -> str:
+    """``Type: message`` of a backend's exception on one line, with a hint when no credentials
+    were found."""
+    why = f"{type(exc).__name__}: {_one_line(exc)}"
+    if "NoCredentials" in type(exc).__name__:
+        why += " (the provider's default chain found none: environment, config files, instance role)"
+    return why
+
+
+def _os_error(uri: str, exc: BaseException) -> OSError:
+    """``exc`` as an OSError whose message names ``uri`` (``FileNotFoundError`` and
+    ``PermissionError`` kept as such)."""
+    cls = type(exc) if isinstance(exc, (FileNotFoundError, PermissionError)) else OSError
+    return cls(f"{uri}: {_why(exc)}")
+
+
+class _ObjectReader:
+    """The file object of :meth:`RemoteObject.open`: ``read``, ``seek``, ``tell``, ``close`` of
+    the backend's file, any exception they raise turned into an OSError naming ``uri``."""
+
+    def __init__(self, fh: Any, uri: str) -> None:
+        self._fh = fh
+        self.uri = uri
+
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            return getattr(self._fh, name)(*args)
+        except Exception as exc:  # noqa: BLE001 - one kind of error for every backend
+            raise _os_error(self.uri, exc) from None
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all the rest when ``n`` < 0); ``b""`` at the end."""
+        return self._call("read", n)
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        """Move to ``pos`` (as :meth:`io.IOBase.seek`); returns the new position."""
+        return self._call("seek", pos, whence)
+
+    def tell(self) -> int:
+        """The current position (bytes)."""
+        return self._call("tell")
+
+    def readable(self) -> bool:
+        """True."""
+        return True
+
+    def seekable(self) -> bool:
+        """True: a seek becomes the next ranged read's start."""
+        return True
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._fh.closed
+
+    def close(self) -> None:
+        """Close the backend's file (never raises: nothing was written)."""
+        try:
+            self._fh.close()
+        except Exception:  # noqa: BLE001 - a read-only file has nothing to flush
+            pass
+
+    def __enter__(self) -> "_ObjectReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def _unpickle(uri: str, size: int | None, etag: str | None) -> RemoteObject:
@@ -270,7 +345,7 @@ def list_uri(uri: str, is_capture_name: Callable[[str], bool]) -> list[RemoteObj
         why = "" if why.strip("/") == key else f" ({why})"
         raise FileNotFoundError(f"capture path does not exist: {uri!r}{why}") from None
     except Exception as exc:  # noqa: BLE001 - credentials, endpoint, permission: one line naming the URI
-        raise StorageError(f"{uri}: cannot list: {type(exc).__name__}: {_one_line(exc)}") from None
+        raise StorageError(f"{uri}: cannot list: {_why(exc)}") from None
     out = []
     for k, v in infos:
         k = k.rstrip("/")
