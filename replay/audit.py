@@ -113,7 +113,7 @@ def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, du
 
 
 def audit(
-    paths: list[str | Path],
+    paths: list[str | Path | RemoteObject],
     out: str | Path,
     cfg: AuditConfig,
     stage: StageFn = _no_progress,
@@ -129,6 +129,9 @@ def audit(
 ) -> AuditResult:
     """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
 
+    ``paths``: capture files and folders, ``s3://`` / ``gs://`` / ``az://`` URIs, or what
+    :func:`replay.capture.discover` returned for them (listed objects are not listed again).
+
     ``cfg``: the sides and chunkings (:class:`replay.pipeline.AuditConfig`). ``stage``: optional
     progress callback (see :data:`StageFn`). ``capture_format``: read every capture as this format
     (:data:`replay.capture.detect.FORMATS`; None: detect per file); server logs holding only token
@@ -142,7 +145,8 @@ def audit(
     process or the ``--jobs`` pool, :func:`replay.pipeline.run_stage`).
     ``force``: replace a run ``out`` already holds (:func:`prepare_out`).
     Returns an :class:`AuditResult`.
-    Raises FileNotFoundError for a missing input path, ValueError for a bad serializer or parser
+    Raises FileNotFoundError for a missing input path (or bucket, object, prefix),
+    :class:`replay.capture.storage.StorageError` for a URI that cannot be listed, ValueError for a bad serializer or parser
     spec and :class:`RunExistsError` for an ``out`` holding another run without ``force``, before
     anything is written; faults in the data itself never raise (they are rows).
     """

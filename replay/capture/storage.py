@@ -171,7 +171,7 @@ class RemoteObject:
     @property
     def key(self) -> str:
         """``bucket/key``: the URI without its scheme, as fsspec names the object."""
-        return self.uri.split("://", 1)[1]
+        return self._fs._strip_protocol(self.uri)
 
     @property
     def name(self) -> str:
@@ -330,7 +330,7 @@ def list_uri(uri: str, is_capture_name: Callable[[str], bool]) -> list[RemoteObj
     the endpoint unreachable)."""
     fs = filesystem(uri)
     scheme = _scheme(uri)
-    key = uri.split("://", 1)[1].rstrip("/")
+    key = fs._strip_protocol(uri).rstrip("/")  # bucket/key (adlfs also drops an account host)
     try:
         fs.invalidate_cache()  # a listing cached by an earlier call in this process may be stale
         info = fs.info(key)
