@@ -5,7 +5,9 @@ skippable frame ``5? 2A 4D 18``, RFC 8878; gzip ``1F 8B``, RFC 1952), so a misna
 reads; a file without either magic is read as plain text, whatever its extension. Files are read
 in blocks of :data:`BLOCK_SIZE` bytes and decompressed incrementally: memory holds one block, the
 decompressor's window and the current line, never the whole file. Multi-frame zstd files and
-multi-member gzip files (``cat a.gz b.gz``) are read through to the end.
+multi-member gzip files (``cat a.gz b.gz``) are read through to the end. An object in a bucket
+(``s3://``, ``gs://``, ``az://``: :mod:`replay.capture.storage`) is discovered under the same name
+rules and read the same way, its blocks fetched in ranged requests.
 
 A line longer than ``max_line_bytes`` (default :data:`MAX_LINE_BYTES`, 32 MiB) is not held: its
 first :data:`LONG_LINE_HEAD` bytes are kept, the rest is read past in blocks and counted, and it is
