@@ -171,7 +171,12 @@ def test_litellm_bucket_layout(s3, tmp_path) -> None:
         (local / rel).write_bytes(json.dumps(row).encode())
         s3.pipe(f"{BUCKET}/litellm/{rel}", json.dumps(row).encode())
     ingest([str(local)], tmp_path / "l-local")
-    stats = ingest([f"s3://{BUCKET}/litellm/"], tmp_path / "l-s3")
+    objects = discover(f"s3://{BUCKET}/litellm/")
+    gets: list[str] = []
+    objects[0]._fs.s3.meta.events.register("before-parameter-build.s3.GetObject", lambda params, **_: gets.append(params["Key"]))
+    stats = ingest(objects, tmp_path / "l-s3")
+    # one request per object: detection and reading share the small object's bytes
+    assert sorted(gets) == sorted(o.uri.split(f"{BUCKET}/", 1)[1] for o in objects)
     assert (stats.files, stats.lines, stats.exchanges, stats.errors) == (len(rows), len(rows), len(rows), 0)
     assert stats.formats == {"litellm": len(rows)}
     for name in ("exchanges.parquet", "tools.parquet", "ingest_errors.parquet"):
@@ -321,17 +326,18 @@ def test_an_object_gone_after_listing_is_an_error_row_naming_its_uri(s3, tmp_pat
     assert stats.exchanges == 1 and stats.errors == 1 + 5  # b.jsonl read as the local file is
 
 
-def test_a_backend_fault_while_reading_is_an_oserror_naming_the_uri(s3, monkeypatch) -> None:
+def test_a_backend_fault_while_reading_is_an_oserror_naming_the_uri(s3) -> None:
     """gcsfs raises its own HttpError, botocore its ClientError: every fault of a read is an
     OSError naming the object (what ingest records as unreadable-file) and never a crash."""
     s3.pipe(f"{BUCKET}/fault/a.jsonl", b"{}\n" * 10)
     (obj,) = discover(f"s3://{BUCKET}/fault/")
     fh = obj.open()
 
-    def boom(*_a):
-        raise RuntimeError("HTTP 503 Slow Down")
+    class Backend:  # a backend file whose read fails as gcsfs's does, with its own exception
+        def read(self, *_a):
+            raise RuntimeError("HTTP 503 Slow Down")
 
-    monkeypatch.setattr(fh._fh, "read", boom)
+    fh._fh = Backend()
     with pytest.raises(OSError) as info:
         fh.read(4)
     assert str(info.value) == f"s3://{BUCKET}/fault/a.jsonl: RuntimeError: HTTP 503 Slow Down"
@@ -347,3 +353,16 @@ def test_no_s3_credentials_is_one_line(s3, monkeypatch, tmp_path) -> None:
     assert result.exit_code == 1
     msg = " ".join(result.output.split())
     assert msg.startswith(f"error: s3://{BUCKET}/samples/: cannot list: NoCredentialsError: Unable to locate credentials"), msg
+
+
+def test_a_small_object_is_fetched_once_per_version(s3) -> None:
+    """The bytes of a small object serve every open of the same URI, ETag and size; a new version
+    (listed again: another ETag) is fetched anew, never the old bytes."""
+    s3.pipe(f"{BUCKET}/ver/a.jsonl", b'{"v": 1}\n')
+    (old,) = discover(f"s3://{BUCKET}/ver/")
+    assert [raw for _l, _o, raw in open_lines(old)] == [b'{"v": 1}']
+    s3.pipe(f"{BUCKET}/ver/a.jsonl", b'{"v": 2}\n')  # same size
+    assert [raw for _l, _o, raw in open_lines(old)] == [b'{"v": 1}']  # the bytes kept for its ETag
+    (new,) = discover(f"s3://{BUCKET}/ver/")
+    assert new.etag != old.etag
+    assert [raw for _l, _o, raw in open_lines(new)] == [b'{"v": 2}']

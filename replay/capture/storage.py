@@ -31,8 +31,10 @@ whole first. Errors name the URI (``s3://bucket/key``), and line errors ``s3://b
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import re
+from collections import OrderedDict
 from typing import IO, Any, Callable
 
 __all__ = [
@@ -60,6 +62,41 @@ _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 #: Bytes fetched per ranged read of an object (and held ahead by fsspec's read-ahead cache).
 READ_BLOCK = 1 << 20
+
+#: An object of at most this many bytes (as listed) is fetched whole in one request and kept in
+#: :data:`_SMALL` for the next opens of it: detection, then reading, open a capture more than once,
+#: and LiteLLM's bucket loggers write one small object per request.
+SMALL_OBJECT = READ_BLOCK
+#: Bytes of small objects kept at most (the least recently opened are dropped first).
+SMALL_CACHE_BYTES = 32 << 20
+
+
+class _SmallObjects:
+    """The bytes of recently opened small objects, by ``(uri, etag, size)``, up to
+    :data:`SMALL_CACHE_BYTES` in all (least recently used dropped first)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.held = 0
+        self.items: "OrderedDict[tuple, bytes]" = OrderedDict()
+
+    def get(self, key: tuple) -> bytes | None:
+        data = self.items.get(key)
+        if data is not None:
+            self.items.move_to_end(key)
+        return data
+
+    def put(self, key: tuple, data: bytes) -> None:
+        if key in self.items or len(data) > self.budget:
+            return
+        self.items[key] = data
+        self.held += len(data)
+        while self.held > self.budget:
+            _, old = self.items.popitem(last=False)
+            self.held -= len(old)
+
+
+_SMALL = _SmallObjects(SMALL_CACHE_BYTES)
 
 
 class StorageError(OSError):
@@ -198,11 +235,20 @@ class RemoteObject:
 
     def open(self) -> IO[bytes]:
         """A seekable binary file object streaming the object in ranged reads of about
-        :data:`READ_BLOCK` bytes (:class:`_ObjectReader`). Raises :class:`OSError` naming the
+        :data:`READ_BLOCK` bytes (:class:`_ObjectReader`); an object listed with at most
+        :data:`SMALL_OBJECT` bytes is fetched in one request, and its bytes kept (within
+        :data:`SMALL_CACHE_BYTES`) for the next open of the same URI, ETag and size. Raises :class:`OSError` naming the
         URI (:class:`FileNotFoundError` when the object is gone), from here or from ``read``:
         whatever the backend raises (gcsfs's ``HttpError``, botocore's errors) becomes an
         ``OSError``, which ingest records as an ``unreadable-file`` row."""
         try:
+            if self.size is not None and self.size <= SMALL_OBJECT:  # one request, kept for the next open
+                at = (self.uri, self.etag, self.size)
+                data = _SMALL.get(at)
+                if data is None:
+                    data = self._fs.cat_file(self.key)
+                    _SMALL.put(at, data)
+                return _ObjectReader(io.BytesIO(data), self.uri)  # type: ignore[return-value]
             fh = self._fs.open(self.key, "rb", block_size=READ_BLOCK, cache_type="readahead")
         except Exception as exc:  # noqa: BLE001 - every backend fault: one OSError naming the URI
             raise _os_error(self.uri, exc) from None
