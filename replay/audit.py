@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from replay.capture import discover, ingest
-from replay.capture.files import file_size
+from replay.capture.files import file_size, input_record
+from replay.capture.storage import RemoteObject
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
 from replay.memory import arrow_without_pandas, release_memory, single_threaded_arrow
@@ -43,7 +44,7 @@ from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_messag
 from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
 # the run folder's metadata lives in replay.runmeta (light to import: `replay ingest` needs it, not the rest of this module)
 from replay.runmeta import (  # noqa: F401 - re-exported
-    RUN_FILES, RunInUseError, RunLock, changed_inputs_message, check_out_folder, clear_run, input_record, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
+    RUN_FILES, RunInUseError, RunLock, changed_inputs_message, check_out_folder, clear_run, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
 )
 
 
@@ -116,7 +117,7 @@ def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, du
 
 
 def audit(
-    paths: list[str | Path],
+    paths: list[str | Path | RemoteObject],
     out: str | Path,
     cfg: AuditConfig,
     stage: StageFn = _no_progress,
@@ -129,8 +130,15 @@ def audit(
     duckdb_settings: DuckDBSettings | None = None,
     engine: Any = None,
     force: bool = False,
+    skipped: list[dict] | None = None,
 ) -> AuditResult:
     """Ingest ``paths`` into the run folder ``out``, render, re-stream, and write ``report.md``.
+
+    ``paths``: capture files and folders, ``s3://`` / ``gs://`` / ``az://`` URIs, or what
+    :func:`replay.capture.discover` returned for them (listed objects are not listed again).
+    ``skipped``: the paths that discovery left out (its ``skipped`` list, when the caller
+    discovered ``paths``), recorded in ``run.json`` ``ingest.skipped_files`` with those this call's
+    discovery leaves out.
 
     ``cfg``: the sides and chunkings (:class:`replay.pipeline.AuditConfig`). ``stage``: optional
     progress callback (see :data:`StageFn`). ``capture_format``: read every capture as this format
@@ -145,11 +153,12 @@ def audit(
     process or the ``--jobs`` pool, :func:`replay.pipeline.run_stage`).
     ``force``: replace a run ``out`` already holds (:func:`prepare_out`).
     Returns an :class:`AuditResult`.
-    Raises FileNotFoundError for a missing input path, ValueError for a bad serializer or parser
-    spec, :class:`RunExistsError` for an ``out`` holding another run without ``force`` and
-    :class:`replay.runmeta.RunInUseError` while another command writes ``out`` (its
-    :class:`replay.runmeta.RunLock`, held until this returns), before anything is written;
-    faults in the data itself never raise (they are rows).
+    Raises FileNotFoundError for a missing input path (or bucket, object, prefix),
+    :class:`replay.capture.storage.StorageError` for a URI that cannot be listed, ValueError for a
+    bad serializer or parser spec, :class:`RunExistsError` for an ``out`` holding another run
+    without ``force`` and :class:`replay.runmeta.RunInUseError` while another command writes
+    ``out`` (its :class:`replay.runmeta.RunLock`, held until this returns), before anything is
+    written; faults in the data itself never raise (they are rows).
     """
     run_dir = Path(out)
     check_out_folder(run_dir)
@@ -158,7 +167,7 @@ def audit(
         single_threaded_arrow()  # Arrow's thread pools only kept what they freed (--jobs 1 at 20k: 176 -> 151 MiB after re-stream)
         try:
             validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
-            skipped: list[dict] = []
+            skipped = list(skipped or [])
             files = discover(paths, skipped)
             if capture_format is not None and capture_format not in FORMATS:
                 raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
@@ -251,13 +260,17 @@ class RunExistsError(ValueError):
 def audit_fingerprint(
     files: list[Path], cfg: AuditConfig, capture_format: str | None, hash_text: bool, max_line_bytes: int, filters: Any = None
 ) -> str:
-    """SHA-256 hex of what an audit's results depend on: each capture's path, size and mtime, the
+    """SHA-256 hex of what an audit's results depend on: each capture's path, size and mtime (an
+    object in a bucket: its URI, size and ETag), the
     ingest options (filters included) and the run spec (``cfg.spec``, else ``cfg.options``) with the batch size. An
     interrupted audit resumes only under the same fingerprint."""
     import hashlib
 
     inputs = []
     for f in files:
+        if isinstance(f, RemoteObject):  # an object in a bucket: its URI, listed size and ETag
+            inputs.append([f.uri, f.size, f.etag])
+            continue
         try:
             st = Path(f).stat()
             inputs.append([str(Path(f).resolve()), st.st_size, st.st_mtime_ns])

@@ -486,8 +486,19 @@ def _hold_run(ctx: Any, run: Path, command: str) -> None:
     ctx.call_on_close(lock.release)
 
 
-def _paths_exist(paths: list[Path]) -> bool:
-    return all(Path(p).exists() for p in paths)
+def _changed_inputs(out: Path, paths: list[str]) -> str | None:
+    """:func:`replay.runmeta.changed_inputs_message` for the captures ``paths`` name, or None when
+    a local path does not exist or they cannot be listed (the command then fails on that)."""
+    from replay.capture import discover
+    from replay.capture.storage import is_uri
+    from replay.runmeta import changed_inputs_message
+
+    if not all(is_uri(p) or Path(p).exists() for p in paths):
+        return None
+    try:
+        return changed_inputs_message(out, discover([str(p) for p in paths]))
+    except OSError:
+        return None
 
 
 def _report_interrupted(run: Path) -> None:
@@ -565,14 +576,17 @@ def _tokenizer(path: Optional[Path]) -> Any:
         _fail(f"--tokenizer {path}: {exc}")
 
 
-def _captures(paths: list[Path], skipped: list[dict] | None = None) -> list[Path]:
-    """The capture files ``paths`` name (:func:`replay.capture.discover`, which appends the paths
-    it leaves out to ``skipped`` when given); fails naming the path that does not exist, a pipe
-    that cannot be read, or the folders when they hold no capture file at all."""
+def _captures(paths: list[str], skipped: list[dict] | None = None) -> list[Any]:
+    """The capture files ``paths`` name (:func:`replay.capture.discover`: local files and folders,
+    and ``s3://`` / ``gs://`` / ``az://`` URIs; it appends the paths it leaves out to ``skipped``
+    when given); fails naming the path or URI that does not exist or cannot be listed (a URI whose
+    backend is not installed: the extra to install), a pipe that cannot be read, or the folders
+    when they hold no capture file at all."""
     import os
     import stat
 
     from replay.capture import discover
+    from replay.capture.storage import StorageError
 
     for p in paths:  # a FIFO named directly is read to its end first: opening it waits for its writer
         try:
@@ -583,7 +597,7 @@ def _captures(paths: list[Path], skipped: list[dict] | None = None) -> list[Path
             err.print(f"reading the FIFO {escape(str(p))} to its end before the audit (waiting for its writer)", highlight=False, soft_wrap=True)
     try:
         files = discover([str(p) for p in paths], skipped)
-    except OSError as exc:
+    except OSError as exc:  # StorageError is one
         _fail(str(exc))
     if not files and skipped:
         _fail(f"no capture file to read in {', '.join(str(p) for p in paths)}: "
@@ -692,7 +706,7 @@ def _default_out() -> Path:
 
 @app.command(short_help="Ingest, re-render and re-stream captures; count; report.")
 def audit(
-    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har, plain, .zst or .gz.")],
+    paths: Annotated[list[str], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har, plain, .zst or .gz; or s3://, gs://, az:// URIs of objects or prefixes.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (default runs/audit-<time>).")] = None,
     old_serializer: OldSer = "model-dump",
     new_serializer: NewSer = "client-fields",
@@ -784,16 +798,18 @@ def audit(
         cfg.options.update(overlap=False)
     if parallel_ingest:
         cfg.options.update(parallel_ingest=True)
-    _captures(paths, [])
+    skipped: list[dict] = []
+    files = _captures(paths, skipped)  # listed once: the audit reads exactly these (a bucket may change meanwhile)
     run_dir = out or _default_out()
     from replay.audit import RunExistsError
 
     executor = _engine(engine, ray_address, cfg)
     try:
         with _progress(quiet) as stage:
-            result = run_audit([str(p) for p in paths], run_dir, cfg, stage=stage, capture_format=capture_format,
+            result = run_audit(files, run_dir, cfg, stage=stage, capture_format=capture_format,
                                redact=not exemplar_text, hash_text=redact, max_line_bytes=max_line_bytes, filters=filters,
-                               duckdb_settings=_duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine=executor, force=force)
+                               duckdb_settings=_duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine=executor, force=force,
+                               skipped=skipped)
     except (RunExistsError, UsageError) as exc:  # usage errors, raised before any work
         _fail(str(exc), 2)
     except (OSError, ValueError) as exc:
@@ -834,7 +850,7 @@ IngestJobsOpt = Annotated[
 @app.command(short_help="Ingest captures into the run's Parquet tables.")
 def ingest(
     ctx: typer.Context,
-    paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
+    paths: Annotated[list[str], typer.Argument(help="Capture files or folders (recursive), or s3://, gs://, az:// URIs of objects or prefixes.")],
     out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
     jobs: IngestJobsOpt = 1,
     redact: RedactOpt = False,
@@ -861,11 +877,8 @@ def ingest(
     import dataclasses
 
     from replay.capture import ingest as run_ingest
-    from replay.capture import discover
-    from replay.capture.files import file_size
-    from replay.runmeta import (  # not replay.audit: its stages' imports
-        changed_inputs_message, check_out_folder, clear_run, existing_run, filters_meta, input_record, mark_incomplete, versions, write_meta,
-    )
+    from replay.capture.files import file_size, input_record
+    from replay.runmeta import check_out_folder, clear_run, existing_run, filters_meta, mark_incomplete, versions, write_meta  # not replay.audit: its stages' imports
 
     filters = _filters(model, route, since, until, sample, sample_key, limit)
     try:
@@ -875,8 +888,7 @@ def ingest(
     _hold_run(ctx, out, "ingest")  # before the run is looked at: another command may be writing it
     held = existing_run(out)
     if held and not force:
-        changed = changed_inputs_message(out, discover([str(p) for p in paths])) if _paths_exist(paths) else None
-        _fail(changed or f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
+        _fail(_changed_inputs(out, paths) or f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
     skipped: list[dict] = []
     files = _captures(paths, skipped)
     tok = _tokenizer(tokenizer)

@@ -18,7 +18,7 @@ from typing import Any
 from replay.capture.filters import Filters, describe_kept
 from replay.tables import TABLES
 
-__all__ = ["LOCK_FILE", "RUN_FILES", "RunInUseError", "RunLock", "run_writer", "remove_stale_temporaries", "input_record", "inputs_changed", "changed_inputs_message", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
+__all__ = ["LOCK_FILE", "RUN_FILES", "RunInUseError", "RunLock", "run_writer", "remove_stale_temporaries", "inputs_changed", "changed_inputs_message", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
 
 
 def versions() -> dict[str, str]:
@@ -47,32 +47,19 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
         raise ValueError(f"{p}: not JSON ({exc})") from None
 
 
-def input_record(path: str | Path) -> dict[str, Any]:
-    """``run.json`` ``inputs`` entry of one capture file: ``path`` (as discovered), ``bytes`` and
-    ``mtime_ns`` (None when it cannot be stat'ed), for :func:`inputs_changed` to tell a rerun
-    which file changed since."""
-    try:
-        st = os.stat(path)
-        size, mtime = st.st_size, st.st_mtime_ns
-    except OSError:  # gone since discovery: ingest reports it as unreadable-file
-        size = mtime = None
-    from replay.capture.files import source_name  # the name a spooled pipe was given
-
-    name = source_name(path)
-    if name != str(path):  # a pipe read into a temporary copy: the copy's time says nothing of the input
-        mtime = None
-    return {"path": name, "bytes": size, "mtime_ns": mtime}
-
-
 def inputs_changed(recorded: list[dict[str, Any]], files: list[str | Path]) -> list[str]:
     """How the capture files ``files`` of this command differ from ``recorded`` (``run.json``
-    ``inputs`` of the run in the folder, :func:`input_record`): one phrase per file,
+    ``inputs`` of the run in the folder, :func:`replay.capture.files.input_record`): one phrase per file,
     ``"a.jsonl modified (1,200 -> 1,350 bytes)"`` (or ``(same size, modified since the run)``
     when only ``mtime_ns`` differs; a run written before it was recorded compares sizes only), ``"b.jsonl added"``, ``"c.jsonl
     removed"``, in ``files`` order then the removed. Paths are compared resolved (a relative
     recorded path against the current folder). Empty when they are the same."""
-    def key(path: str | Path) -> str:
-        return os.path.realpath(path)
+    from replay.capture.files import input_record
+    from replay.capture.storage import is_uri
+
+    def key(path: Any) -> str:
+        text = str(getattr(path, "uri", path))
+        return text if is_uri(text) else os.path.realpath(text)
 
     before = {key(r["path"]): r for r in recorded if isinstance(r, dict) and r.get("path")}
     now = {key(f): input_record(f) for f in files}
@@ -83,7 +70,9 @@ def inputs_changed(recorded: list[dict[str, Any]], files: list[str | Path]) -> l
             out.append(f"{cur['path']} added")
         elif old.get("bytes") != cur["bytes"]:
             out.append(f"{cur['path']} modified ({_sizes(old.get('bytes'), cur['bytes'])})")
-        elif old.get("mtime_ns") is not None and old["mtime_ns"] != cur["mtime_ns"]:
+        elif old.get("etag") is not None and old["etag"] != cur.get("etag"):
+            out.append(f"{cur['path']} modified (same size, another ETag)")
+        elif old.get("mtime_ns") is not None and old["mtime_ns"] != cur.get("mtime_ns"):
             out.append(f"{cur['path']} modified (same size, modified since the run)")
     out += [f"{r['path']} removed" for k, r in before.items() if k not in now]
     return out

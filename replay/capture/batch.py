@@ -61,6 +61,7 @@ from replay.capture.detect import open_binary
 from replay.capture.files import detect_compression, open_lines
 from replay.capture.jsonlines import decoded_lines, document_or_lines
 from replay.capture.records import Unit, exchange, failed
+from replay.capture.storage import is_uri, open_input
 from replay.capture.v1 import CaptureError, decode_line
 
 __all__ = ["file_role", "join_record", "pair_files", "read_batch", "role_of"]
@@ -313,9 +314,9 @@ class _OutputIndex:
     def __init__(self, path: Path, source: str, on_read: Callable[[int], None] | None) -> None:
         self.source = source
         self.tmp: str | None = None
-        with open(path, "rb") as fh:
+        with open_input(path) as fh:
             compressed = detect_compression(fh.read(4)) != "plain"
-        if compressed:
+        if compressed or is_uri(path):  # read back by offset: a local copy, not a ranged request per line
             fd, self.tmp = tempfile.mkstemp(prefix="replay-batch-", suffix=".jsonl")
             with os.fdopen(fd, "wb") as dst, open_binary(path, on_read) as src:
                 shutil.copyfileobj(src, dst, 1 << 20)

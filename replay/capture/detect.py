@@ -40,6 +40,7 @@ import orjson
 import zstandard
 
 from replay.capture.files import detect_compression
+from replay.capture.storage import open_input
 
 __all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "open_binary", "sniff"]
 
@@ -163,7 +164,7 @@ def open_binary(path: str | os.PathLike, on_read: Callable[[int], None] | None =
     :func:`replay.capture.files.detect_compression`), read as a stream. ``on_read`` is called with
     the bytes read from disk. A truncated or corrupt stream raises from ``read``
     (``zstandard.ZstdError``, ``EOFError``, ``gzip.BadGzipFile``, ``zlib.error``)."""
-    raw = open(path, "rb")
+    raw = open_input(path)  # a local file, or an object in a bucket streamed in ranged reads
     head = raw.read(4)
     raw.seek(0)
     counted = io.BufferedReader(_Counting(raw, on_read), buffer_size=1 << 20)

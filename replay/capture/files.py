@@ -5,7 +5,9 @@ skippable frame ``5? 2A 4D 18``, RFC 8878; gzip ``1F 8B``, RFC 1952), so a misna
 reads; a file without either magic is read as plain text, whatever its extension. Files are read
 in blocks of :data:`BLOCK_SIZE` bytes and decompressed incrementally: memory holds one block, the
 decompressor's window and the current line, never the whole file. Multi-frame zstd files and
-multi-member gzip files (``cat a.gz b.gz``) are read through to the end.
+multi-member gzip files (``cat a.gz b.gz``) are read through to the end. An object in a bucket
+(``s3://``, ``gs://``, ``az://``: :mod:`replay.capture.storage`) is discovered under the same name
+rules and read the same way, its blocks fetched in ranged requests.
 
 A line longer than ``max_line_bytes`` (default :data:`MAX_LINE_BYTES`, 32 MiB) is not held: its
 first :data:`LONG_LINE_HEAD` bytes are kept, the rest is read past in blocks and counted, and it is
@@ -26,6 +28,8 @@ from typing import Callable, Iterable, Iterator
 
 import zstandard
 
+from replay.capture.storage import RemoteObject, is_uri, list_uri, open_input
+
 __all__ = [
     "BLOCK_SIZE",
     "CAPTURE_SUFFIXES",
@@ -38,6 +42,7 @@ __all__ = [
     "detect_compression",
     "discover",
     "file_size",
+    "input_record",
     "line_limit",
     "open_lines",
     "source_name",
@@ -155,10 +160,14 @@ def _kind(mode: int) -> str | None:
     return None
 
 
-def discover(paths: str | os.PathLike | Iterable[str | os.PathLike], skipped: list[dict] | None = None) -> list[Path]:
+def discover(paths: str | os.PathLike | Iterable[str | os.PathLike], skipped: list[dict] | None = None) -> list[Path | RemoteObject]:
     """The capture files named by ``paths``, sorted and without duplicates.
 
-    ``paths``: one path or an iterable of paths, each a file or a folder. A file named directly is
+    ``paths``: one path or an iterable of paths, each a file or a folder, or a URI of an object or
+    prefix in a bucket (``s3://``, ``gs://``, ``az://``: listed by
+    :func:`replay.capture.storage.list_uri` under the same name rules, each object a
+    :class:`replay.capture.storage.RemoteObject`; local paths and URIs may be mixed, and are sorted
+    together by their string form). A file named directly is
     always taken (whatever its name: compression is detected by content; a pipe, such as the
     ``/dev/fd/63`` of ``replay audit <(zstdcat x.zst)``, or a FIFO is first copied to a temporary
     file, :func:`spool`, since the readers read a file more than once). A folder is searched
@@ -179,13 +188,22 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike], skipped: li
     same after normalisation (``a/b.jsonl`` and ``a/./b.jsonl``) are one path, not listed.
 
     Raises :class:`FileNotFoundError` naming the first path that does not exist (a dangling
-    symlink exists: it is taken, and ingest records it as unreadable); :class:`OSError` when a
-    pipe named directly cannot be read or copied (naming it).
+    symlink exists: it is taken, and ingest records it as unreadable), or URI whose bucket,
+    object or prefix does not exist; :class:`OSError` when a pipe named directly cannot be read or
+    copied (naming it); :class:`replay.capture.storage.StorageError` (an ``OSError``) naming a URI
+    that cannot be listed (its backend not installed: the message names the extra; no credentials).
     """
-    if isinstance(paths, (str, os.PathLike)):
+    if isinstance(paths, (str, os.PathLike, RemoteObject)):
         paths = [paths]
-    found: dict[str, Path] = {}
+    found: dict[str, Path | RemoteObject] = {}
     for p in paths:
+        if isinstance(p, RemoteObject):  # listed already (ingest after the CLI's discovery)
+            found.setdefault(p.uri, p)
+            continue
+        if is_uri(p):
+            for obj in list_uri(str(p), _is_capture_name):
+                found.setdefault(obj.uri, obj)
+            continue
         path = Path(p)
         # a symlink that leads nowhere (dangling, or a loop) is still an entry: taken as a file,
         # it becomes an unreadable-file row at ingest, as it does when found inside a folder
@@ -276,14 +294,37 @@ def source_name(path: str | os.PathLike) -> str:
     return _SPOOL_NAMES.get(str(path), str(path))
 
 
-def file_size(path: str | os.PathLike) -> int | None:
+def file_size(path: str | os.PathLike | RemoteObject) -> int | None:
     """Size of ``path`` in bytes, or None when it cannot be stat'ed (a dangling symlink, a
     symlink loop, a file gone since discovery): such a file is reported by ingest as an
-    ``unreadable-file`` row, not by a crash of whatever only wanted its size."""
+    ``unreadable-file`` row, not by a crash of whatever only wanted its size. An object in a
+    bucket (:class:`replay.capture.storage.RemoteObject`): its size as listed."""
+    if isinstance(path, RemoteObject):
+        return path.size
     try:
         return os.stat(path).st_size
     except OSError:
         return None
+
+
+def input_record(path: str | os.PathLike | RemoteObject) -> dict:
+    """What ``run.json`` records of one input (``inputs``) so that a rerun can tell whether it
+    changed (:func:`replay.runmeta.inputs_changed`): ``{"path", "bytes", "mtime_ns"}`` for a local
+    file (``path`` as its rows name it, :func:`source_name`; ``bytes`` and ``mtime_ns`` None when it
+    cannot be stat'ed, ``mtime_ns`` None for a pipe read into a temporary copy, whose time says
+    nothing of the input), ``{"path", "bytes", "etag"}`` for an object in a bucket (its URI, its
+    listed size and ETag)."""
+    if isinstance(path, RemoteObject):
+        return {"path": path.uri, "bytes": path.size, "etag": path.etag}
+    try:
+        st = os.stat(path)
+        size, mtime = st.st_size, st.st_mtime_ns
+    except OSError:  # gone since discovery: ingest reports it as unreadable-file
+        size = mtime = None
+    name = source_name(path)
+    if name != str(path):
+        mtime = None
+    return {"path": name, "bytes": size, "mtime_ns": mtime}
 
 
 def detect_compression(head: bytes) -> str:
@@ -410,6 +451,9 @@ def open_lines(
 ) -> Iterator[tuple[int, int, bytes]]:
     """Yield ``(line_no, byte_offset, raw)`` for every line of a capture file, decompressing as a stream.
 
+    ``path``: a local file, or an object in a bucket (:class:`replay.capture.storage.RemoteObject`,
+    read in ranged requests of about ``block_size`` bytes: never downloaded whole).
+
     ``line_no``: 1-based. ``byte_offset``: offset of the line's first byte in the decompressed
     stream (bytes). ``raw``: the line's bytes without the terminating ``b"\\n"`` (a ``\\r`` before
     it is kept; JSON parsers treat it as whitespace). Lines are split on ``b"\\n"`` only, and a final
@@ -429,7 +473,7 @@ def open_lines(
         max_line_bytes = _LIMIT.get()
     if max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         first = fh.read(block_size)
         if on_read and first:
             on_read(len(first))
