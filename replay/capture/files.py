@@ -227,11 +227,14 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike], skipped: li
                         found.setdefault(os.path.normpath(fp), fp)
         else:
             found.setdefault(os.path.normpath(path), path)
-    explicit = {os.path.normpath(p) for p in paths}
-    out: list[Path] = []
+    explicit = {os.path.normpath(p) for p in paths if not isinstance(p, RemoteObject) and not is_uri(p)}
+    out: list[Path | RemoteObject] = []
     seen: dict[tuple[int, int] | str, Path] = {}
     for key in sorted(found):
         fp = found[key]
+        if isinstance(fp, RemoteObject):  # an object in a bucket: no inode, no pipe; listed once by its URI
+            out.append(fp)
+            continue
         try:
             st = os.stat(fp)
         except OSError:  # dangling, a loop, gone: ingest records it as unreadable-file
