@@ -15,6 +15,8 @@
 ``serverlog``       server-side JSON-lines logs: prompt, token ids, output, steps (:mod:`replay.capture.serverlog`)
 ``litellm``         LiteLLM spend-log rows / standard logging payloads (:mod:`replay.capture.litellm`)
 ``otel``            OpenTelemetry spans and GenAI log records, OTLP JSON (:mod:`replay.capture.otel`)
+``kong``            Kong AI Gateway's file log with ``ai.<plugin>.payload`` (:mod:`replay.capture.gateways`)
+``helicone``        Helicone's export, records with ``request_body`` / ``response_body`` (:mod:`replay.capture.gateways`)
 ==================  ==========================================================================
 
 Rules, in order: a file whose first non-blank line starts with an SSE field (``data:``,
@@ -22,7 +24,8 @@ Rules, in order: a file whose first non-blank line starts with an SSE field (``d
 :data:`SNIFF_LINES` non-blank lines are parsed as JSON and the first object that names a format
 decides (:func:`classify_record`). When no line is a whole JSON object (a pretty-printed document),
 the head of the text is searched for the keys of a HAR (``"log"`` and ``"entries"``), an OTLP
-export (``"resourceSpans"``, ``"resourceLogs"``) or a response body. Anything else is ``v1``, so that a broken v1
+export (``"resourceSpans"``, ``"resourceLogs"``), a Kong log (``"ai"`` and ``"started_at"``), a
+Helicone export (``"request_id"`` with ``"request_body"`` or ``"response_body"``) or a response body. Anything else is ``v1``, so that a broken v1
 file still gives v1's errors line by line.
 """
 
@@ -43,7 +46,7 @@ from replay.capture.files import detect_compression
 __all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "open_binary", "sniff"]
 
 #: Every format name ``--capture-format`` accepts.
-FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel")
+FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone")
 
 #: Decompressed bytes read to sniff a file.
 SNIFF_BYTES = 256 << 10
@@ -58,7 +61,10 @@ def classify_record(obj: Any) -> str | None:
     """The format one decoded JSON record belongs to, or None when it names none.
 
     ``log.entries`` -> ``har``; ``resourceSpans`` or ``resourceLogs`` (or a span: ``spanId`` with
-    ``attributes``) -> ``otel``;
+    ``attributes``) -> ``otel``; an ``ai`` object with Kong's serializer keys (``started_at``,
+    ``request``, ``route``) -> ``kong`` (before v1: a Kong entry has ``request`` and ``route`` too,
+    the route being Kong's route object); ``request_id`` with ``request_body`` / ``response_body`` /
+    ``request_path`` -> ``helicone``;
     ``custom_id`` -> ``openai-batch``; ``request`` with ``route`` -> ``v1``; ``object``
     ``chat.completion`` / ``response`` or ``type`` ``message`` -> ``body``; ``call_type`` or
     ``request_id`` with ``messages`` / ``spend`` / ``proxy_server_request`` -> ``litellm``;
@@ -71,6 +77,10 @@ def classify_record(obj: Any) -> str | None:
         return "har"
     if "resourceSpans" in obj or "resourceLogs" in obj or ("spanId" in obj and "attributes" in obj):
         return "otel"
+    if isinstance(obj.get("ai"), dict) and ("started_at" in obj or isinstance(obj.get("route"), dict)):
+        return "kong"
+    if "request_id" in obj and any(k in obj for k in ("request_body", "response_body", "request_path")):
+        return "helicone"
     if "custom_id" in obj:
         return "openai-batch"
     if "request" in obj and "route" in obj:
@@ -114,6 +124,10 @@ def sniff(head: bytes) -> str:
             return "har"
         if b'"resourceSpans"' in text or b'"resourceLogs"' in text:
             return "otel"
+        if re.search(rb'"ai"\s*:\s*\{', text) and b'"started_at"' in text:
+            return "kong"
+        if b'"request_id"' in text and (b'"request_body"' in text or b'"response_body"' in text):
+            return "helicone"
         if re.search(rb'"object"\s*:\s*"(chat\.completion|response)"', text) or re.search(rb'"type"\s*:\s*"message"', text):
             return "body"
     return "v1"

@@ -9,7 +9,9 @@ decode, or whose mapping raises :class:`CaptureError` (or any other exception: r
 an empty list is one ``skipped``; a line mapping to N items gives N units at that line (an OTLP
 export line holding several spans), None and :class:`Skip` items ``skipped`` (the latter with its reason). A ``{...}`` document spread over several lines (a
 pretty-printed export) is not JSON lines: it is read whole, at most :data:`WHOLE_MAX_BYTES`, as
-one record at line 1.
+one record at line 1; with ``arrays``, a document that is a JSON array (an export written as one
+``[...]``) is read whole too, each item one record numbered by its position from 1 (a truncated
+array is one ``bad-json`` error at line 1).
 """
 
 from __future__ import annotations
@@ -88,15 +90,18 @@ def read_whole(path: Path, limit: int, too_large: str, on_read: Callable[[int], 
     return data
 
 
-def _first_line_is_whole(path: Path) -> bool:
+def _first_line_is_whole(path: Path, arrays: bool = False) -> bool:
     """True when the first non-blank line of the file is not a JSON value by itself but starts a
-    document (``{`` or ``[``): the file is pretty-printed."""
+    document (``{`` or ``[``): the file is pretty-printed; with ``arrays``, also when it starts a
+    JSON array (one ``[...]`` document, on one line or many)."""
     for _line, _off, raw in open_lines(path):
         if isinstance(raw, LongLine):  # over --max-line-bytes: a line to skip, not a document to read whole
             return False
         s = raw.strip()
         if not s:
             continue
+        if arrays and s[:1] == b"[":
+            return True
         if s[:1] not in (b"{", b"["):
             return False
         try:
@@ -108,18 +113,31 @@ def _first_line_is_whole(path: Path) -> bool:
 
 
 def read_json_lines(
-    path: Path, to_records: Callable[[Any], list[dict]], on_read: Callable[[int], None] | None = None
+    path: Path, to_records: Callable[[Any], list[dict]], on_read: Callable[[int], None] | None = None, arrays: bool = False
 ) -> Iterator[Unit]:
-    """Units of a JSON-lines capture file mapped by ``to_records`` (rules: module docstring).
-    Stream faults of a compressed file propagate as :class:`replay.capture.files.StreamFault`."""
+    """Units of a JSON-lines capture file mapped by ``to_records`` (rules: module docstring;
+    ``arrays``: read a JSON-array document item by item). Stream faults of a compressed file
+    propagate as :class:`replay.capture.files.StreamFault`."""
     try:
-        whole = _first_line_is_whole(path)
+        whole = _first_line_is_whole(path, arrays)
     except Exception:  # noqa: BLE001 - the line reader below reports the fault
         whole = False
     if whole:
         data = read_whole(path, WHOLE_MAX_BYTES, f"a pretty-printed document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", on_read)
         if isinstance(data, Unit):
             yield data
+            return
+        if arrays and data.lstrip()[:1] == b"[":
+            try:
+                items = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                yield Unit(1, 0, data[:200], error=CaptureError("bad-json", f"a JSON array document: {exc}"))
+                return
+            for i, item in enumerate(items if isinstance(items, list) else [items], 1):
+                if not isinstance(item, dict):
+                    yield Unit(i, None, orjson.dumps(item)[:200], error=CaptureError("not-object", f"array item {i} is a JSON {type(item).__name__}, not an object"))
+                    continue
+                yield from mapped_units(i, None, orjson.dumps(item)[:200], item, to_records)
             return
         try:
             obj = decode_line(data)

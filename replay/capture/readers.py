@@ -108,4 +108,9 @@ def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None,
         return read_json_lines(path, litellm.record_from_row, on_read)
     if pf.fmt == "otel":
         return otel.read_export(path, on_read)
+    if pf.fmt in ("kong", "helicone"):
+        from replay.capture import gateways
+
+        to_records = gateways.kong_record if pf.fmt == "kong" else gateways.helicone_record
+        return read_json_lines(path, to_records, on_read, arrays=True)
     raise ValueError(f"unknown capture format {pf.fmt!r}")

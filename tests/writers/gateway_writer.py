@@ -1,0 +1,231 @@
+"""Write the capture fixtures of the sources that have no Python writer, from their upstream source files (not run by CI).
+
+Usage (``openai`` installed: the ``writers`` extra)::
+
+    python tests/writers/gateway_writer.py [--out tests/data/captures] [--source NAME ...]
+
+The ``openai`` SDK runs the 4 exchanges of :data:`tests.writers.fake_openai.EXCHANGES` against
+:class:`tests.writers.fake_openai.FakeOpenAI`; each source's file is then written from what crossed
+the wire (:attr:`FakeOpenAI.wire`: the request and response bytes) the way the upstream code named
+below writes it, and ``expected.jsonl`` is what the server received and sent. Sources:
+
+- ``kong``: ``file.log`` of Kong Gateway's ``file-log`` plugin on a route with AI Proxy
+  (``logging.log_payloads`` and ``log_statistics`` on): one ``kong.log.serialize()`` object a line
+  (``kong/pdk/log.lua``: ``request``, ``response``, ``route``, ``service``, ``latencies``,
+  ``started_at``, ...) with the ``ai.proxy`` table that
+  ``kong/llm/plugin/shared-filters/serialize-analytics.lua`` (Kong 3.9, commit 1f39c07) sets:
+  ``payload.request`` (``ngx.req.get_body_data()``: the body bytes as received),
+  ``payload.response`` (the body, the SSE text for a stream), ``meta``, ``usage``. Beside the 4
+  exchanges: one entry of a route with no AI plugin (no ``ai``) and one AI entry with
+  ``log_payloads`` off, which a reader must skip.
+- ``helicone``: ``output.jsonl`` of ``@helicone/export`` with ``--include-body``
+  (``examples/export/typescript/index.ts`` of Helicone/helicone, release of 2025-10: each record of
+  ``POST /v1/request/query-clickhouse`` with ``request_body`` / ``response_body`` from its signed
+  body, ``JSON.stringify`` per line); a streamed response body as Helicone stores it:
+  ``consolidateTextFields`` (``valhalla/jawn/src/lib/shared/bodyProcessors/responseParserHelpers.ts``)
+  ported line for line below: the chunks folded into the first, ``choices[{delta, message}]``, no
+  ``finish_reason``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE.parent / "data" / "captures"
+STARTED_AT = 1764500000000  # ms; fixtures do not depend on the clock
+
+
+def _dump(obj: Any) -> str:  # JSON.stringify: no spaces
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def run_exchanges() -> tuple[list[dict], list[dict]]:
+    """Run the script through the ``openai`` SDK; returns (expected records, wire bytes per exchange)."""
+    import openai
+
+    sys.path.insert(0, str(HERE.parent.parent))
+    from tests.writers.fake_openai import EXCHANGES, FakeOpenAI
+
+    with FakeOpenAI() as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-fixture", max_retries=0)
+        for ex in EXCHANGES:
+            res = client.chat.completions.create(**ex["request"])
+            if ex["request"].get("stream"):
+                for _chunk in res:
+                    pass
+        return server.expected(), server.wire
+
+
+# --------------------------------------------------------------------------- Kong
+
+
+def kong_lines(wire: list[dict]) -> list[dict]:
+    """One ``kong.log.serialize()`` entry per exchange, then a non-AI entry and a payload-less AI entry."""
+    route = {"id": "6d6c2d1e-5a8b-4c43-9a25-0f1c2b7d9e11", "name": "chat", "paths": ["/openai"], "protocols": ["http", "https"],
+             "strip_path": True, "preserve_host": False, "ws_id": "0dc6f45b-8f8d-40d2-a504-473544ee190b",
+             "service": {"id": "a1b2c3d4-0000-4000-8000-000000000001"}}
+    service = {"id": "a1b2c3d4-0000-4000-8000-000000000001", "name": "openai", "host": "127.0.0.1", "port": 443,
+               "protocol": "https", "path": "/v1"}
+    out = []
+    for n, w in enumerate(wire, 1):
+        req_body, resp_body = w["request"].decode(), w["response"].decode()
+        streamed = resp_body.startswith("data:")
+        last = json.loads(resp_body) if not streamed else None
+        model = json.loads(req_body)["model"]
+        out.append({
+            "request": {"id": f"4f2c1b9e0a7d4e5f8c3b2a1d0e9f8c7{n}", "method": "POST", "uri": "/openai/chat/completions",
+                        "url": "http://localhost:8000/openai/chat/completions", "size": len(req_body) + 180, "querystring": {},
+                        "headers": {"host": "localhost:8000", "content-type": "application/json", "user-agent": "OpenAI/Python",
+                                    "authorization": "REDACTED", "content-length": str(len(req_body))}},
+            "upstream_uri": "/v1/chat/completions",
+            "response": {"status": 200, "size": len(resp_body) + 220,
+                         "headers": {"content-type": "text/event-stream" if streamed else "application/json", "connection": "close"}},
+            "route": route, "service": service,
+            "latencies": {"request": 41, "kong": 3, "proxy": 38, "receive": 0},
+            "tries": [{"balancer_latency": 0, "port": 443, "balancer_start": STARTED_AT + n * 1000, "ip": "127.0.0.1"}],
+            "client_ip": "127.0.0.1", "workspace": "0dc6f45b-8f8d-40d2-a504-473544ee190b", "upstream_status": "200",
+            "source": "upstream", "started_at": STARTED_AT + n * 1000,
+            "ai": {"proxy": {
+                "payload": {"request": req_body, "response": resp_body},
+                "meta": {"plugin_id": "e3b1f8a2-7c55-4d1e-9a0b-2f4c6d8e0a13", "provider_name": "openai", "request_model": model,
+                         "response_model": (last or {}).get("model", model), "llm_latency": 38},
+                "usage": {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49, "time_per_token": 5.4, "cost": 0}}},
+        })
+    health = copy.deepcopy(out[0])
+    del health["ai"]
+    health["request"].update({"method": "GET", "uri": "/health", "url": "http://localhost:8000/health", "id": "4f2c1b9e0a7d4e5f8c3b2a1d0e9f8c70"})
+    health["route"] = {**route, "name": "health", "paths": ["/health"]}
+    quiet = copy.deepcopy(out[0])
+    del quiet["ai"]["proxy"]["payload"]
+    quiet["request"]["id"] = "4f2c1b9e0a7d4e5f8c3b2a1d0e9f8c79"
+    return out[:2] + [health] + out[2:] + [quiet]
+
+
+# --------------------------------------------------------------------------- Helicone
+
+
+def _recursively_consolidate(body: dict, delta: dict) -> dict:
+    for key, value in delta.items():
+        if body.get(key) is None:
+            body[key] = value
+        elif isinstance(body[key], dict):
+            _recursively_consolidate(body[key], value)
+        elif isinstance(body[key], (int, float, str)) and not isinstance(body[key], bool):
+            body[key] += value
+    return body
+
+
+def _consolidate_tool_calls(existing: list | None, new: list | None) -> list:
+    if not existing:
+        return new or []
+    if not new:
+        return existing
+    final: dict[int, dict] = {tc["index"]: dict(tc) for tc in existing if tc.get("index") is not None}
+    for tc in new:
+        i = tc["index"]
+        if i not in final:
+            final[i] = dict(tc)
+            continue
+        cur = final[i]
+        if tc.get("function") and cur.get("function"):
+            cur["function"] = dict(cur["function"])
+            cur["function"]["arguments"] = (cur["function"].get("arguments") or "") + (tc["function"].get("arguments") or "")
+        elif tc.get("function"):
+            cur["function"] = tc["function"]
+        if tc.get("id") and not cur.get("id"):
+            cur["id"] = tc["id"]
+        if tc.get("type") and not cur.get("type"):
+            cur["type"] = tc["type"]
+    return [final[k] for k in sorted(final)]
+
+
+def consolidate_text_fields(chunks: list[dict]) -> dict:
+    """Helicone's ``consolidateTextFields`` (module docstring), for Chat Completions chunks."""
+    acc: dict = {}
+    for cur in chunks:
+        if not cur:
+            continue
+        if acc.get("choices") is None:
+            acc = copy.deepcopy(cur)
+            continue
+        if cur.get("choices"):
+            if cur.get("usage"):
+                acc["usage"] = cur["usage"]
+            new_choices = []
+            for i, c in enumerate(acc["choices"]):
+                nxt = cur["choices"][i] if i < len(cur["choices"]) else None
+                if "delta" in c and nxt is not None and "delta" in nxt:
+                    d, nd = c["delta"], nxt["delta"]
+                    merged = {**d,
+                              "content": (d["content"] + (nd.get("content") or "")) if d.get("content") else nd.get("content"),
+                              "function_call": _recursively_consolidate(d["function_call"], nd.get("function_call") or {}) if d.get("function_call") else nd.get("function_call"),
+                              "tool_calls": _consolidate_tool_calls(d["tool_calls"], nd.get("tool_calls") or []) if d.get("tool_calls") else nd.get("tool_calls")}
+                    new_choices.append({"delta": merged})
+                else:
+                    new_choices.append(c)
+            acc = {**acc, "choices": new_choices}
+        elif cur.get("usage"):
+            acc = _recursively_consolidate(acc, {"usage": cur["usage"]})
+    acc["choices"] = [{**c, "message": {**c["delta"], "content": c["delta"].get("content")}} if "delta" in c else c
+                      for c in acc.get("choices") or []]
+    # JSON.stringify drops undefined: keys the JS spread left undefined are absent
+    for c in acc["choices"]:
+        for part in ("delta", "message"):
+            if isinstance(c.get(part), dict):
+                c[part] = {k: v for k, v in c[part].items() if not (v is None and k in ("function_call", "tool_calls"))}
+    return acc
+
+
+def helicone_lines(expected: list[dict]) -> list[dict]:
+    out = []
+    for n, e in enumerate(expected, 1):
+        body = e["response"] if e["response"] is not None else consolidate_text_fields(e["stream"])
+        created = f"2025-12-01T10:00:0{n}.000Z"
+        out.append({
+            "response_id": f"7a1e5b2c-0d3f-4e8a-9b6c-5d4e3f2a1b0{n}", "response_created_at": created, "response_status": 200,
+            "response_body": body, "request_id": f"3c9d7e1f-2a4b-4c6d-8e0f-1a2b3c4d5e6{n}", "request_created_at": created,
+            "request_body": e["request"], "request_path": "https://oai.helicone.ai/v1/chat/completions", "request_user_id": None,
+            "request_properties": {"Helicone-Property-App": "fixture"}, "request_model": e["request"]["model"],
+            "model": e["request"]["model"], "provider": "OPENAI", "prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49,
+            "latency": 512, "time_to_first_token": 120, "cost": 0.0000105, "country_code": "PT", "cache_enabled": False,
+            "signed_body_url": f"https://s3.us-west-2.amazonaws.com/request-response-storage/organizations/o/requests/{n}/request_response_body",
+        })
+    return out
+
+
+# --------------------------------------------------------------------------- main
+
+SOURCES = ("kong", "helicone")
+
+
+def write(out: Path, sources: list[str]) -> None:
+    expected, wire = run_exchanges()
+    exp_text = "".join(_dump(e) + "\n" for e in expected)
+    for source in sources:
+        folder = out / source
+        folder.mkdir(parents=True, exist_ok=True)
+        if source == "kong":
+            (folder / "file.log").write_text("".join(_dump(r) + "\n" for r in kong_lines(wire)))
+        elif source == "helicone":
+            (folder / "output.jsonl").write_text("".join(_dump(r) + "\n" for r in helicone_lines(expected)))
+        (folder / "expected.jsonl").write_text(exp_text)
+        print(f"wrote {folder}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--source", action="append", choices=SOURCES)
+    args = ap.parse_args(argv)
+    write(args.out, args.source or list(SOURCES))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
