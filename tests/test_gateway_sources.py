@@ -128,3 +128,66 @@ def test_forced_format_that_does_not_fit_names_keys_expected_and_found(tmp_path:
     ingest([src], tmp_path / "run", capture_format=fmt)
     [err] = pq.read_table(tmp_path / "run" / "ingest_errors.parquet").to_pylist()
     assert (err["source_line"], err["reason"], err["detail"]) == (1, "bad-field", words)
+
+
+#: trace store -> (the OTel fixture whose spans it holds, its skipped reasons)
+TRACE_STORES = {
+    "jaeger": ("openllmetry-indexed", {"otel: llm.request.type embedding is not a model call": 1}),
+    "zipkin": ("otel-genai-spans", {"otel: gen_ai.operation.name invoke_agent is not a model call": 1,
+                                    "otel: gen_ai.operation.name execute_tool is not a model call": 1,
+                                    "otel: gen_ai.operation.name embeddings is not a model call": 1}),
+}
+#: the columns an exchange read from a trace store must share with the same span read from OTLP JSON
+SAME = ("exchange_id", "route", "model", "stream", "request_json", "tools_json", "served_content", "served_tool_calls",
+        "served_finish_reason", "capture_lacks")
+
+
+@pytest.mark.parametrize("store", sorted(TRACE_STORES))
+def test_trace_store_download_reads_as_its_otlp_spans(tmp_path: Path, store: str) -> None:
+    """Jaeger's and Zipkin's JSON of the spans an instrumentation wrote give the exchanges its OTLP
+    export gives: tags typed back where the reader needs a type (a Zipkin ``"true"``, an array as JSON text)."""
+    source, skipped_by = TRACE_STORES[store]
+    path = CAPTURES / store / "trace.json"
+    assert detect_file(path) == "otel"
+    stats, rows, errors = run([path], tmp_path / "store")
+    _s, otlp_rows, _e = run([CAPTURES / source / "traces.jsonl"], tmp_path / "otlp")
+    assert errors == [] and stats.skipped_by == skipped_by
+    key = lambda r: r["exchange_id"]  # noqa: E731
+    assert [{c: r[c] for c in SAME} for r in sorted(rows, key=key)] == [{c: r[c] for c in SAME} for r in sorted(otlp_rows, key=key)]
+    # the span's start: Jaeger and Zipkin keep microseconds of OTLP's nanoseconds
+    assert all(abs((a["ts"] - b["ts"]).total_seconds()) < 2e-6 for a, b in zip(sorted(rows, key=key), sorted(otlp_rows, key=key)))
+    for e in expected(store):
+        row = next(r for r in rows if r["exchange_id"] == (e["response"] or e["stream"][0])["id"])
+        req = json.loads(row["request_json"])
+        assert [message_facts(m) for m in req["messages"]] == [message_facts(m) for m in e["request"]["messages"]]
+        content, calls, finish = answer_of(e)
+        got_calls = [(c["id"], c["name"], json.loads(c["arguments"])) for c in row["served_tool_calls"] or []]
+        assert (row["served_content"] or None, got_calls, row["served_finish_reason"]) == (content, calls, finish)
+    if store == "jaeger":  # OpenLLMetry's llm.is_streaming, a typed bool tag
+        assert sorted(r["stream"] for r in rows) == [False, False, True, True]
+
+
+def test_zipkin_string_tags_are_typed_back(tmp_path: Path) -> None:
+    """Zipkin writes every attribute as a string: ``llm.is_streaming`` ``"true"`` and a finish-reason
+    array as JSON text must read as the bool and the list."""
+    from replay.capture.otel import records_from_export
+
+    span = {"traceId": "ab" * 16, "id": "cd" * 8, "name": "openai.chat", "timestamp": 1764500000000000, "localEndpoint": {"serviceName": "s"},
+            "tags": {"llm.is_streaming": "true", "gen_ai.response.finish_reasons": '["tool_calls"]', "gen_ai.request.model": "m",
+                     "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "hi"}}
+    assert classify_record(span) == "otel"
+    [rec] = records_from_export(span)
+    assert rec["request"]["stream"] is True
+    assert rec["ts"] == 1764500000.0
+    assert rec["capture_lacks"] == ["exact_request", "raw_completion", "stream", "tools", "response"]
+
+
+def test_jaeger_tags_of_the_wrong_shape_are_an_error_naming_them(tmp_path: Path) -> None:
+    doc = json.loads((CAPTURES / "jaeger" / "trace.json").read_text())
+    doc["data"][0]["spans"][0]["tags"] = {"gen_ai.prompt.0.role": "user"}
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(doc))
+    stats, rows, errors = run([src], tmp_path / "run")
+    [err] = errors
+    assert (err["source_line"], err["reason"]) == (1, "bad-field")
+    assert err["detail"] == "jaeger data[0].spans[0].tags must be an array of {key, type, value} objects"

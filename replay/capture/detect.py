@@ -65,7 +65,8 @@ def classify_record(obj: Any) -> str | None:
     """The format one decoded JSON record belongs to, or None when it names none.
 
     ``log.entries`` -> ``har``; ``resourceSpans`` or ``resourceLogs`` (or a span: ``spanId`` with
-    ``attributes``) -> ``otel``; an ``ai`` object with Kong's serializer keys (``started_at``,
+    ``attributes``; a Jaeger document: ``data[0]`` with ``traceID`` and ``spans``; a Zipkin span:
+    ``traceId`` with ``localEndpoint``) -> ``otel``; an ``ai`` object with Kong's serializer keys (``started_at``,
     ``request``, ``route``) -> ``kong`` (before v1: a Kong entry has ``request`` and ``route`` too,
     the route being Kong's route object); ``request_id`` with ``request_body`` / ``response_body`` /
     ``request_path`` -> ``helicone``;
@@ -81,6 +82,11 @@ def classify_record(obj: Any) -> str | None:
         return "har"
     if "resourceSpans" in obj or "resourceLogs" in obj or ("spanId" in obj and "attributes" in obj):
         return "otel"
+    data = obj.get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict) and "traceID" in data[0] and "spans" in data[0]:
+        return "otel"  # a Jaeger JSON document of spans
+    if "traceId" in obj and "localEndpoint" in obj and isinstance(obj.get("tags", {}), dict):
+        return "otel"  # a Zipkin v2 span
     if isinstance(obj.get("ai"), dict) and ("started_at" in obj or isinstance(obj.get("route"), dict)):
         return "kong"
     if "request_id" in obj and any(k in obj for k in ("request_body", "response_body", "request_path")):
@@ -130,6 +136,8 @@ def sniff(head: bytes) -> str:
             return "har"
         if b'"resourceSpans"' in text or b'"resourceLogs"' in text:
             return "otel"
+        if (b'"traceID"' in text and b'"spans"' in text) or (b'"traceId"' in text and b'"localEndpoint"' in text):
+            return "otel"  # Jaeger's JSON document, a Zipkin v2 span list
         if re.search(rb'"ai"\s*:\s*\{', text) and b'"started_at"' in text:
             return "kong"
         if b'"request_id"' in text and (b'"request_body"' in text or b'"response_body"' in text):

