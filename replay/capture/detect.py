@@ -17,11 +17,13 @@
 ``otel``            OpenTelemetry spans and GenAI log records, OTLP JSON (:mod:`replay.capture.otel`)
 ``kong``            Kong AI Gateway's file log with ``ai.<plugin>.payload`` (:mod:`replay.capture.gateways`)
 ``helicone``        Helicone's export, records with ``request_body`` / ``response_body`` (:mod:`replay.capture.gateways`)
+``mitmproxy``       mitmproxy's native flow dump (``mitmdump -w``; tnetstring) (:mod:`replay.capture.mitm`)
 ``vllm-log``        vLLM's request-logger text lines (``Received request``, ``Generated response``) (:mod:`replay.capture.vllmlog`)
 ==================  ==========================================================================
 
 Rules, in order: a file whose first non-blank line starts with an SSE field (``data:``,
-``event:``, ``id:``, ``retry:``) or comment (``:``) is ``sse``; a text file (first non-blank line
+``event:``, ``id:``, ``retry:``) or comment (``:``) is ``sse``; a file that starts as a tnetstring
+dictionary holding a flow's ``version``, ``request`` or ``response`` key is ``mitmproxy``; a text file (first non-blank line
 not ``{`` / ``[``) holding a line of vLLM's request logger is ``vllm-log``. Otherwise the first
 :data:`SNIFF_LINES` non-blank lines are parsed as JSON and the first object that names a format
 decides (:func:`classify_record`). When no line is a whole JSON object (a pretty-printed document),
@@ -48,7 +50,7 @@ from replay.capture.files import detect_compression
 __all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "open_binary", "sniff"]
 
 #: Every format name ``--capture-format`` accepts.
-FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone", "vllm-log")
+FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone", "vllm-log", "mitmproxy")
 
 #: Decompressed bytes read to sniff a file.
 SNIFF_BYTES = 256 << 10
@@ -56,6 +58,8 @@ SNIFF_BYTES = 256 << 10
 SNIFF_LINES = 16
 
 _SSE_START = re.compile(rb"^(data|event|id|retry)\s*:|^:")
+#: The start of a tnetstring dictionary (a mitmproxy flow: ``<length>:<key length>:<key>``).
+_TNETSTRING = re.compile(rb"^\d{1,12}:\d{1,3}:")
 #: A line of vLLM's request logger (vllm/entrypoints/logger.py), anywhere in a text file.
 _VLLM_LINE = re.compile(rb"(Received request \S+: (prompt|params): |Generated response \S+: output: |Request \S+ details: prompt: )")
 _SERVERLOG_KEYS = ("prompt_token_ids", "output_token_ids", "output_text", "step_token_ids", "delta_token_ids", "steps", "deltas", "token_ids")
@@ -116,6 +120,8 @@ def sniff(head: bytes) -> str:
     nonblank = [ln for ln in lines if ln]
     if nonblank and _SSE_START.match(nonblank[0]):
         return "sse"
+    if _TNETSTRING.match(head) and any(k in head for k in (b"7:version;", b"7:request;", b"8:response;", b"7:version,", b"7:request,")):
+        return "mitmproxy"
     if nonblank and nonblank[0][:1] not in (b"{", b"[") and _VLLM_LINE.search(head):
         return "vllm-log"
     parsed_any = False

@@ -86,7 +86,7 @@ class LongLine(bytes):
 #: File name endings :func:`discover` picks up inside folders (compared lower-cased).
 CAPTURE_SUFFIXES: tuple[str, ...] = tuple(
     base + comp
-    for base in (".jsonl", ".ndjson", ".json", ".sse", ".har", ".log")
+    for base in (".jsonl", ".ndjson", ".json", ".sse", ".har", ".log", ".mitm")
     for comp in ("", ".zst", ".zstd", ".gz")
 )
 
@@ -144,7 +144,7 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
     ``paths``: one path or an iterable of paths, each a file or a folder. A file named directly is
     always taken (whatever its name: compression is detected by content). A folder is searched
     recursively for files ending in one of :data:`CAPTURE_SUFFIXES` (``.jsonl``, ``.ndjson``,
-    ``.json``, ``.sse``, ``.har``, ``.log``, each plain or ``.zst``/``.zstd``/``.gz``), except sidecar request
+    ``.json``, ``.sse``, ``.har``, ``.log``, ``.mitm``, each plain or ``.zst``/``.zstd``/``.gz``), except sidecar request
     files (``*.request.json``, read with their transcript); files and folders whose name starts
     with ``.`` are skipped. Returns the paths as given (not resolved), sorted by their string form.
 
