@@ -18,6 +18,7 @@
 ``kong``            Kong AI Gateway's file log with ``ai.<plugin>.payload`` (:mod:`replay.capture.gateways`)
 ``helicone``        Helicone's export, records with ``request_body`` / ``response_body`` (:mod:`replay.capture.gateways`)
 ``mitmproxy``       mitmproxy's native flow dump (``mitmdump -w``; tnetstring) (:mod:`replay.capture.mitm`)
+``langfuse``        Langfuse observations: API pages, the bucket export (:mod:`replay.capture.langfuse`)
 ``vllm-log``        vLLM's request-logger text lines (``Received request``, ``Generated response``) (:mod:`replay.capture.vllmlog`)
 ==================  ==========================================================================
 
@@ -50,7 +51,7 @@ from replay.capture.files import detect_compression
 __all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "open_binary", "sniff"]
 
 #: Every format name ``--capture-format`` accepts.
-FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone", "vllm-log", "mitmproxy")
+FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone", "vllm-log", "mitmproxy", "langfuse")
 
 #: Decompressed bytes read to sniff a file.
 SNIFF_BYTES = 256 << 10
@@ -65,12 +66,19 @@ _VLLM_LINE = re.compile(rb"(Received request \S+: (prompt|params): |Generated re
 _SERVERLOG_KEYS = ("prompt_token_ids", "output_token_ids", "output_text", "step_token_ids", "delta_token_ids", "steps", "deltas", "token_ids")
 
 
+def _is_observation(obj: Any) -> bool:
+    """A Langfuse observation: ``traceId``, ``type`` and ``startTime`` (an OTel span has ``traceId``
+    too, but ``spanId`` and no ``type``)."""
+    return isinstance(obj, dict) and all(k in obj for k in ("traceId", "type", "startTime")) and "spanId" not in obj
+
+
 def classify_record(obj: Any) -> str | None:
     """The format one decoded JSON record belongs to, or None when it names none.
 
     ``log.entries`` -> ``har``; ``resourceSpans`` or ``resourceLogs`` (or a span: ``spanId`` with
     ``attributes``; a Jaeger document: ``data[0]`` with ``traceID`` and ``spans``; a Zipkin span:
-    ``traceId`` with ``localEndpoint``) -> ``otel``; an ``ai`` object with Kong's serializer keys (``started_at``,
+    ``traceId`` with ``localEndpoint``) -> ``otel``; a Langfuse observation (``traceId``, ``type``,
+    ``startTime``) or a page of them (``data`` and ``meta``) -> ``langfuse``; an ``ai`` object with Kong's serializer keys (``started_at``,
     ``request``, ``route``) -> ``kong`` (before v1: a Kong entry has ``request`` and ``route`` too,
     the route being Kong's route object); ``request_id`` with ``request_body`` / ``response_body`` /
     ``request_path`` -> ``helicone``;
@@ -91,6 +99,9 @@ def classify_record(obj: Any) -> str | None:
         return "otel"  # a Jaeger JSON document of spans
     if "traceId" in obj and "localEndpoint" in obj and isinstance(obj.get("tags", {}), dict):
         return "otel"  # a Zipkin v2 span
+    if _is_observation(obj) or (isinstance(obj.get("data"), list) and isinstance(obj.get("meta"), dict)
+                                and obj["data"] and _is_observation(obj["data"][0])):
+        return "langfuse"
     if isinstance(obj.get("ai"), dict) and ("started_at" in obj or isinstance(obj.get("route"), dict)):
         return "kong"
     if "request_id" in obj and any(k in obj for k in ("request_body", "response_body", "request_path")):
@@ -142,6 +153,8 @@ def sniff(head: bytes) -> str:
             return "har"
         if b'"resourceSpans"' in text or b'"resourceLogs"' in text:
             return "otel"
+        if b'"traceId"' in text and b'"startTime"' in text and re.search(rb'"type"\s*:\s*"(GENERATION|SPAN|EVENT|EMBEDDING|AGENT|TOOL)"', text):
+            return "langfuse"  # observations: a pretty-printed page or export
         if (b'"traceID"' in text and b'"spans"' in text) or (b'"traceId"' in text and b'"localEndpoint"' in text):
             return "otel"  # Jaeger's JSON document, a Zipkin v2 span list
         if re.search(rb'"ai"\s*:\s*\{', text) and b'"started_at"' in text:

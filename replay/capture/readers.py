@@ -108,6 +108,10 @@ def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None,
         return read_json_lines(path, litellm.record_from_row, on_read)
     if pf.fmt == "otel":
         return otel.read_export(path, on_read)
+    if pf.fmt == "langfuse":
+        from replay.capture import langfuse
+
+        return read_json_lines(path, langfuse.records_from_value, on_read, arrays=True)
     if pf.fmt == "mitmproxy":
         from replay.capture import mitm
 
