@@ -191,3 +191,29 @@ def test_jaeger_tags_of_the_wrong_shape_are_an_error_naming_them(tmp_path: Path)
     [err] = errors
     assert (err["source_line"], err["reason"]) == (1, "bad-field")
     assert err["detail"] == "jaeger data[0].spans[0].tags must be an array of {key, type, value} objects"
+
+
+#: every fixture file written by a source's own code (or to its upstream source) -> its format
+FIXTURE_FORMATS = {
+    "kong/file.log": "kong", "helicone/output.jsonl": "helicone", "vllm-log/vllm.log": "vllm-log", "jaeger/trace.json": "otel",
+    "zipkin/trace.json": "otel", "mitmproxy/flows.mitm": "mitmproxy", "mitmproxy/flows.har": "har",
+    "langfuse/export.jsonl": "langfuse", "langfuse/observations.json": "langfuse",
+    "openinference/traces.jsonl": "otel", "otel-genai-events/logs.jsonl": "otel",
+}
+
+
+def test_every_record_of_every_fixture_names_its_own_format() -> None:
+    """Sniffing goes by each format's distinctive keys: every JSON record of a fixture (not only
+    the first, which decides the file) classifies as its file's format, so no file is taken for
+    another format whatever record it starts with (a Kong file starting with a non-AI entry included)."""
+    for name, fmt in FIXTURE_FORMATS.items():
+        path = CAPTURES / name
+        assert detect_file(path) == fmt, name
+        if fmt in ("vllm-log", "mitmproxy", "har") or path.suffix == ".json":
+            continue
+        for ln in path.read_text().splitlines():
+            assert classify_record(json.loads(ln)) == fmt, (name, ln[:80])
+    for record in _lines("kong"):  # the entry of a route with no AI plugin, first in a file
+        obj = json.loads(record)
+        if "ai" not in obj:
+            assert classify_record(obj) == "kong"

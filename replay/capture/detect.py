@@ -78,9 +78,9 @@ def classify_record(obj: Any) -> str | None:
     ``log.entries`` -> ``har``; ``resourceSpans`` or ``resourceLogs`` (or a span: ``spanId`` with
     ``attributes``; a Jaeger document: ``data[0]`` with ``traceID`` and ``spans``; a Zipkin span:
     ``traceId`` with ``localEndpoint``) -> ``otel``; a Langfuse observation (``traceId``, ``type``,
-    ``startTime``) or a page of them (``data`` and ``meta``) -> ``langfuse``; an ``ai`` object with Kong's serializer keys (``started_at``,
-    ``request``, ``route``) -> ``kong`` (before v1: a Kong entry has ``request`` and ``route`` too,
-    the route being Kong's route object); ``request_id`` with ``request_body`` / ``response_body`` /
+    ``startTime``) or a page of them (``data`` and ``meta``) -> ``langfuse``; an ``ai`` object with
+    ``started_at``, or a ``route`` that is an object (Kong's route entity; v1's route is a string)
+    -> ``kong`` (before v1: a Kong entry has ``request`` and ``route`` too); ``request_id`` with ``request_body`` / ``response_body`` /
     ``request_path`` -> ``helicone``;
     ``custom_id`` -> ``openai-batch``; ``request`` with ``route`` -> ``v1``; ``object``
     ``chat.completion`` / ``response`` or ``type`` ``message`` -> ``body``; ``call_type`` or
@@ -102,8 +102,10 @@ def classify_record(obj: Any) -> str | None:
     if _is_observation(obj) or (isinstance(obj.get("data"), list) and isinstance(obj.get("meta"), dict)
                                 and obj["data"] and _is_observation(obj["data"][0])):
         return "langfuse"
-    if isinstance(obj.get("ai"), dict) and ("started_at" in obj or isinstance(obj.get("route"), dict)):
-        return "kong"
+    if (isinstance(obj.get("ai"), dict) or isinstance(obj.get("route"), dict)) and (
+        "started_at" in obj or isinstance(obj.get("route"), dict)
+    ):
+        return "kong"  # also an entry of a route without an AI plugin: v1's route is a string, never an object
     if "request_id" in obj and any(k in obj for k in ("request_body", "response_body", "request_path")):
         return "helicone"
     if "custom_id" in obj:
