@@ -74,6 +74,9 @@ def test_helicone_json_array_export_reads_item_by_item(tmp_path: Path) -> None:
     stats, rows, errors = run([src], tmp_path / "run")
     assert (stats.exchanges, errors) == (4, [])
     assert sorted(r["source_line"] for r in rows) == [1, 2, 3, 4]
+    src.write_text(json.dumps(items) + "\n")  # the same array on one line (JSON.stringify without indent)
+    stats, rows, errors = run([src], tmp_path / "run1")
+    assert (stats.exchanges, errors) == (4, [])
 
 
 BAD = [
