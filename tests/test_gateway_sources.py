@@ -115,6 +115,7 @@ def test_truncated_file_is_one_error_at_its_last_line(tmp_path: Path, source: st
     stats, rows, errors = run([src], tmp_path / "run")
     [err] = errors
     assert (err["source_line"], err["reason"]) == (n - 1, "bad-json")
+    assert err["detail"].startswith({"kong": "kong (Kong log entry): ", "helicone": "helicone (Helicone export record): "}[source])
 
 
 @pytest.mark.parametrize("fmt,words", [

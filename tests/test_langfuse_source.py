@@ -88,6 +88,7 @@ def test_truncated_export_is_an_error_at_its_last_line(tmp_path: Path) -> None:
     stats, rows, errors = run([src], tmp_path / "run")
     [err] = errors
     assert (err["source_line"], err["reason"]) == (6, "bad-json")
+    assert err["detail"].startswith("langfuse (observation or API page): ")
 
 
 def test_forced_langfuse_on_another_format_names_keys_expected_and_found(tmp_path: Path) -> None:
