@@ -10,8 +10,12 @@ raw request body as a string), ``ai.<namespace>.payload.response`` (the response
 text when streamed), ``ai.<namespace>.meta`` (``request_model``, ``response_model``,
 ``provider_name``) and ``.usage`` (Kong ``kong/llm/plugin/shared-filters/serialize-analytics.lua``,
 namespace ``proxy`` for AI Proxy and AI Proxy Advanced; Kong 3.6 and 3.7 wrote the request under
-``ai.payload.request``, also read). Mapping: the request is the payload parsed (kept as the gateway
-logged it: no ``exact_request`` lack); the route from the request path (``/chat/completions``,
+``ai.payload.request``, also read). ``ngx.req.get_body_data()`` in the log phase is the body Kong
+sent upstream: AI Proxy's ``normalize-request`` filter (``kong.service.request.set_body``) replaces
+the client's body with its transform (the plugin's model and ``model.options`` merged in, re-encoded
+by cjson) unless the route's ``route_type`` is ``preserve``: what the serving front end received,
+which is what a render check needs. Mapping: the request is that payload parsed (no
+``exact_request`` lack: it is a body as sent, not rebuilt from fields); the route from the request path (``/chat/completions``,
 ``/messages``, ``/responses``; else ``chat.completions``); a response that starts with an SSE field is
 split into its ``data:`` payloads and kept as the exchange's stream (the chunks as served), else it is
 the JSON response body; id ``request.id``; ts ``started_at``; model ``meta.request_model`` when the

@@ -14,7 +14,9 @@ below writes it, and ``expected.jsonl`` is what the server received and sent. So
   (``kong/pdk/log.lua``: ``request``, ``response``, ``route``, ``service``, ``latencies``,
   ``started_at``, ...) with the ``ai.proxy`` table that
   ``kong/llm/plugin/shared-filters/serialize-analytics.lua`` (Kong 3.9, commit 1f39c07) sets:
-  ``payload.request`` (``ngx.req.get_body_data()``: the body bytes as received),
+  ``payload.request`` (``ngx.req.get_body_data()``: the body Kong sent upstream; here the bytes the
+  fake server received from the SDK, as a ``route_type: preserve`` route passes them; AI Proxy's
+  other route types re-encode the body with the plugin's model and options),
   ``payload.response`` (the body, the SSE text for a stream), ``meta``, ``usage``. Beside the 4
   exchanges: one entry of a route with no AI plugin (no ``ai``) and one AI entry with
   ``log_payloads`` off, which a reader must skip.
