@@ -16,11 +16,12 @@ import pytest
 from replay.capture.detect import classify_record, detect_file
 from tests.test_otel_sources import CAPTURES, answer_of, expected, message_facts, run
 
-#: source -> (file, skipped reasons, what it keeps: "exact" request, "chunks")
+#: source -> (file, skipped reasons, what it keeps of a stream: "chunks", "assembled" (the final
+#: message without finish_reason), or nothing (Kong's composite leaves the calls out: not read))
 SOURCES = {
     "kong": ("file.log", {"kong: log entry with no 'ai' object (a route without an AI plugin)": 1,
-                          "kong: AI log entry with no ai.<plugin>.payload (logging.log_payloads off)": 1}, {"exact", "chunks"}),
-    "helicone": ("output.jsonl", {}, {"exact"}),
+                          "kong: AI log entry with no ai.<plugin>.payload (logging.log_payloads off)": 1}, set()),
+    "helicone": ("output.jsonl", {}, {"assembled"}),
 }
 
 
@@ -44,13 +45,39 @@ def test_fixture_reads_as_the_server_saw_it(source: str, tmp_path: Path) -> None
         content, calls, finish = answer_of(e)
         got_calls = [(c["id"], c["name"], json.loads(c["arguments"])) for c in row["served_tool_calls"] or []]
         streamed = e["stream"] is not None
-        if streamed and "chunks" not in keeps:
+        if streamed and "assembled" in keeps:
             finish = None  # Helicone's consolidated stream keeps no finish_reason
+        elif streamed and not keeps:
+            content, calls, finish = None, [], None  # not read: no served side
+            assert {"stream", "response"} <= set(row["capture_lacks"])
         assert (row["served_content"] or None, got_calls, row["served_finish_reason"]) == (content, calls, finish)
         if streamed:
-            assert row["served_chunks"] == (len(e["stream"]) if "chunks" in keeps else None)
-            assert ("stream" in row["capture_lacks"]) is ("chunks" not in keeps)
-        assert row["served_non_json_calls"] == 0
+            assert row["served_chunks"] is None and "stream" in row["capture_lacks"]
+        assert not row["served_non_json_calls"]
+
+
+def test_kong_stream_composite_is_not_taken_for_what_was_served(tmp_path: Path) -> None:
+    """AI Proxy logs a stream as a composite of the deltas' content and the last finish_reason
+    (``normalize-sse-chunk.lua``): for the parallel-call stream, ``tool_calls`` with no calls. Read as
+    served, it would be a served finish-reason fault that the server never made."""
+    entry = next(json.loads(ln) for ln in _lines("kong") if "Paris" in ln)
+    composite = json.loads(entry["ai"]["proxy"]["payload"]["response"])
+    assert composite["choices"][0]["finish_reason"] == "tool_calls" and "tool_calls" not in composite["choices"][0]["message"]
+    stats, rows, errors = run([CAPTURES / "kong" / "file.log"], tmp_path / "run")
+    row = next(r for r in rows if "Paris" in r["request_json"])
+    assert (row["served_finish_reason"], row["served_tool_calls"], row["served_stop_with_calls"]) == (None, None, None)
+
+
+def test_kong_response_logged_as_sse_text_is_read_as_chunks(tmp_path: Path) -> None:
+    """A response payload that is SSE text (a log written from the raw stream) is split into its chunks."""
+    from replay.capture.gateways import kong_record
+
+    exp = expected("kong")[2]
+    entry = next(json.loads(ln) for ln in _lines("kong") if "Paris" in ln)
+    entry["ai"]["proxy"]["payload"]["response"] = "".join(f"data: {json.dumps(c)}\n\n" for c in exp["stream"]) + "data: [DONE]\n\n"
+    [rec] = kong_record(entry)
+    assert [json.loads(c) for c in rec["stream"][:-1]] == exp["stream"] and rec["stream"][-1] == "[DONE]"
+    assert "stream" not in rec["capture_lacks"]
 
 
 def _lines(source: str) -> list[str]:

@@ -18,8 +18,12 @@ which is what a render check needs. Mapping: the request is that payload parsed 
 ``exact_request`` lack: it is a body as sent, not rebuilt from fields); the route from the request path (``/chat/completions``,
 ``/messages``, ``/responses``; else ``chat.completions``); a response that starts with an SSE field is
 split into its ``data:`` payloads and kept as the exchange's stream (the chunks as served), else it is
-the JSON response body; id ``request.id``; ts ``started_at``; model ``meta.request_model`` when the
-body names none. Lacks, always: ``raw_completion``.
+the JSON response body. A streamed request's response is not what was served: AI Proxy logs a
+composite it builds from the frames (``normalize-sse-chunk.lua``: the deltas' ``content`` joined and
+the last ``finish_reason``, tool calls left out), so it is not read (``stream`` and ``response``
+lacking: no served-side checks, which would see a ``tool_calls`` finish without its calls); id
+``request.id``; ts ``started_at``; model ``meta.request_model`` when the body names none. Lacks,
+always: ``raw_completion``.
 
 Skipped (counted, with the reason): an entry of a route without an AI plugin (``request`` and
 ``started_at`` but no ``ai``); an AI entry without payloads (``log_payloads`` off). An object with
@@ -126,7 +130,10 @@ def kong_record(obj: dict) -> list[dict | Skip]:
         response = _json_field(resp_text, f"kong: {where}.response")
         if not isinstance(response, dict):
             raise CaptureError("bad-field", f"kong: {where}.response must be a JSON object, got {type(response).__name__}")
-        rec["response"] = response
+        if request.get("stream") is True:  # AI Proxy's composite of the frames, calls left out (module docstring)
+            lacks += ["stream", "response"]
+        else:
+            rec["response"] = response
     else:
         lacks.append("response")
     if isinstance(http.get("id"), str):

@@ -17,7 +17,10 @@ below writes it, and ``expected.jsonl`` is what the server received and sent. So
   ``payload.request`` (``ngx.req.get_body_data()``: the body Kong sent upstream; here the bytes the
   fake server received from the SDK, as a ``route_type: preserve`` route passes them; AI Proxy's
   other route types re-encode the body with the plugin's model and options),
-  ``payload.response`` (the body, the SSE text for a stream), ``meta``, ``usage``. Beside the 4
+  ``payload.response`` (the body; for a stream, what ``normalize-sse-chunk.lua`` (commit 007d34e)
+  leaves in ``response_body``: a ``chat.completion`` composite holding only the deltas' ``content``
+  joined, the last frame's ``finish_reason`` and the text again under ``response``; tool calls are
+  not in it), ``meta``, ``usage``. Beside the 4
   exchanges: one entry of a route with no AI plugin (no ``ai``) and one AI entry with
   ``log_payloads`` off, which a reader must skip.
 - ``helicone``: ``output.jsonl`` of ``@helicone/export`` with ``--include-body``
@@ -102,6 +105,8 @@ def kong_lines(wire: list[dict]) -> list[dict]:
         req_body, resp_body = w["request"].decode(), w["response"].decode()
         streamed = resp_body.startswith("data:")
         last = json.loads(resp_body) if not streamed else None
+        if streamed:
+            resp_body = _kong_stream_composite(resp_body)
         model = json.loads(req_body)["model"]
         out.append({
             "request": {"id": f"4f2c1b9e0a7d4e5f8c3b2a1d0e9f8c7{n}", "method": "POST", "uri": "/openai/chat/completions",
@@ -130,6 +135,21 @@ def kong_lines(wire: list[dict]) -> list[dict]:
     del quiet["ai"]["proxy"]["payload"]
     quiet["request"]["id"] = "4f2c1b9e0a7d4e5f8c3b2a1d0e9f8c79"
     return out[:2] + [health] + out[2:] + [quiet]
+
+
+def _kong_stream_composite(sse: str) -> str:
+    """``response_body`` of a stream as ``normalize-sse-chunk.lua`` builds it (module docstring)."""
+    text, finish = "", None
+    for event in sse.split("\n\n"):
+        data = event.removeprefix("data: ").strip()
+        if not data or data == "[DONE]":
+            continue
+        chunk = json.loads(data)
+        if chunk.get("choices"):
+            finish = chunk["choices"][0].get("finish_reason")
+            text += (chunk["choices"][0].get("delta") or {}).get("content") or ""
+    return _dump({"choices": [{"finish_reason": finish, "index": 0, "logprobs": None, "message": {"role": "assistant", "content": text}}],
+                  "object": "chat.completion", "response": text, "usage": {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}})
 
 
 # --------------------------------------------------------------------------- Helicone
