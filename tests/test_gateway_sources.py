@@ -80,6 +80,24 @@ def test_kong_response_logged_as_sse_text_is_read_as_chunks(tmp_path: Path) -> N
     assert "stream" not in rec["capture_lacks"]
 
 
+def test_helicone_streamed_data_is_read_as_the_chunks(tmp_path: Path) -> None:
+    """Helicone's stream processor keeps the chunks beside the consolidated body (``streamed_data``);
+    a record that still holds them gives the stream as served, finish_reason included."""
+    lines = _lines("helicone")
+    exp = expected("helicone")
+    obj = json.loads(lines[2])
+    obj["response_body"]["streamed_data"] = exp[2]["stream"]
+    lines[2] = json.dumps(obj)
+    src = tmp_path / "output.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    stats, rows, errors = run([src], tmp_path / "run")
+    row = next(r for r in rows if r["source_line"] == 3)
+    assert row["served_chunks"] == len(exp[2]["stream"]) and "stream" not in row["capture_lacks"]
+    content, calls, finish = answer_of(exp[2])
+    got = [(c["id"], c["name"], json.loads(c["arguments"])) for c in row["served_tool_calls"]]
+    assert (got, row["served_finish_reason"]) == (calls, finish)
+
+
 def _lines(source: str) -> list[str]:
     return (CAPTURES / source / SOURCES[source][0]).read_text().splitlines()
 

@@ -36,11 +36,13 @@ records of ``POST /v1/request/query-clickhouse`` with ``request_body`` / ``respo
 from each record's signed body). Per record: ``request_id``, ``request_created_at``,
 ``request_path``, ``request_body`` (the body as sent), ``response_body``, ``response_status``,
 ``model``, ``provider``, token counts and cost. A streamed response is stored consolidated into its
-first chunk by Helicone's ``consolidateTextFields`` (``valhalla/jawn``,
-``responseParserHelpers.ts``): ``choices[{delta, message}]`` with the deltas' content and tool-call
-arguments joined by call index and no ``finish_reason``; it is read as a response whose message is
-``choices[].message`` (``finish_reason`` null), and the exchange lacks ``stream`` (no chunks) and
-``raw_completion``. A record without ``request_body`` (exported without ``--include-body``) lacks
+first chunk by Helicone's ``consolidateTextFields`` (``valhalla/jawn/src/utils/streamParser.ts``,
+called by ``lib/shared/bodyProcessors/openAIStreamProcessor.ts``): ``choices[{delta, message}]`` with
+the deltas' content and tool-call arguments joined by call index and no ``finish_reason``; it is read
+as a response whose message is ``choices[].message`` (``finish_reason`` null), and the exchange lacks
+``stream`` (no chunks) and ``raw_completion``. The body processor keeps the chunks beside it as
+``streamed_data``, which the export tool filters out; where a record still holds them (a list of
+chunk objects), they are read as the exchange's stream instead (the chunks as served). A record without ``request_body`` (exported without ``--include-body``) lacks
 ``request``; without ``response_body``, ``response``. An object without Helicone's keys is a
 ``bad-field`` error naming the keys expected and found.
 """
@@ -190,11 +192,16 @@ def helicone_record(obj: dict) -> list[dict]:
     elif not isinstance(response, dict):
         raise CaptureError("bad-field", f"helicone: response_body must be an object, got {type(response).__name__}")
     else:
+        chunks = response.get("streamed_data")
         merged = _consolidated(response) if route == "chat.completions" else None
-        if merged is not None:
+        if isinstance(chunks, list) and chunks and all(isinstance(c, dict) for c in chunks):
+            rec["stream"] = chunks  # the chunks as served, kept beside the consolidated body
+        elif merged is not None:
             lacks.append("stream")
-        rec["response"] = merged or response
-    if request.get("stream") is True and "stream" not in lacks:
+            rec["response"] = merged
+        else:
+            rec["response"] = response
+    if request.get("stream") is True and "stream" not in lacks and "stream" not in rec:
         lacks.append("stream")
     rec["id"] = str(obj["request_id"])
     if obj.get("request_created_at") is not None:

@@ -13,7 +13,7 @@ below writes it, and ``expected.jsonl`` is what the server received and sent. So
   (``logging.log_payloads`` and ``log_statistics`` on): one ``kong.log.serialize()`` object a line
   (``kong/pdk/log.lua``: ``request``, ``response``, ``route``, ``service``, ``latencies``,
   ``started_at``, ...) with the ``ai.proxy`` table that
-  ``kong/llm/plugin/shared-filters/serialize-analytics.lua`` (Kong 3.9, commit 1f39c07) sets:
+  ``kong/llm/plugin/shared-filters/serialize-analytics.lua`` (Kong/kong at commit 1f39c07) sets:
   ``payload.request`` (``ngx.req.get_body_data()``: the body Kong sent upstream; here the bytes the
   fake server received from the SDK, as a ``route_type: preserve`` route passes them; AI Proxy's
   other route types re-encode the body with the plugin's model and options),
@@ -24,12 +24,13 @@ below writes it, and ``expected.jsonl`` is what the server received and sent. So
   exchanges: one entry of a route with no AI plugin (no ``ai``) and one AI entry with
   ``log_payloads`` off, which a reader must skip.
 - ``helicone``: ``output.jsonl`` of ``@helicone/export`` with ``--include-body``
-  (``examples/export/typescript/index.ts`` of Helicone/helicone, release of 2025-10: each record of
+  (``examples/export/typescript/index.ts`` of Helicone/helicone at commit 05a819c: each record of
   ``POST /v1/request/query-clickhouse`` with ``request_body`` / ``response_body`` from its signed
   body, ``JSON.stringify`` per line); a streamed response body as Helicone stores it:
-  ``consolidateTextFields`` (``valhalla/jawn/src/lib/shared/bodyProcessors/responseParserHelpers.ts``)
-  ported line for line below: the chunks folded into the first, ``choices[{delta, message}]``, no
-  ``finish_reason``.
+  ``consolidateTextFields`` (``valhalla/jawn/src/utils/streamParser.ts``, as
+  ``openAIStreamProcessor.ts`` calls it) ported line for line below: the chunks folded into the
+  first, ``choices[{delta, message}]``, no ``finish_reason``; the ``streamed_data`` the processor
+  keeps beside it is left out, as the export tool's README says it filters it.
 - ``vllm-log``: ``vllm.log`` of ``vllm serve Qwen/Qwen3-8B --enable-log-requests --enable-log-outputs
   --enable-auto-tool-choice --tool-call-parser hermes`` as vLLM v0.10.1 writes it: the
   ``RequestLogger`` lines of ``vllm/entrypoints/logger.py`` (``Received request ID: prompt: %r,
