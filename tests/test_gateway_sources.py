@@ -266,3 +266,16 @@ def test_every_record_of_every_fixture_names_its_own_format() -> None:
         obj = json.loads(record)
         if "ai" not in obj:
             assert classify_record(obj) == "kong"
+
+
+def test_a_kong_entry_forced_as_v1_says_whose_keys_it_has(tmp_path: Path) -> None:
+    """``--capture-format v1`` on Kong's log gave ``route must be one of ...; got {'name': 'chat', ...}``
+    and nothing more; the error now names the format whose keys the record has."""
+    from replay.capture import ingest
+    import pyarrow.parquet as pq
+
+    ingest([CAPTURES / "kong" / "file.log"], tmp_path / "run", capture_format="v1")
+    errors = pq.read_table(tmp_path / "run" / "ingest_errors.parquet").to_pylist()
+    assert len(errors) == 6 and {e["reason"] for e in errors} == {"bad-field"}
+    assert errors[0]["detail"].startswith("route must be one of ")
+    assert errors[0]["detail"].endswith("; its keys are those of a kong record (read as v1: --capture-format kong, or let the format be detected)")
