@@ -108,3 +108,13 @@ def test_cut_line_is_an_error_row_naming_the_field(tmp_path: Path, cut: str, wor
     assert err["detail"].startswith(words)
     with pytest.raises(CaptureError):
         parse_line(lines[i])
+
+
+def test_forced_on_json_lines_names_the_lines_expected_and_keys_found(tmp_path: Path) -> None:
+    src = tmp_path / "v1.jsonl"
+    src.write_text(json.dumps({"request": {"model": "m", "messages": []}, "route": "chat.completions"}) + "\n")
+    ingest([src], tmp_path / "run", capture_format="vllm-log")
+    [err] = pq.read_table(tmp_path / "run" / "ingest_errors.parquet").to_pylist()
+    assert (err["source_line"], err["reason"]) == (1, "bad-field")
+    assert err["detail"] == ("vllm-log: not a vLLM log line: expected 'Received request ID: prompt: ...' or "
+                             "'Generated response ID: output: ...' lines; found a JSON object with keys: request, route")

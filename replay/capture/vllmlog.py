@@ -31,7 +31,8 @@ and ``served``. Every other line is skipped with its reason counted: a line of t
 (``joined``), a delta line, or a line that is not the request logger's.
 
 A request line whose prompt or id list does not parse (a line cut short) is an error row
-(``bad-field``) naming the field, at its line.
+(``bad-field``) naming the field, at its line; so is a JSON line (another format's record, when a
+file is forced as ``--capture-format vllm-log``), naming the lines expected and the keys found.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ import ast
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+import orjson
 
 from replay.capture.files import open_lines
 from replay.capture.records import Unit, exchange, failed
@@ -156,6 +159,14 @@ def read_log(path: Path, on_read: Callable[[int], None] | None = None, tokenizer
             yield failed(line, offset, exc.reason, exc.detail, raw)
             continue
         if parsed is None:
+            if text.lstrip().startswith("{"):  # a JSON line is no log line of vLLM's: another format read as vllm-log
+                try:
+                    keys = ", ".join(list(orjson.loads(raw))[:8])
+                except (orjson.JSONDecodeError, TypeError):
+                    keys = "not JSON either"
+                yield failed(line, offset, "bad-field", "vllm-log: not a vLLM log line: expected 'Received request ID: prompt: ...' or "
+                                                        f"'Generated response ID: output: ...' lines; found a JSON object with keys: {keys}", raw)
+                continue
             yield Unit(line, offset, raw, skipped=True, skip_reason="vllm-log: not a request-logger line")
             continue
         kind, rid, fields = parsed
