@@ -279,3 +279,19 @@ def test_a_kong_entry_forced_as_v1_says_whose_keys_it_has(tmp_path: Path) -> Non
     assert len(errors) == 6 and {e["reason"] for e in errors} == {"bad-field"}
     assert errors[0]["detail"].startswith("route must be one of ")
     assert errors[0]["detail"].endswith("; its keys are those of a kong record (read as v1: --capture-format kong, or let the format be detected)")
+
+
+def test_a_folder_is_searched_for_log_and_mitm_files(tmp_path: Path) -> None:
+    """Kong's file log and vLLM's log end in ``.log``, mitmdump's dump in ``.mitm``: a folder holding
+    them is read whole (``replay audit logs/``)."""
+    import shutil
+
+    from replay.capture.files import discover
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for name in ("kong/file.log", "vllm-log/vllm.log", "mitmproxy/flows.mitm"):
+        shutil.copy(CAPTURES / name, folder / name.replace("/", "-"))
+    assert sorted(p.name for p in discover([folder])) == ["kong-file.log", "mitmproxy-flows.mitm", "vllm-log-vllm.log"]
+    stats, rows, errors = run([folder], tmp_path / "run")
+    assert (stats.formats, stats.exchanges, errors) == ({"kong": 1, "vllm-log": 1, "mitmproxy": 1}, 12, [])
