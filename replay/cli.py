@@ -338,7 +338,7 @@ FailOnOpt = Annotated[
 ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", help="Write message text in the exemplars and report as captured (default: masked, lengths and hashes kept).")]
 CaptureFormatOpt = Annotated[
     Optional[str],
-    typer.Option("--capture-format", callback=_format_value, help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel (default: detected per file)."),
+    typer.Option("--capture-format", callback=_format_value, help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel, kong, helicone, vllm-log, mitmproxy, langfuse (default: detected per file)."),
 ]
 ModelOpt = Annotated[
     Optional[list[str]],
@@ -605,7 +605,7 @@ def _captures(paths: list[str], skipped: list[dict] | None = None) -> list[Any]:
     if not files:
         _fail(
             f"no capture file in {', '.join(str(p) for p in paths)}: folders are searched for .jsonl, .ndjson, .json, "
-            ".sse and .har files (plain, .zst or .gz); name other files directly (e.g. *.txt with --capture-format sse)"
+            ".sse, .har, .log and .mitm files (plain, .zst or .gz); name other files directly (e.g. *.txt with --capture-format sse)"
         )
     return files
 

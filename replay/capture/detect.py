@@ -15,15 +15,23 @@
 ``serverlog``       server-side JSON-lines logs: prompt, token ids, output, steps (:mod:`replay.capture.serverlog`)
 ``litellm``         LiteLLM spend-log rows / standard logging payloads (:mod:`replay.capture.litellm`)
 ``otel``            OpenTelemetry spans and GenAI log records, OTLP JSON (:mod:`replay.capture.otel`)
+``kong``            Kong AI Gateway's file log with ``ai.<plugin>.payload`` (:mod:`replay.capture.gateways`)
+``helicone``        Helicone's export, records with ``request_body`` / ``response_body`` (:mod:`replay.capture.gateways`)
+``mitmproxy``       mitmproxy's native flow dump (``mitmdump -w``; tnetstring) (:mod:`replay.capture.mitm`)
+``langfuse``        Langfuse observations: API pages, the bucket export (:mod:`replay.capture.langfuse`)
+``vllm-log``        vLLM's request-logger text lines (``Received request``, ``Generated response``) (:mod:`replay.capture.vllmlog`)
 ==================  ==========================================================================
 
 Rules, in order: a file whose first non-blank line starts with an SSE field (``data:``,
-``event:``, ``id:``, ``retry:``) or comment (``:``) is ``sse``. Otherwise the first
+``event:``, ``id:``, ``retry:``) or comment (``:``) is ``sse``; a file that starts as a tnetstring
+dictionary holding a flow's ``version``, ``request`` or ``response`` key is ``mitmproxy``; a text file (first non-blank line
+not ``{`` / ``[``) holding a line of vLLM's request logger is ``vllm-log``. Otherwise the first
 :data:`SNIFF_LINES` non-blank lines are parsed as JSON and the first object that names a format
 decides (:func:`classify_record`). When no line is a whole JSON object (a pretty-printed document),
 the head of the text is searched for the keys of a HAR (``"log"`` and ``"entries"``), an OTLP
-export (``"resourceSpans"``, ``"resourceLogs"``), LiteLLM rows (``"call_type"`` with ``"request_id"`` or
-``"model_parameters"``) or a response body. Anything else is ``v1``, so that a broken v1
+export (``"resourceSpans"``, ``"resourceLogs"``), a Kong log (``"ai"`` and ``"started_at"``), a
+Helicone export (``"request_id"`` with ``"request_body"`` or ``"response_body"``), LiteLLM rows
+(``"call_type"`` with ``"request_id"`` or ``"model_parameters"``) or a response body. Anything else is ``v1``, so that a broken v1
 file still gives v1's errors line by line.
 """
 
@@ -45,7 +53,7 @@ from replay.capture.storage import open_input
 __all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "open_binary", "sniff"]
 
 #: Every format name ``--capture-format`` accepts.
-FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel")
+FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone", "vllm-log", "mitmproxy", "langfuse")
 
 #: Decompressed bytes read to sniff a file.
 SNIFF_BYTES = 256 << 10
@@ -53,6 +61,10 @@ SNIFF_BYTES = 256 << 10
 SNIFF_LINES = 16
 
 _SSE_START = re.compile(rb"^(data|event|id|retry)\s*:|^:")
+#: The start of a tnetstring dictionary (a mitmproxy flow: ``<length>:<key length>:<key>``).
+_TNETSTRING = re.compile(rb"^\d{1,12}:\d{1,3}:")
+#: A line of vLLM's request logger (vllm/entrypoints/logger.py), anywhere in a text file.
+_VLLM_LINE = re.compile(rb"(Received request \S+: (prompt|params): |Generated response \S+: output: |Request \S+ details: prompt: )")
 _SERVERLOG_KEYS = ("prompt_token_ids", "output_token_ids", "output_text", "step_token_ids", "delta_token_ids", "steps", "deltas", "token_ids")
 
 
@@ -64,11 +76,22 @@ def litellm_kind(obj: Any) -> str | None:
     return kind_of(obj)
 
 
+def _is_observation(obj: Any) -> bool:
+    """A Langfuse observation: ``traceId``, ``type`` and ``startTime`` (an OTel span has ``traceId``
+    too, but ``spanId`` and no ``type``)."""
+    return isinstance(obj, dict) and all(k in obj for k in ("traceId", "type", "startTime")) and "spanId" not in obj
+
+
 def classify_record(obj: Any) -> str | None:
     """The format one decoded JSON record belongs to, or None when it names none.
 
     ``log.entries`` -> ``har``; ``resourceSpans`` or ``resourceLogs`` (or a span: ``spanId`` with
-    ``attributes``) -> ``otel``;
+    ``attributes``; a Jaeger document: ``data[0]`` with ``traceID`` and ``spans``; a Zipkin span:
+    ``traceId`` with ``localEndpoint``) -> ``otel``; a Langfuse observation (``traceId``, ``type``,
+    ``startTime``) or a page of them (``data`` and ``meta``) -> ``langfuse``; an ``ai`` object with
+    ``started_at``, or a ``route`` that is an object (Kong's route entity; v1's route is a string)
+    -> ``kong`` (before v1: a Kong entry has ``request`` and ``route`` too); ``request_id`` with ``request_body`` / ``response_body`` /
+    ``request_path`` -> ``helicone``;
     ``custom_id``, or ``requests`` whose first item has one (an Anthropic Message Batch create
     body) -> ``openai-batch``; ``request`` with ``route`` -> ``v1``; ``object``
     ``chat.completion`` / ``response`` or ``type`` ``message`` -> ``body``; a LiteLLM payload,
@@ -85,6 +108,20 @@ def classify_record(obj: Any) -> str | None:
         return "har"
     if "resourceSpans" in obj or "resourceLogs" in obj or ("spanId" in obj and "attributes" in obj):
         return "otel"
+    data = obj.get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict) and "traceID" in data[0] and "spans" in data[0]:
+        return "otel"  # a Jaeger JSON document of spans
+    if "traceId" in obj and "localEndpoint" in obj and isinstance(obj.get("tags", {}), dict):
+        return "otel"  # a Zipkin v2 span
+    if _is_observation(obj) or (isinstance(obj.get("data"), list) and isinstance(obj.get("meta"), dict)
+                                and obj["data"] and _is_observation(obj["data"][0])):
+        return "langfuse"
+    if (isinstance(obj.get("ai"), dict) or isinstance(obj.get("route"), dict)) and (
+        "started_at" in obj or isinstance(obj.get("route"), dict)
+    ):
+        return "kong"  # also an entry of a route without an AI plugin: v1's route is a string, never an object
+    if "request_id" in obj and any(k in obj for k in ("request_body", "response_body", "request_path")):
+        return "helicone"
     reqs = obj.get("requests")
     if "custom_id" in obj or (isinstance(reqs, list) and reqs and isinstance(reqs[0], dict) and "custom_id" in reqs[0]):
         return "openai-batch"
@@ -109,6 +146,10 @@ def sniff(head: bytes) -> str:
     nonblank = [ln for ln in lines if ln]
     if nonblank and _SSE_START.match(nonblank[0]):
         return "sse"
+    if _TNETSTRING.match(head) and any(k in head for k in (b"7:version;", b"7:request;", b"8:response;", b"7:version,", b"7:request,")):
+        return "mitmproxy"
+    if nonblank and nonblank[0][:1] not in (b"{", b"[") and _VLLM_LINE.search(head):
+        return "vllm-log"
     parsed_any = False
     for ln in nonblank[:SNIFF_LINES]:
         try:
@@ -127,6 +168,14 @@ def sniff(head: bytes) -> str:
             return "har"
         if b'"resourceSpans"' in text or b'"resourceLogs"' in text:
             return "otel"
+        if b'"traceId"' in text and b'"startTime"' in text and re.search(rb'"type"\s*:\s*"(GENERATION|SPAN|EVENT|EMBEDDING|AGENT|TOOL)"', text):
+            return "langfuse"  # observations: a pretty-printed page or export
+        if (b'"traceID"' in text and b'"spans"' in text) or (b'"traceId"' in text and b'"localEndpoint"' in text):
+            return "otel"  # Jaeger's JSON document, a Zipkin v2 span list
+        if re.search(rb'"ai"\s*:\s*\{', text) and b'"started_at"' in text:
+            return "kong"
+        if b'"request_id"' in text and (b'"request_body"' in text or b'"response_body"' in text):
+            return "helicone"
         if b'"requests"' in text and b'"custom_id"' in text and b'"params"' in text:
             return "openai-batch"  # an Anthropic Message Batch create body, pretty-printed
         if b'"call_type"' in text and (b'"request_id"' in text or b'"model_parameters"' in text):

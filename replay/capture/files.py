@@ -94,7 +94,7 @@ class LongLine(bytes):
 #: File name endings :func:`discover` picks up inside folders (compared lower-cased).
 CAPTURE_SUFFIXES: tuple[str, ...] = tuple(
     base + comp
-    for base in (".jsonl", ".ndjson", ".json", ".sse", ".har")
+    for base in (".jsonl", ".ndjson", ".json", ".sse", ".har", ".log", ".mitm")
     for comp in ("", ".zst", ".zstd", ".gz")
 )
 
@@ -172,7 +172,7 @@ def discover(paths: str | os.PathLike | Iterable[str | os.PathLike], skipped: li
     ``/dev/fd/63`` of ``replay audit <(zstdcat x.zst)``, or a FIFO is first copied to a temporary
     file, :func:`spool`, since the readers read a file more than once). A folder is searched
     recursively for files ending in one of :data:`CAPTURE_SUFFIXES` (``.jsonl``, ``.ndjson``,
-    ``.json``, ``.sse``, ``.har``, each plain or ``.zst``/``.zstd``/``.gz``), except sidecar request
+    ``.json``, ``.sse``, ``.har``, ``.log``, ``.mitm``, each plain or ``.zst``/``.zstd``/``.gz``), except sidecar request
     files (``*.request.json``, read with their transcript); files and folders whose name starts
     with ``.`` are skipped. Symlinked folders are followed, each real folder walked once (a link
     back to a parent is not walked again, so a loop ends). Found in a folder, a file that is not a

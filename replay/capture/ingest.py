@@ -574,7 +574,14 @@ class _Rows:
                 rec = decode_line(raw)  # parse_line, keeping the record
             row, tools = parse_record(rec, src, line_no if line_no is not None else 0, fmt)
         except CaptureError as exc:
-            self.add_error(src, line_no, offset, exc.reason, exc.detail, raw)
+            detail = exc.detail
+            if line and isinstance(rec, dict):  # a v1 line that fails: say when its keys are another format's
+                from replay.capture.detect import classify_record
+
+                other = classify_record(rec)
+                if other not in (None, "v1"):
+                    detail += f"; its keys are those of a {other} record (read as v1: --capture-format {other}, or let the format be detected)"
+            self.add_error(src, line_no, offset, exc.reason, detail, raw)
             return
         except Exception as exc:  # a bug in the parser must not stop the run
             self.add_error(src, line_no, offset, "internal-error", repr(exc), raw)

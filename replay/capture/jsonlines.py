@@ -10,7 +10,9 @@ an empty list is one ``skipped``; a line mapping to N items gives N units at tha
 export line holding several spans), None and :class:`Skip` items ``skipped`` (the latter with its reason). A ``{...}`` document spread over several lines (a
 pretty-printed export) is not JSON lines: it is read whole, at most :data:`WHOLE_MAX_BYTES`, as
 one record at line 1; JSON lines whose first line was truncated stay JSON lines
-(:func:`document_mode`, :func:`document_or_lines`).
+(:func:`document_mode`, :func:`document_or_lines`). With ``arrays``, a file that is a JSON array
+(an export written as one ``[...]``, on one line or many) is read whole too, each item one record
+numbered by its position from 1 (a truncated array is one ``bad-json`` error at line 1).
 """
 
 from __future__ import annotations
@@ -161,13 +163,54 @@ def document_or_lines(
     yield from decoded_lines(open_lines(path, on_read=on_read), decode=decode)
 
 
+def _starts_array(path: Path) -> bool:
+    """True when the first non-blank line of ``path`` starts a JSON array (``[``)."""
+    for _line, _off, raw in open_lines(path):
+        if isinstance(raw, LongLine):
+            return False
+        s = raw.strip()
+        if s:
+            return s[:1] == b"["
+    return False
+
+
+def _array_items(path: Path, to_records: Callable[[Any], list[dict]], on_read: Callable[[int], None] | None) -> Iterator[Unit]:
+    """The units of a JSON-array document ``path``, read whole (at most :data:`WHOLE_MAX_BYTES`):
+    each item one record at its position from 1; an item that is not an object is a ``not-object``
+    error there; a document that does not decode is one ``bad-json`` error at line 1."""
+    data = read_whole(path, WHOLE_MAX_BYTES, f"a JSON array document is read whole: more than {WHOLE_MAX_BYTES} bytes; write it as JSON lines", on_read)
+    if isinstance(data, Unit):
+        yield data
+        return
+    try:
+        items = exactjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        yield Unit(1, 0, data[:200], error=CaptureError("bad-json", f"a JSON array document: {exc}"))
+        return
+    for i, item in enumerate(items if isinstance(items, list) else [items], 1):
+        raw = exactjson.dumps(item)[:200]
+        if not isinstance(item, dict):
+            yield Unit(i, None, raw, error=CaptureError("not-object", f"array item {i} is a JSON {type(item).__name__}, not an object"))
+            continue
+        yield from mapped_units(i, None, raw, item, to_records)
+
+
 def read_json_lines(
     path: Path, to_records: Callable[[Any], list[dict]], on_read: Callable[[int], None] | None = None,
-    decode: Callable[[bytes], Any] = decode_line,
+    decode: Callable[[bytes], Any] = decode_line, arrays: bool = False,
 ) -> Iterator[Unit]:
     """Units of a JSON-lines capture file mapped by ``to_records`` (rules: module docstring);
-    ``decode``: as :func:`decoded_lines` (a reader that takes JSON arrays passes its own).
+    ``decode``: as :func:`decoded_lines` (a reader that takes JSON arrays as values passes its
+    own); ``arrays``: a file that is a JSON array is read item by item (:func:`_array_items`).
     Stream faults of a compressed file propagate as :class:`replay.capture.files.StreamFault`."""
+    if arrays:
+        try:
+            is_array = _starts_array(path)
+        except Exception:  # noqa: BLE001 - the line reader below reports the fault
+            is_array = False
+        if is_array:
+            yield from _array_items(path, to_records, on_read)
+            return
     for line, offset, raw, obj in document_or_lines(path, decode, on_read):
         if isinstance(obj, Unit):
             yield obj

@@ -35,6 +35,17 @@ conventions are read, each from the writer's own output (``tests/data/captures/`
   tool_calls.{j}.tool_call.{id, function.name, function.arguments}}``, ``llm.tools.{i}.tool.json_schema``,
   ``llm.model_name`` and ``llm.invocation_parameters``, the answer from ``llm.output_messages.0``.
 
+**Jaeger and Zipkin JSON** of the same spans (what their UIs download, and their query APIs return)
+are converted to this attribute form first (:func:`jaeger_spans`, :func:`zipkin_span`): Jaeger's
+``{"data": [{"traceID", "spans": [{"spanID", "operationName", "startTime" (µs), "tags": [{"key",
+"type", "value"}]}]}]}`` (Jaeger's JSON model, ``model/json/model.go``; ``bool`` / ``int64`` /
+``float64`` tags typed, as the collector's ``pkg/translator/jaeger`` writes OTLP attributes) and
+Zipkin v2's span list ``[{"traceId", "id", "name", "timestamp" (µs), "tags": {key: string}}]``
+(``pkg/translator/zipkin``: every attribute a string). Both write an array attribute as its JSON
+text and Zipkin a boolean as ``"true"``/``"false"``: ``*.finish_reasons`` is decoded from JSON and
+``*.is_streaming`` from ``"true"``/``"false"``; the other attributes this reader takes as JSON are
+JSON text on spans already.
+
 Common: model ``gen_ai.request.model`` (else ``gen_ai.response.model``, ``llm.model_name``); id
 ``gen_ai.response.id`` (else the span id); ts the span's ``startTimeUnixNano`` (a log record's
 ``timeUnixNano``, else ``observedTimeUnixNano``); ``gen_ai.provider.name`` / ``gen_ai.system`` /
@@ -381,6 +392,48 @@ def log_record(rec: dict) -> dict | Skip:
     return _genai_record(a, rec, ("timeUnixNano", "observedTimeUnixNano"))
 
 
+def _typed(key: str, value: Any) -> Any:
+    """A Jaeger or Zipkin tag value back to the attribute's type where this reader needs it (module docstring)."""
+    if isinstance(value, str):
+        if key.endswith("finish_reasons") and value.startswith("["):
+            return _json(value)
+        if key.endswith("is_streaming") and value in ("true", "false"):
+            return value == "true"
+    return value
+
+
+def _micros(value: Any) -> Any:
+    return int(value) * 1000 if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def jaeger_spans(obj: dict) -> list[dict]:
+    """The spans of a Jaeger JSON document (``{"data": [trace, ...]}``) in the attribute form
+    :func:`span_record` reads (``spanId``, ``name``, ``startTimeUnixNano``, flat ``attributes``).
+    Raises :class:`CaptureError` (``bad-field``) for a trace or span that is not an object, or
+    ``tags`` that are not an array of ``{key, value}``."""
+    out = []
+    for t, trace in enumerate(obj["data"]):
+        if not isinstance(trace, dict) or not isinstance(trace.get("spans", []), list):
+            raise CaptureError("bad-field", f"jaeger data[{t}] must be a trace object with a 'spans' array")
+        for i, sp in enumerate(trace.get("spans") or ()):
+            tags = sp.get("tags") if isinstance(sp, dict) else None
+            if not isinstance(tags, list) or not all(isinstance(kv, dict) and isinstance(kv.get("key"), str) for kv in tags):
+                raise CaptureError("bad-field", f"jaeger data[{t}].spans[{i}].tags must be an array of {{key, type, value}} objects")
+            out.append({"spanId": sp.get("spanID"), "name": sp.get("operationName"), "startTimeUnixNano": _micros(sp.get("startTime")),
+                        "attributes": {kv["key"]: _typed(kv["key"], kv.get("value")) for kv in tags}})
+    return out
+
+
+def zipkin_span(obj: dict) -> dict:
+    """One Zipkin v2 span in the attribute form :func:`span_record` reads. Raises
+    :class:`CaptureError` (``bad-field``) when ``tags`` is not an object."""
+    tags = obj.get("tags", {})
+    if not isinstance(tags, dict):
+        raise CaptureError("bad-field", f"zipkin span tags must be an object, got {type(tags).__name__}")
+    return {"spanId": obj.get("id"), "name": obj.get("name"), "startTimeUnixNano": _micros(obj.get("timestamp")),
+            "attributes": {k: _typed(k, v) for k, v in tags.items()}}
+
+
 def _items(obj: dict, top: str, scope_key: str, legacy_scope_key: str, leaf: str) -> list[dict]:
     items: list[dict] = []
     if not isinstance(obj[top] or [], list):
@@ -409,8 +462,13 @@ def records_from_export(obj: dict) -> list[dict | Skip | CaptureError]:
         items, mapper, noun = _items(obj, "resourceSpans", "scopeSpans", "instrumentationLibrarySpans", "spans"), span_record, "span"
     elif "attributes" in obj:
         items, mapper, noun = [obj], span_record, "span"
+    elif isinstance(obj.get("data"), list):  # a Jaeger JSON document
+        items, mapper, noun = jaeger_spans(obj), span_record, "jaeger span"
+    elif "traceId" in obj and ("tags" in obj or "localEndpoint" in obj):  # one Zipkin v2 span
+        items, mapper, noun = [zipkin_span(obj)], span_record, "zipkin span"
     else:  # neither an export nor a span: not OTel at all
-        raise CaptureError("bad-field", f"not an OTLP export (no 'resourceSpans' / 'resourceLogs') nor a span (no 'attributes'); keys: {', '.join(list(obj)[:6])}")
+        raise CaptureError("bad-field", "not an OTLP export (no 'resourceSpans' / 'resourceLogs'), a span (no 'attributes'), "
+                                        f"a Jaeger document (no 'data' array) nor a Zipkin span (no 'traceId' with 'tags'); keys: {', '.join(list(obj)[:6])}")
     out: list[dict | Skip | CaptureError] = []
     for i, item in enumerate(items):
         try:
@@ -427,7 +485,7 @@ def read_export(path: Path, on_read: Callable[[int], None] | None = None) -> Ite
     detail says it was read as an OTLP export."""
     from replay.capture.jsonlines import read_json_lines
 
-    for unit in read_json_lines(path, records_from_export, on_read):
+    for unit in read_json_lines(path, records_from_export, on_read, arrays=True):  # a Zipkin span list is a JSON array
         if unit.error is not None and unit.error.reason == "bad-json":
             unit.error = CaptureError("bad-json", f"otel (OTLP JSON export): {unit.error.detail}")
         yield unit

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 from replay.capture.detect import FORMATS, detect_file
 from replay.capture.files import open_lines, source_name
 from replay.capture.records import Unit
-from replay.capture.v1 import decode_line
+from replay.capture.v1 import CaptureError, decode_line
 
 # each format's reader is imported when a file of that format is read (a run of v1 captures
 # imports none of them: ~10 ms of every `replay ingest` start-up)
@@ -72,6 +72,18 @@ def _v1_units(path: Path, on_read: Callable[[int], None] | None) -> Iterator[Uni
             yield Unit(line, offset, raw, v1_raw=True)
 
 
+#: How a line that is not JSON is named, per JSON-lines format whose reader does not say it itself.
+_BAD_JSON_LABEL = {"kong": "kong (Kong log entry)", "helicone": "helicone (Helicone export record)", "langfuse": "langfuse (observation or API page)"}
+
+
+def _named(units: Iterator[Unit], fmt: str) -> Iterator[Unit]:
+    """``units`` with the detail of each ``bad-json`` error prefixed by the format it was read as."""
+    for unit in units:
+        if unit.error is not None and unit.error.reason == "bad-json" and not unit.error.detail.startswith(fmt):
+            unit.error = CaptureError("bad-json", f"{_BAD_JSON_LABEL[fmt]}: {unit.error.detail}")
+        yield unit
+
+
 def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None, tokenizer: Any = None) -> Iterator[Unit]:
     """The units of one planned file (see :mod:`replay.capture.records`). ``tokenizer``: decodes
     token ids of server logs (:mod:`replay.capture.serverlog`). Raises
@@ -99,4 +111,21 @@ def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None,
         return read_json_lines(path, litellm.record_from_row, on_read, decode=litellm.decode)
     if pf.fmt == "otel":
         return otel.read_export(path, on_read)
+    if pf.fmt == "langfuse":
+        from replay.capture import langfuse
+
+        return _named(read_json_lines(path, langfuse.records_from_value, on_read, arrays=True), "langfuse")
+    if pf.fmt == "mitmproxy":
+        from replay.capture import mitm
+
+        return mitm.read_dump(path, on_read)
+    if pf.fmt == "vllm-log":
+        from replay.capture import vllmlog
+
+        return vllmlog.read_log(path, on_read, tokenizer)
+    if pf.fmt in ("kong", "helicone"):
+        from replay.capture import gateways
+
+        to_records = gateways.kong_record if pf.fmt == "kong" else gateways.helicone_record
+        return _named(read_json_lines(path, to_records, on_read, arrays=True), pf.fmt)
     raise ValueError(f"unknown capture format {pf.fmt!r}")

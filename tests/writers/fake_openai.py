@@ -12,7 +12,9 @@ the request has ``stream: true``; a usage chunk when it asked ``stream_options.i
 embedding spans are there to be skipped).
 :meth:`FakeOpenAI.expected` returns one dict per exchange: ``{"exchange": n, "request": <the body
 received, parsed>, "response": <the body sent> | None, "stream": [<each chunk sent>] | None}``.
-Standard library only (http.server), so it runs beside any writer's dependencies.
+:attr:`FakeOpenAI.wire` keeps, per exchange, the bytes as they crossed the wire: ``{"request": <the
+body received>, "response": <the body or the SSE text sent>}`` (what a gateway that logs raw bodies
+holds). Standard library only (http.server), so it runs beside any writer's dependencies.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ class FakeOpenAI:
     def __init__(self, exchanges: list[dict] = EXCHANGES) -> None:
         self.exchanges = exchanges
         self.records: list[dict] = []
+        self.wire: list[dict[str, bytes]] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -131,8 +134,11 @@ class FakeOpenAI:
                     self.send_response(404)
                     self.end_headers()
                     return
-                req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                req = json.loads(raw)
                 ex = outer.exchanges[n]
+                wire = {"request": raw, "response": b""}
+                outer.wire.append(wire)
                 rec: dict[str, Any] = {"exchange": n + 1, "request": req, "response": None, "stream": None}
                 outer.records.append(rec)
                 if req.get("stream"):
@@ -143,14 +149,16 @@ class FakeOpenAI:
                     self.send_header("Content-Type", "text/event-stream")
                     self.end_headers()
                     for c in chunks:
-                        self.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
-                    self.wfile.write(b"data: [DONE]\n\n")
+                        wire["response"] += b"data: " + json.dumps(c).encode() + b"\n\n"
+                    wire["response"] += b"data: [DONE]\n\n"
+                    self.wfile.write(wire["response"])
                     self.wfile.flush()
                     self.close_connection = True
                 else:
                     body = _body(n + 1, ex["answer"])
                     rec["response"] = body
                     data = json.dumps(body).encode()
+                    wire["response"] = data
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
