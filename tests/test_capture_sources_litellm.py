@@ -2,8 +2,8 @@
 
 The fixtures under tests/data/captures/ were written by tests/writers/litellm_writer.py (the real
 ``litellm``: 1.110.2 and 1.67.0, the older spend-log layout) and tests/writers/batch_writer.py (the
-``openai`` and ``anthropic`` SDKs' types), each against the scripted fake upstream of
-tests/writers/fake_upstream.py, which kept what it received and sent in ``expected.jsonl``. Every
+``openai`` and ``anthropic`` SDKs' types), each against the scripted fake server of
+tests/writers/fake_openai.py, which kept what it received and sent in ``expected.jsonl``. Every
 exchange read is compared field by field with that: messages, tools, calls (id, name, arguments),
 content, finish_reason, stream flag, and what the capture says it lacks.
 """
@@ -19,6 +19,7 @@ import pytest
 
 from replay.capture import ingest
 from replay.capture.detect import classify_record, detect_file
+from tests.writers.fake_openai import answer_of
 
 DATA = Path(__file__).resolve().parent / "data" / "captures"
 TOOLS = [
@@ -47,22 +48,18 @@ def served_calls(row: dict) -> list[tuple[str, str, object]]:
     return [(c["id"], c["name"], json.loads(c["arguments"])) for c in row["served_tool_calls"] or ()]
 
 
-def openai_calls(resp: dict) -> list[tuple[str, str, object]]:
-    msg = resp["choices"][0]["message"]
-    return [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in msg.get("tool_calls") or ()]
-
-
 def check_chat_exchange(row: dict, exp: dict, request_body: dict) -> None:
-    """One Chat Completions exchange against what the client sent and the fake upstream sent."""
+    """One Chat Completions exchange against what the client sent and what the fake server sent
+    (its body, or its chunks joined)."""
     req = json.loads(row["request_json"])
     assert req["messages"] == request_body["messages"]
     assert req["tools"] == TOOLS == request_body["tools"]
     assert row["n_messages"] == len(request_body["messages"]) and row["n_tools"] == 2
     assert row["route"] == "chat.completions"
-    resp = exp["upstream"]["response"]
-    assert served_calls(row) == openai_calls(resp)
-    assert (row["served_content"] or None) == (resp["choices"][0]["message"]["content"] or None)
-    assert row["served_finish_reason"] == resp["choices"][0]["finish_reason"]
+    content, calls, finish = answer_of(exp)
+    assert served_calls(row) == calls
+    assert (row["served_content"] or None) == content
+    assert row["served_finish_reason"] == finish
 
 
 # ----------------------------------------------------------------------------- LiteLLM
@@ -79,7 +76,7 @@ LITELLM_FILES = {  # file -> what the capture lacks on every exchange
 @pytest.mark.parametrize("release", ["litellm", "litellm-1.67.0"])
 @pytest.mark.parametrize("name", sorted(LITELLM_FILES))
 def test_litellm_files_read_field_by_field(tmp_path: Path, release: str, name: str) -> None:
-    """Every LiteLLM shape, as the package wrote it, gives the 4 exchanges the fake upstream saw.
+    """Every LiteLLM shape, as the package wrote it, gives the 4 exchanges the fake server saw.
     The /spend/logs array and the /spend/logs/v2 page were refused (bad-body, missing-request);
     1.67's rows (body as JSON text in metadata.proxy_server_request) gave request {}."""
     src = DATA / release / "files" / name
@@ -96,7 +93,7 @@ def test_litellm_files_read_field_by_field(tmp_path: Path, release: str, name: s
         assert row["capture_format"] == "litellm" and row["model"] == "gpt-4o-mini"
         assert bool(req.get("stream")) == STREAMED[exp["name"]]
         # what LiteLLM forwarded upstream is what the client sent (LiteLLM drops `content: null`)
-        up = exp["upstream"]["request"]
+        up = exp["request"]
         assert up["tools"] == TOOLS and [m["role"] for m in up["messages"]] == [m["role"] for m in req["messages"]]
         if not LITELLM_FILES[name][0] == "exact_request":
             assert req == exp["client_request"]  # the exact body the proxy received
@@ -162,7 +159,7 @@ def check_openai_batch(rows: list[dict], inputs: dict[str, str]) -> None:
     by = _batch_rows(rows)
     for exp in expected("openai-batch"):
         row = by[(inputs[exp["input"]], exp["custom_id"])]
-        assert json.loads(row["request_json"]) == exp["request"] == exp["upstream"]["request"]
+        assert json.loads(row["request_json"]) == exp["request"]  # the body the server received
         check_chat_exchange(row, exp, exp["request"])
         assert row["capture_lacks"] == ["stream", "raw_completion"]
         assert row["model"] == exp["request"]["model"]
@@ -218,7 +215,7 @@ def test_two_openai_batches_paired_by_the_batch_id_in_the_names(tmp_path: Path) 
     assert len(rows) == 4
     for exp in expected("openai-batch"):
         row = by[(names[exp["input"]], exp["custom_id"])]
-        assert served_calls(row) == openai_calls(exp["upstream"]["response"])
+        assert served_calls(row) == answer_of(exp)[1]
         assert json.loads(row["request_json"])["messages"] == exp["request"]["messages"]
 
 
@@ -245,10 +242,10 @@ def test_anthropic_message_batch_create_body_and_results(tmp_path: Path) -> None
     for exp in expected("anthropic-batch"):
         row = by[exp["custom_id"]]
         req = json.loads(row["request_json"])
-        assert req == exp["request"] == exp["upstream"]["request"]
+        assert req == exp["request"]  # the body the server received
         assert row["route"] == "messages" and row["n_tools"] == 2 and row["model"] == "claude-sonnet-4-5"
         assert row["capture_lacks"] == ["stream", "raw_completion"]
-        blocks = exp["upstream"]["response"]["content"]
+        blocks = exp["response"]["content"]
         assert served_calls(row) == [(b["id"], b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"]
         assert (row["served_content"] or None) == ("".join(b["text"] for b in blocks if b["type"] == "text") or None)
         assert Path(row["source_file"]).name == "message-batch-create.json"

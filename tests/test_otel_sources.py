@@ -21,6 +21,7 @@ from replay.capture import ingest
 from replay.capture.detect import classify_record, detect_file
 from replay.capture.otel import records_from_export
 from replay.capture.records import Skip
+from tests.writers.fake_openai import answer_of
 
 CAPTURES = Path(__file__).parent / "data" / "captures"
 
@@ -68,27 +69,6 @@ def message_facts(m: dict) -> dict:
         "tool_calls": [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in m.get("tool_calls") or []],
         "tool_call_id": m.get("tool_call_id"),
     }
-
-
-def answer_of(exp: dict) -> tuple:
-    """(content, [(id, name, arguments value)], finish_reason) the server sent: its body, or its
-    chunks joined by call index as the OpenAI SDK joins them."""
-    if exp["response"] is not None:
-        choice = exp["response"]["choices"][0]
-        calls = [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in choice["message"].get("tool_calls") or []]
-        return choice["message"]["content"] or None, calls, choice["finish_reason"]
-    content, calls, finish = "", {}, None
-    for chunk in exp["stream"]:
-        for ch in chunk["choices"]:
-            d = ch["delta"]
-            content += d.get("content") or ""
-            for tc in d.get("tool_calls") or []:
-                c = calls.setdefault(tc["index"], {"id": None, "name": "", "arguments": ""})
-                c["id"] = tc.get("id") or c["id"]
-                c["name"] += (tc.get("function") or {}).get("name") or ""
-                c["arguments"] += (tc.get("function") or {}).get("arguments") or ""
-            finish = ch.get("finish_reason") or finish
-    return content or None, [(c["id"], c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())], finish
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))

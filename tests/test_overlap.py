@@ -23,6 +23,7 @@ from replay.pipeline import BatchRef, parts_dir, part_name, run_ref, write_atomi
 from replay.pool import close_pools
 from replay.runspec import RunSpec, build_config
 from replay.sides import close_sides
+from procs import running, wait_for
 from sides_data import SAMPLES
 
 SPEC = RunSpec(batch_rows=4)
@@ -121,12 +122,8 @@ def _same_tables(a: Path, b: Path) -> None:
 
 def _consumed(work: Path, seconds: float = 60) -> None:
     """Wait until no file of ``work`` waits or is being run (a drain took it and finished)."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if not [n for n in os.listdir(work) if n.endswith(".arrow") or n.startswith(".claimed-")]:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"the drain did not take {os.listdir(work)}")
+    if not wait_for(lambda: not [n for n in os.listdir(work) if n.endswith(".arrow") or n.startswith(".claimed-")], seconds, step=0.01):
+        raise AssertionError(f"the drain did not take {os.listdir(work)}")
 
 
 @pytest.fixture
@@ -279,29 +276,23 @@ def test_sigterm_during_an_overlapping_ingest_leaves_no_work_folder_and_no_proce
     stale.mkdir()
     (stale / "0.arrow").write_bytes(b"x")
     cmd, out = _slow_audit(tmp_path)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    mine = lambda: list(shm.glob(f"replay-stages-{proc.pid}-*"))  # noqa: E731
     try:
-        end = time.monotonic() + 60
-        while time.monotonic() < end and not list((out / ".parts").glob("renders/part-*.parquet")):
-            time.sleep(0.05)
-        assert mine() and list((out / ".parts").glob("renders/part-*.parquet")), "the drain never wrote a part"
-        assert not stale.exists()
-        pool = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        with running(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+            mine = lambda: list(shm.glob(f"replay-stages-{proc.pid}-*"))  # noqa: E731
+            wait_for(lambda: list((out / ".parts").glob("renders/part-*.parquet")), 60)
+            assert mine() and list((out / ".parts").glob("renders/part-*.parquet")), "the drain never wrote a part"
+            assert not stale.exists()
+            pool = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
         shutil.rmtree(stale, ignore_errors=True)
     assert proc.returncode == 130, err.decode()
     assert b"Traceback" not in err, err.decode()
     assert not mine()
-    end = time.monotonic() + 30
-    while time.monotonic() < end and any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pool):
-        time.sleep(0.1)
-    assert not [p for p in pool if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    alive = lambda: [p for p in pool if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]  # noqa: E731
+    wait_for(lambda: not alive(), 30, step=0.1)
+    assert not alive()
 
 
 def test_an_audit_without_render_objects_does_not_wait_for_the_pool_to_check_them(tmp_path: Path, pooled: None,

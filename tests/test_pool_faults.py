@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from procs import running, signal_when, wait_for
+
 
 def test_a_process_that_dies_while_the_caller_holds_a_result_is_retried_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pool breaks while the consumer of ``map_batches`` is still writing the first result (as
@@ -91,38 +93,19 @@ def _signal_slow_ingest(tmp_path: Path, sig: int, end_within: float, *, started:
     when ``group``, as Ctrl-C in a terminal does), wait for it; then assert its pool processes
     end within ``end_within`` s (SIGKILLing what is left either way). Returns the finished
     process, its --out and its stderr."""
-    import os
     import subprocess
 
     cmd, _cap, out, pids = _slow_ingest(tmp_path)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=group, env=env)
-    try:
-        assert _wait_for(lambda: len(list(pids.iterdir())) >= started, 60), "the pool never started"
-        if group:
-            time.sleep(1.5)  # the other pool processes have done their quick items and wait for work
-            os.killpg(proc.pid, sig)
-        else:
-            proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with running(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=group, env=env) as proc:
+        # settle, with group: the other pool processes have done their quick items and wait for work
+        _, stderr = signal_when(proc, lambda: len(list(pids.iterdir())) >= started, sig, never="the pool never started",
+                                settle=1.5 if group else 0.0, group=group)
     workers = [int(p.name) for p in pids.iterdir()]
     try:
-        assert _wait_for(lambda: not any(_alive(w) for w in workers), end_within), f"pool processes still running: {workers}"
+        assert wait_for(lambda: not any(_alive(w) for w in workers), end_within, step=0.1), f"pool processes still running: {workers}"
     finally:
         _end(workers)
     return proc, out, stderr
-
-
-def _wait_for(cond, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
 
 
 def _end(pids: list[int]) -> None:

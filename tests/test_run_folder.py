@@ -11,18 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from procs import running, signal_when, wait_for
 from sides_data import SAMPLES, invoke
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals and flock as on Linux")
-
-
-def _wait_for(cond, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 def _wrapper(tmp_path: Path, patch: str) -> Path:
@@ -68,17 +60,10 @@ def test_an_interrupt_during_the_report_ends_in_one_line_with_130(tmp_path: Path
         args = ["audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "-q"]
     mark = tmp_path / "in-report"
     script = _wrapper(tmp_path, SLOW_REPORT.format(mark=str(mark)))
-    proc = subprocess.Popen([sys.executable, str(script), *args, "--duckdb-threads", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        assert _wait_for(mark.exists, 60), "the report never started"
-        time.sleep(0.3)  # DuckDB is running the query
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with running([sys.executable, str(script), *args, "--duckdb-threads", "1"],
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+        # settle: DuckDB is running the query
+        _, err = signal_when(proc, mark.exists, sig, never="the report never started", settle=0.3)
     text = err.decode(errors="replace")
     assert proc.returncode == 130, text[-3000:]
     assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text[-3000:]
@@ -118,10 +103,9 @@ def test_a_second_command_on_a_run_folder_being_written_is_refused_at_once(tmp_p
     raced: one failed with ``Failed to open local file .parts/...`` and left debris."""
     out, mark, go = tmp_path / "run", tmp_path / "in-render", tmp_path / "go"
     script = _wrapper(tmp_path, HELD_RENDER.format(mark=str(mark), go=str(go)))
-    proc = subprocess.Popen([sys.executable, str(script), "audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        assert _wait_for(mark.exists, 60), "the audit never reached its render stage"
+    with running([sys.executable, str(script), "audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "-q"],
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+        assert wait_for(mark.exists, 60), "the audit never reached its render stage"
         before = _files(out)
         for args in (["audit", SAMPLES, "--out", out], ["audit", SAMPLES, "--out", out, "--force"],
                      ["ingest", SAMPLES, "--out", out, "--force"], ["render", "--run", out], ["stream", "--run", out],
@@ -146,11 +130,6 @@ def test_a_second_command_on_a_run_folder_being_written_is_refused_at_once(tmp_p
                                          "stage): its tables are incomplete until it ends")
         go.touch()
         _, err = proc.communicate(timeout=120)
-    finally:
-        go.touch()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["calls.parquet", "exchanges.parquet", "family_fit.parquet", "ingest_errors.parquet", "renders.parquet",
@@ -180,15 +159,8 @@ def test_the_temporary_files_of_a_killed_audit_do_not_survive_its_resumed_run(tm
     out, mark = tmp_path / "run", tmp_path / "in-ingest"
     script = _wrapper(tmp_path, STUCK_INGEST.format(mark=str(mark)))
     args = ["audit", str(SAMPLES), "--out", str(out), "--jobs", "1", "--batch-rows", "4", "-q"]
-    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert _wait_for(mark.exists, 60), "ingest never wrote a row group"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with running([sys.executable, str(script), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+        signal_when(proc, mark.exists, signal.SIGKILL, never="ingest never wrote a row group", timeout=30)
     left = sorted(p.name for p in out.rglob(f".tmp-{proc.pid}-*"))
     assert left == [f".tmp-{proc.pid}-exchanges.parquet", f".tmp-{proc.pid}-ingest_errors.parquet",
                     f".tmp-{proc.pid}-tools.parquet"], "the killed audit left no temporary table: nothing to test"
@@ -283,16 +255,9 @@ def test_an_interrupt_during_replay_render_ends_in_one_line_with_130(tmp_path: P
     out, mark = tmp_path / "run", tmp_path / "in-render"
     assert invoke("ingest", SAMPLES, "--out", out, "-q").exit_code == 0
     script = _wrapper(tmp_path, HELD_STAGE.format(mark=str(mark)))
-    proc = subprocess.Popen([sys.executable, str(script), "render", "--run", str(out), "--jobs", "1", "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        assert _wait_for(mark.exists, 60), "the render stage never started"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with running([sys.executable, str(script), "render", "--run", str(out), "--jobs", "1", "-q"],
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+        _, err = signal_when(proc, mark.exists, signal.SIGINT, never="the render stage never started")
     assert proc.returncode == 130, err.decode(errors="replace")[-3000:]
     assert err.decode().strip() == (f"error: interrupted during render: {out} is incomplete (run.json says so; replay query and "
                                     f"replay report refuse it); run `replay render --run {out}` again with the same options: it resumes")

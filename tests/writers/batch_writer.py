@@ -1,7 +1,7 @@
 """Write the Batch API fixtures with the real ``openai`` and ``anthropic`` SDKs (tests/data/captures/{openai-batch,anthropic-batch}/).
 
 Run: ``python tests/writers/batch_writer.py OUT_ROOT`` with the ``writers`` extra installed. No
-network: each request goes through the SDK to :class:`fake_upstream.FakeUpstream` on 127.0.0.1,
+network: each request goes through the SDK to :class:`fake_openai.FakeOpenAI` on 127.0.0.1,
 and the SDK's parsed response becomes the result line, as the Batch API would write it. Batches
 do not stream, so every scenario of :data:`scenarios.SCENARIOS` is sent whole.
 
@@ -20,8 +20,10 @@ call's body ``{"requests": [{custom_id, params}]}``, typed by
 ``MessageBatchIndividualResponse(...).model_dump(mode="json")`` a line, result
 ``MessageBatchSucceededResult``).
 
-Each ``OUT_ROOT/<source>/expected.jsonl``: per request, ``name``, ``batch`` (the output file),
-``custom_id``, the request body as sent and what the fake upstream received and sent.
+Each ``OUT_ROOT/<source>/expected.jsonl``: per request, what the fake server received (the body
+as sent) and sent (:meth:`fake_openai.FakeOpenAI.expected`'s record), with ``name``, ``batch``
+(the output file), ``input`` (OpenAI: the input file) and ``custom_id``. One server answers the
+OpenAI batches' requests, then the Anthropic batch's (:data:`SCRIPT`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import json
 import sys
 from pathlib import Path
 
-from fake_upstream import FakeUpstream
+from fake_openai import FakeOpenAI
 from scenarios import SCENARIOS, TOOLS
 
 import anthropic
@@ -41,6 +43,8 @@ OPENAI_BATCHES = [
     ("batch_6931a2f0c4e881908d1f2b3c4d5e6f70", "weather-requests.jsonl", "gpt-4o-mini", SCENARIOS[:2]),
     ("batch_6931a31e9b7c8190a4e5f6a7b8c9d0e1", "mixed-requests.jsonl", "gpt-4.1-mini", SCENARIOS[2:]),
 ]
+#: The requests in the order they are sent: the OpenAI batches', then the Anthropic batch's.
+SCRIPT = [sc for *_ids, scenarios in OPENAI_BATCHES for sc in scenarios] + SCENARIOS
 ANTHROPIC_BATCH = "msgbatch_01HkcTjaV5uDC8jWR4ZsDV8d"
 ANTHROPIC_MODEL = "claude-sonnet-4-5"
 
@@ -65,47 +69,45 @@ ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"][
                     "input_schema": t["function"]["parameters"]} for t in TOOLS]
 
 
-def write_openai(root: Path, up: FakeUpstream) -> None:
+def write_openai(root: Path, up: FakeOpenAI) -> None:
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
-    client = openai.OpenAI(base_url=up.base_url + "/v1", api_key="sk-fake", max_retries=0)
+    client = openai.OpenAI(base_url=up.base_url, api_key="sk-fake", max_retries=0)
     expected = []
     for batch_id, input_name, model, scenarios in OPENAI_BATCHES:
         inputs, outputs = [], []
-        for i, (name, messages, _stream, answer) in enumerate(scenarios, 1):
+        for i, sc in enumerate(scenarios, 1):
             cid = f"request-{i}"
-            body = {"model": model, "messages": messages, "tools": TOOLS}
+            body = {"model": model, "messages": sc["messages"], "tools": TOOLS}
             inputs.append({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body})
-            up.script(answer)
             completion = client.chat.completions.create(**body)
             outputs.append({
                 "id": f"batch_req_{batch_id[6:18]}{i:04d}", "custom_id": cid,
                 "response": {"status_code": 200, "request_id": f"req_{batch_id[6:22]}{i:02d}", "body": completion.model_dump(mode="json", exclude_unset=True)},
                 "error": None,
             })
-            expected.append({"name": name, "batch": f"{batch_id}_output.jsonl", "input": input_name, "custom_id": cid,
-                             "request": body, "upstream": up.log[-1]})
+            expected.append({**up.expected()[-1], "name": sc["name"], "batch": f"{batch_id}_output.jsonl", "input": input_name,
+                             "custom_id": cid})
         (files / input_name).write_text("".join(json.dumps(x) + "\n" for x in inputs))
         (files / f"{batch_id}_output.jsonl").write_text("".join(json.dumps(x) + "\n" for x in outputs))
     (root / "expected.jsonl").write_text("".join(json.dumps(e) + "\n" for e in expected))
     (root / "WRITER.md").write_text(f"Written by `python tests/writers/batch_writer.py` with openai {openai.__version__}, Python {sys.version.split()[0]}.\n")
 
 
-def write_anthropic(root: Path, up: FakeUpstream) -> None:
+def write_anthropic(root: Path, up: FakeOpenAI) -> None:
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
-    client = anthropic.Anthropic(base_url=up.base_url, api_key="sk-ant-fake", max_retries=0)
+    client = anthropic.Anthropic(base_url=up.origin, api_key="sk-ant-fake", max_retries=0)
     requests: list[batch_create_params.Request] = []
     results, expected = [], []
-    for i, (name, messages, _stream, answer) in enumerate(SCENARIOS, 1):
+    for i, sc in enumerate(SCENARIOS, 1):
         cid = f"request-{i}"
-        params = {"model": ANTHROPIC_MODEL, "max_tokens": 1024, "messages": _anthropic_messages(messages), "tools": ANTHROPIC_TOOLS}
+        params = {"model": ANTHROPIC_MODEL, "max_tokens": 1024, "messages": _anthropic_messages(sc["messages"]), "tools": ANTHROPIC_TOOLS}
         requests.append(batch_create_params.Request(custom_id=cid, params=params))
-        up.script(answer)
         message = client.messages.create(**params)
         result = MessageBatchIndividualResponse(custom_id=cid, result=MessageBatchSucceededResult(type="succeeded", message=message))
         results.append(result.model_dump(mode="json"))
-        expected.append({"name": name, "batch": f"{ANTHROPIC_BATCH}_results.jsonl", "custom_id": cid, "request": params, "upstream": up.log[-1]})
+        expected.append({**up.expected()[-1], "name": sc["name"], "batch": f"{ANTHROPIC_BATCH}_results.jsonl", "custom_id": cid})
     (files / "message-batch-create.json").write_text(json.dumps(batch_create_params.BatchCreateParams(requests=requests)) + "\n")
     (files / f"{ANTHROPIC_BATCH}_results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in results))
     (root / "expected.jsonl").write_text("".join(json.dumps(e) + "\n" for e in expected))
@@ -113,7 +115,7 @@ def write_anthropic(root: Path, up: FakeUpstream) -> None:
 
 
 def main(out_root: Path) -> None:
-    with FakeUpstream() as up:
+    with FakeOpenAI(SCRIPT) as up:
         write_openai(out_root / "openai-batch", up)
         write_anthropic(out_root / "anthropic-batch", up)
 

@@ -1,17 +1,28 @@
-"""A local OpenAI-compatible server (``POST /v1/chat/completions`` on 127.0.0.1) that answers a
-fixed script of exchanges and records what it received and sent: the oracle of the capture fixtures.
+"""A local OpenAI- and Anthropic-compatible server on 127.0.0.1 that answers a script of exchanges
+and records what it received and sent: the oracle of the capture fixtures, the one fake server of
+every generator in ``tests/writers/``.
 
-:data:`EXCHANGES` is the script every generator runs, in order: (1) a tool call; (2) a history
+:data:`EXCHANGES` is the script most generators run, in order: (1) a tool call; (2) a history
 holding an assistant tool call and its tool result, answered with text; (3) two parallel calls,
 streamed; (4) a text answer, streamed. Every request declares the same 2 tools (:data:`TOOLS`).
+A generator may pass its own script (``tests/writers/scenarios.py``: the LiteLLM and Batch
+fixtures').
 
-:class:`FakeOpenAI` serves the script: the n-th request gets the n-th scripted answer (a
-``chat.completion`` body, or SSE ``chat.completion.chunk`` events ending with ``data: [DONE]`` when
-the request has ``stream: true``; a usage chunk when it asked ``stream_options.include_usage``).
-``POST /v1/embeddings`` gets :data:`EMBEDDING` and is not recorded (not an exchange: the writers'
-embedding spans are there to be skipped).
+:class:`FakeOpenAI` serves a script: the n-th request gets the n-th scripted answer, whatever its
+route:
+
+- ``POST /v1/chat/completions``: a ``chat.completion`` body, or SSE ``chat.completion.chunk``
+  events ending with ``data: [DONE]`` when the request has ``stream: true`` (a usage chunk when it
+  asked ``stream_options.include_usage``);
+- ``POST /v1/messages``: an Anthropic ``message`` (a ``text`` block, then one ``tool_use`` block
+  per call); not streamed.
+
+Every answer names the model the request named. ``POST /v1/embeddings`` gets :data:`EMBEDDING`
+and is not recorded (not an exchange: the writers' embedding spans are there to be skipped).
 :meth:`FakeOpenAI.expected` returns one dict per exchange: ``{"exchange": n, "request": <the body
-received, parsed>, "response": <the body sent> | None, "stream": [<each chunk sent>] | None}``.
+received, parsed>, "response": <the body sent> | None, "stream": [<each chunk sent>] | None}``
+(:func:`answer_of` reads the answer back from it). A generator's ``expected.jsonl`` holds these
+dicts, one a line, with keys of its own added (where the exchange stands in its files).
 :attr:`FakeOpenAI.wire` keeps, per exchange, the bytes as they crossed the wire: ``{"request": <the
 body received>, "response": <the body or the SSE text sent>}`` (what a gateway that logs raw bodies
 holds). Standard library only (http.server), so it runs beside any writer's dependencies.
@@ -24,19 +35,25 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["CREATED", "EMBEDDING", "EMBEDDING_MODEL", "EXCHANGES", "FakeOpenAI", "MODEL", "TOOLS"]
+__all__ = ["CREATED", "EMBEDDING", "EMBEDDING_MODEL", "EXCHANGES", "FakeOpenAI", "MODEL", "TOOLS", "answer_of", "function_tool"]
 
 MODEL = "gpt-4o-mini"
 #: ``created`` of every body and chunk (seconds since the epoch), so the fixtures do not depend on the clock.
 CREATED = 1764500000
 
+
+
+def function_tool(name: str, description: str, argument: str) -> dict[str, Any]:
+    """A Chat Completions tool declaration ``{"type": "function", "function": {...}}`` taking one
+    required string ``argument``; returns a new dict."""
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": {argument: {"type": "string"}}, "required": [argument]}}}
+
+
 TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {
-        "name": "get_weather", "description": "Current weather for a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
-    {"type": "function", "function": {
-        "name": "get_time", "description": "Local time in an IANA time zone.",
-        "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}, "required": ["tz"]}}},
+    function_tool("get_weather", "Current weather for a city.", "city"),
+    function_tool("get_time", "Local time in an IANA time zone.", "tz"),
 ]
 
 _SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
@@ -44,7 +61,9 @@ _CALL_1 = {"id": "call_w1", "type": "function", "function": {"name": "get_weathe
 
 #: The script: each item is the request the generator sends (``stream`` included) and the answer:
 #: ``content`` (str or None), ``tool_calls`` (Chat Completions calls) and ``finish_reason``;
-#: ``pieces``: for a streamed answer, how its content / each call's arguments are cut into deltas.
+#: ``pieces``: for a streamed answer, how its content (without calls) / each call's arguments are
+#: cut into deltas. The server reads only ``answer`` and ``pieces`` (answer keys and pieces may be
+#: left out: :func:`_chunks`, :func:`_finish`).
 EXCHANGES: list[dict[str, Any]] = [
     {"request": {"model": MODEL, "messages": [_SYSTEM, {"role": "user", "content": "Weather in Lisbon?"}], "tools": TOOLS},
      "answer": {"content": None, "tool_calls": [_CALL_1], "finish_reason": "tool_calls"}},
@@ -71,48 +90,105 @@ EMBEDDING = {"object": "list", "model": EMBEDDING_MODEL, "data": [{"object": "em
              "usage": {"prompt_tokens": 2, "total_tokens": 2}}
 
 
-def _body(n: int, answer: dict) -> dict:
-    msg: dict[str, Any] = {"role": "assistant", "content": answer["content"]}
-    if answer["tool_calls"]:
+def _finish(answer: dict) -> str:
+    """The answer's ``finish_reason``; left out: ``tool_calls`` when it has calls, else ``stop``."""
+    return answer.get("finish_reason") or ("tool_calls" if answer.get("tool_calls") else "stop")
+
+
+def _body(n: int, answer: dict, model: str) -> dict:
+    msg: dict[str, Any] = {"role": "assistant", "content": answer.get("content")}
+    if answer.get("tool_calls"):
         msg["tool_calls"] = answer["tool_calls"]
-    return {"id": f"chatcmpl-fx{n}", "object": "chat.completion", "created": CREATED, "model": MODEL,
-            "choices": [{"index": 0, "message": msg, "finish_reason": answer["finish_reason"]}], "usage": _USAGE}
+    return {"id": f"chatcmpl-fx{n}", "object": "chat.completion", "created": CREATED, "model": model,
+            "choices": [{"index": 0, "message": msg, "finish_reason": _finish(answer)}], "usage": _USAGE}
 
 
-def _chunks(n: int, ex: dict, include_usage: bool) -> list[dict]:
-    answer, pieces = ex["answer"], ex.get("pieces") or []
+def _halves(text: str) -> list[str]:
+    half = max(1, len(text) // 2)
+    return [text[:half], text[half:]]
+
+
+def _chunks(n: int, ex: dict, model: str, include_usage: bool) -> list[dict]:
+    """The chunks of a streamed answer: the role, the content's pieces, each call's id and name
+    then its arguments' pieces, ``finish_reason`` alone, as OpenAI streams them. ``ex["pieces"]``
+    left out: the content and each call's arguments in two halves."""
+    answer, pieces = ex["answer"], ex.get("pieces")
+    calls, content = answer.get("tool_calls") or [], answer.get("content")
 
     def chunk(delta: dict, finish: str | None = None) -> dict:
-        c = {"id": f"chatcmpl-fx{n}", "object": "chat.completion.chunk", "created": CREATED, "model": MODEL,
+        c = {"id": f"chatcmpl-fx{n}", "object": "chat.completion.chunk", "created": CREATED, "model": model,
              "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
         if include_usage:
             c["usage"] = None
         return c
 
-    out = [chunk({"role": "assistant", "content": "" if not answer["tool_calls"] else None})]
-    if answer["tool_calls"]:
-        for i, (call, parts) in enumerate(zip(answer["tool_calls"], pieces)):
-            out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
-                                              "function": {"name": call["function"]["name"], "arguments": ""}}]}))
-            out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in parts]
-    else:
-        out += [chunk({"content": p}) for p in pieces]
-    out.append(chunk({}, answer["finish_reason"]))
+    out = [chunk({"role": "assistant", "content": "" if not calls else None})]
+    if content:
+        out += [chunk({"content": p}) for p in (pieces if pieces and not calls else _halves(content))]
+    for i, call in enumerate(calls):
+        parts = pieces[i] if pieces and calls else _halves(call["function"]["arguments"])
+        out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in parts]
+    out.append(chunk({}, _finish(answer)))
     if include_usage:
-        out.append({"id": f"chatcmpl-fx{n}", "object": "chat.completion.chunk", "created": CREATED, "model": MODEL,
+        out.append({"id": f"chatcmpl-fx{n}", "object": "chat.completion.chunk", "created": CREATED, "model": model,
                     "choices": [], "usage": _USAGE})
     return out
 
 
+#: Chat Completions finish_reason -> Anthropic stop_reason.
+_STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+
+
+def _message(n: int, answer: dict, model: str) -> dict:
+    """The answer as an Anthropic Messages ``message``: a ``text`` block (when there is content),
+    then a ``tool_use`` block per call (``input``: its arguments parsed)."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": answer["content"]}] if answer.get("content") else []
+    blocks += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"], "input": json.loads(c["function"]["arguments"])}
+               for c in answer.get("tool_calls") or []]
+    return {"id": f"msg_fx{n}", "type": "message", "role": "assistant", "model": model, "content": blocks,
+            "stop_reason": _STOP_REASONS[_finish(answer)], "stop_sequence": None,
+            "usage": {"input_tokens": _USAGE["prompt_tokens"], "output_tokens": _USAGE["completion_tokens"]}}
+
+
+def answer_of(record: dict) -> tuple[str | None, list[tuple[str, str, Any]], str]:
+    """What one :meth:`FakeOpenAI.expected` record says the server answered: ``(content or None,
+    [(call id, name, arguments parsed)], finish_reason)``, from its Chat Completions body, or its
+    chunks joined by call index as the OpenAI SDK joins them (content concatenated, a call's name
+    and arguments concatenated across deltas). Raises ``json.JSONDecodeError`` when joined
+    arguments are not JSON, ``KeyError`` on an Anthropic message (read its ``content`` blocks)."""
+    if record["response"] is not None:
+        choice = record["response"]["choices"][0]
+        calls = [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in choice["message"].get("tool_calls") or []]
+        return choice["message"]["content"] or None, calls, choice["finish_reason"]
+    content, joined, finish = "", {}, None
+    for chunk in record["stream"]:
+        for ch in chunk["choices"]:
+            d = ch["delta"]
+            content += d.get("content") or ""
+            for tc in d.get("tool_calls") or []:
+                c = joined.setdefault(tc["index"], {"id": None, "name": "", "arguments": ""})
+                c["id"] = tc.get("id") or c["id"]
+                c["name"] += (tc.get("function") or {}).get("name") or ""
+                c["arguments"] += (tc.get("function") or {}).get("arguments") or ""
+            finish = ch.get("finish_reason") or finish
+    return content or None, [(c["id"], c["name"], json.loads(c["arguments"])) for _, c in sorted(joined.items())], finish
+
+
 class FakeOpenAI:
     """The scripted server on ``127.0.0.1`` (an ephemeral port): :attr:`base_url` is the ``/v1``
-    URL for the SDK. Use as a context manager (starts and stops the server thread). A request past
-    the end of the script, or to another path, gets HTTP 404 and is not recorded."""
+    URL for the OpenAI SDK, :attr:`origin` the URL for SDKs that add ``/v1`` themselves (the
+    Anthropic SDK). ``exchanges``: the script, items as in :data:`EXCHANGES` (only ``answer`` and
+    ``pieces`` are read). Use as a context manager (starts and stops the server thread). A request
+    past the end of the script, to another path, or a streamed ``/v1/messages`` request gets HTTP
+    404 and is not recorded. Requests are answered one at a time, in the order they arrive."""
 
     def __init__(self, exchanges: list[dict] = EXCHANGES) -> None:
         self.exchanges = exchanges
         self.records: list[dict] = []
         self.wire: list[dict[str, bytes]] = []
+        self._lock = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -120,57 +196,73 @@ class FakeOpenAI:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                with outer._lock:
+                    self._answer()
+
+            def _answer(self) -> None:
                 n = len(outer.records)
-                if self.path.rstrip("/") == "/v1/embeddings":  # not an exchange: answered, not recorded
+                path = self.path.rstrip("/")
+                if path == "/v1/embeddings":  # not an exchange: answered, not recorded
                     self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                    data = json.dumps(EMBEDDING).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
+                    self._send_json(EMBEDDING)
                     return
-                if self.path.rstrip("/") != "/v1/chat/completions" or n >= len(outer.exchanges):
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                req = json.loads(raw or b"{}")
+                if path not in ("/v1/chat/completions", "/v1/messages") or n >= len(outer.exchanges) or (
+                        path == "/v1/messages" and req.get("stream")):
                     self.send_response(404)
                     self.end_headers()
                     return
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                req = json.loads(raw)
                 ex = outer.exchanges[n]
-                wire = {"request": raw, "response": b""}
-                outer.wire.append(wire)
+                model = req.get("model") or MODEL
                 rec: dict[str, Any] = {"exchange": n + 1, "request": req, "response": None, "stream": None}
                 outer.records.append(rec)
-                if req.get("stream"):
+                self._wire = {"request": raw, "response": b""}
+                outer.wire.append(self._wire)
+                if path == "/v1/messages":
+                    rec["response"] = _message(n + 1, ex["answer"], model)
+                    self._send_json(rec["response"])
+                elif req.get("stream"):
                     usage = bool((req.get("stream_options") or {}).get("include_usage"))
-                    chunks = _chunks(n + 1, ex, usage)
+                    chunks = _chunks(n + 1, ex, model, usage)
                     rec["stream"] = chunks
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.end_headers()
                     for c in chunks:
-                        wire["response"] += b"data: " + json.dumps(c).encode() + b"\n\n"
-                    wire["response"] += b"data: [DONE]\n\n"
-                    self.wfile.write(wire["response"])
+                        self._wire["response"] += b"data: " + json.dumps(c).encode() + b"\n\n"
+                    self._wire["response"] += b"data: [DONE]\n\n"
+                    self.wfile.write(self._wire["response"])
                     self.wfile.flush()
                     self.close_connection = True
                 else:
-                    body = _body(n + 1, ex["answer"])
-                    rec["response"] = body
-                    data = json.dumps(body).encode()
-                    wire["response"] = data
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
+                    rec["response"] = _body(n + 1, ex["answer"], model)
+                    self._send_json(rec["response"])
+
+            _wire: dict[str, bytes] | None = None  # this request's entry of FakeOpenAI.wire (None: not an exchange)
+
+            def _send_json(self, obj: Any) -> None:
+                data = json.dumps(obj).encode()
+                if self._wire is not None:
+                    self._wire["response"] = data
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
+    def origin(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        """``http://127.0.0.1:<port>/v1``."""
+        return f"{self.origin}/v1"
 
     def __enter__(self) -> "FakeOpenAI":
         self._thread.start()

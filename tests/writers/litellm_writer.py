@@ -5,7 +5,7 @@ extra (``pip install -e '.[writers]'``; the spend-log helper imports ``litellm.p
 needs the proxy's server packages: fastapi, backoff, apscheduler, pyjwt, python-multipart,
 cryptography, pynacl, websockets, rq, mcp, restrictedpython, expression, semver, soundfile). No
 network: the model cost map is LiteLLM's bundled copy (``LITELLM_LOCAL_MODEL_COST_MAP``) and
-the model is :class:`fake_upstream.FakeUpstream` on 127.0.0.1.
+the model is :class:`fake_openai.FakeOpenAI` on 127.0.0.1, scripted with :data:`scenarios.SCENARIOS`.
 
 ``litellm.completion`` sends each of :data:`scenarios.SCENARIOS` (streamed ones read to the end)
 with a ``CustomLogger`` registered; its ``log_success_event`` receives the
@@ -28,8 +28,9 @@ the client sent to the proxy), as the proxy passes it. Files written under ``OUT
 - ``spend-logs-v2.json``: ``GET /spend/logs/v2``: the page ``{data, total, page, page_size,
   total_pages, total_is_capped}`` (``_build_ui_spend_logs_response``).
 
-``OUT_DIR/expected.jsonl``: per scenario, its name, the body the client sent
-(``client_request``) and what the fake upstream received and sent (``upstream``).
+``OUT_DIR/expected.jsonl``: per scenario, what the fake server received (the body LiteLLM
+forwarded) and sent (:meth:`fake_openai.FakeOpenAI.expected`'s record), with the scenario's
+``name`` and the body the client sent to the proxy (``client_request``).
 ``OUT_DIR/WRITER.md`` names the release that wrote the files.
 """
 
@@ -45,7 +46,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ["STORE_PROMPTS_IN_SPEND_LOGS"] = "True"
 
-from fake_upstream import FakeUpstream  # noqa: E402
+from fake_openai import FakeOpenAI  # noqa: E402
 from scenarios import SCENARIOS, TOOLS  # noqa: E402
 
 import litellm  # noqa: E402
@@ -116,13 +117,13 @@ def main(out_dir: Path) -> None:
     keep = Keep()
     litellm.callbacks = [keep]
     expected = []
-    with FakeUpstream() as up:
-        for name, messages, stream, answer in SCENARIOS:
-            up.script(answer)
+    with FakeOpenAI(SCENARIOS) as up:
+        for sc in SCENARIOS:
+            name, messages, stream = sc["name"], sc["messages"], sc["stream"]
             body = {"model": MODEL, "messages": messages, "tools": TOOLS, **({"stream": True} if stream else {})}
             n = len(keep.payloads)
             resp = litellm.completion(
-                model=f"openai/{MODEL}", api_base=up.base_url + "/v1", api_key="sk-fake", messages=messages,
+                model=f"openai/{MODEL}", api_base=up.base_url, api_key="sk-fake", messages=messages,
                 tools=TOOLS, stream=stream,
                 proxy_server_request={"url": "http://127.0.0.1:4000/chat/completions", "method": "POST",
                                       "headers": {"content-type": "application/json"}, "body": body},
@@ -136,7 +137,7 @@ def main(out_dir: Path) -> None:
             if not len(keep.payloads) == len(keep.rows) == len(keep.objects) == n + 1:
                 raise SystemExit(f"{name}: the callback kept {len(keep.payloads) - n} payloads, {len(keep.rows) - n} rows, "
                                  f"{len(keep.objects) - n} objects; expected 1 each (LiteLLM logs a callback's exception and goes on)")
-            expected.append({"name": name, "client_request": body, "upstream": up.log[-1]})
+            expected.append({**up.expected()[-1], "name": name, "client_request": body})
     with open(files / "standard-logging.jsonl", "w") as fh:
         for p in keep.payloads:
             fh.write(json.dumps(p) + "\n")

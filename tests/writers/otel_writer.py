@@ -40,7 +40,7 @@ from its own virtualenv (``--python``: the writers extra pins the current releas
 
 The committed fixtures were written by (pin; re-run and update this line when regenerating):
 openai 3.63.0, opentelemetry-sdk 1.45.2, opentelemetry-exporter-otlp-proto-common 1.45.2,
-opentelemetry-instrumentation-openai-v2 2.4b0 (opentelemetry-util-genai 1.3b0),
+opentelemetry-instrumentation-openai-v2 2.4b0 (opentelemetry-util-genai 1.1b0),
 opentelemetry-instrumentation-openai 0.62.4 (``openllmetry-indexed``: 0.47.0 with opentelemetry-sdk and
 opentelemetry-exporter-otlp-proto-common 1.36.0, opentelemetry-instrumentation 0.57b0,
 opentelemetry-semantic-conventions-ai 0.4.13),
