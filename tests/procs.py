@@ -24,11 +24,23 @@ def wait_for(cond: Callable[[], object], seconds: float, step: float = 0.05) -> 
     return bool(cond())
 
 
+def _default_sigint() -> None:
+    """In the child before it runs: SIGINT back to its default. A shell runs a command it puts in
+    the background (``cmd &``, without job control) with SIGINT ignored, every child inherits
+    that, and a Python started so never installs its KeyboardInterrupt handler: the tests' Ctrl-C
+    would be lost, and they would time out, whenever the suite itself runs in the background."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def running(cmd: list[str], **popen: Any) -> Iterator[subprocess.Popen]:
-    """``subprocess.Popen(cmd, **popen)`` for the ``with`` block; on leaving it (an assertion
-    failed, or the test is done), SIGKILL the process if it still runs and reap it. Raises what
-    ``Popen`` raises (``OSError`` when ``cmd[0]`` cannot run)."""
+    """``subprocess.Popen(cmd, **popen)`` for the ``with`` block, SIGINT at its default in the
+    child (:func:`_default_sigint`); on leaving it (an assertion failed, or the test is done),
+    SIGKILL the process if it still runs and reap it. Raises what ``Popen`` raises (``OSError``
+    when ``cmd[0]`` cannot run)."""
+    popen.setdefault("preexec_fn", _default_sigint)
     proc = subprocess.Popen(cmd, **popen)
     try:
         yield proc
