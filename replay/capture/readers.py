@@ -61,8 +61,9 @@ def plan(files: list[Path], capture_format: str | None = None) -> list[PlannedFi
         from replay.capture.stored import is_messages_file
 
         pages_in = {pf.path.parent for pf in stored if not is_messages_file(pf.path)}
-        for pf in stored:
-            pf.consumed = is_messages_file(pf.path) and pf.path.parent in pages_in
+        for pf in planned:  # by name: a broken messages file (not sniffed as one) is its completion's error
+            if pf.path.parent in pages_in and is_messages_file(pf.path) and capture_format in (None, "openai-stored"):
+                pf.fmt, pf.consumed = "openai-stored", True
     outputs = set(pairs.values())
     for pf in planned:
         if pf.path in pairs:
