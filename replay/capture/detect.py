@@ -53,7 +53,7 @@ import zstandard
 from replay.capture.files import detect_compression
 from replay.capture.storage import open_input
 
-__all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "open_binary", "sniff"]
+__all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "is_stored_page", "open_binary", "sniff"]
 
 #: Every format name ``--capture-format`` accepts.
 FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone", "vllm-log", "mitmproxy", "langfuse", "openai-stored")
@@ -85,6 +85,18 @@ def _is_observation(obj: Any) -> bool:
     return isinstance(obj, dict) and all(k in obj for k in ("traceId", "type", "startTime")) and "spanId" not in obj
 
 
+def is_stored_page(obj: Any) -> bool:
+    """True for a list page of OpenAI stored completions (``object: list``, first item a
+    ``chat.completion``) or a messages page (``object: list``, first item with ``id`` and ``role``
+    and no ``object``): the distinctive keys of format ``openai-stored`` (:mod:`replay.capture.stored`).
+    Other ``object: list`` responses of the API (embeddings, models, Assistants messages) name
+    their items' ``object`` and are not pages of it."""
+    if not (isinstance(obj, dict) and obj.get("object") == "list" and isinstance(obj.get("data"), list) and obj["data"]):
+        return False
+    first = obj["data"][0]
+    return isinstance(first, dict) and (first.get("object") == "chat.completion" or ("role" in first and "id" in first and "object" not in first))
+
+
 def classify_record(obj: Any) -> str | None:
     """The format one decoded JSON record belongs to, or None when it names none.
 
@@ -96,7 +108,7 @@ def classify_record(obj: Any) -> str | None:
     -> ``kong`` (before v1: a Kong entry has ``request`` and ``route`` too); ``request_id`` with ``request_body`` / ``response_body`` /
     ``request_path`` -> ``helicone``;
     ``object`` ``list`` whose first item is a ``chat.completion``, or a message with ``id`` and
-    ``role`` and no ``object`` -> ``openai-stored`` (:func:`replay.capture.stored.is_stored_page`);
+    ``role`` and no ``object`` -> ``openai-stored`` (:func:`is_stored_page`);
     ``custom_id``, or ``requests`` whose first item has one (an Anthropic Message Batch create
     body) -> ``openai-batch``; ``request`` with ``route`` -> ``v1``; ``object``
     ``chat.completion`` / ``response`` or ``type`` ``message`` -> ``body``; a LiteLLM payload,
@@ -127,11 +139,8 @@ def classify_record(obj: Any) -> str | None:
         return "kong"  # also an entry of a route without an AI plugin: v1's route is a string, never an object
     if "request_id" in obj and any(k in obj for k in ("request_body", "response_body", "request_path")):
         return "helicone"
-    if obj.get("object") == "list":
-        from replay.capture.stored import is_stored_page
-
-        if is_stored_page(obj):
-            return "openai-stored"
+    if is_stored_page(obj):
+        return "openai-stored"
     reqs = obj.get("requests")
     if "custom_id" in obj or (isinstance(reqs, list) and reqs and isinstance(reqs[0], dict) and "custom_id" in reqs[0]):
         return "openai-batch"

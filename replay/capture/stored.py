@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator
 import orjson
 
 from replay import exactjson
-from replay.capture.detect import open_binary
+from replay.capture.detect import is_stored_page, open_binary  # is_stored_page: re-exported (the sniffer's rule)
 from replay.capture.jsonlines import read_json_lines
 from replay.capture.records import Unit, failed
 from replay.capture.v1 import CaptureError
@@ -69,16 +69,6 @@ def is_messages_file(path: Any) -> bool:
         if name.endswith(suf):
             name = name[: -len(suf)]
     return name.endswith(MESSAGES_SUFFIX)
-
-
-def is_stored_page(obj: Any) -> bool:
-    """True for a list page of stored completions (``object: list``, first item a
-    ``chat.completion``) or a messages page (``object: list``, first item with ``id`` and ``role``
-    and no ``object``): the distinctive keys :func:`replay.capture.detect.classify_record` goes by."""
-    if not (isinstance(obj, dict) and obj.get("object") == "list" and isinstance(obj.get("data"), list) and obj["data"]):
-        return False
-    first = obj["data"][0]
-    return isinstance(first, dict) and (first.get("object") == "chat.completion" or ("role" in first and "id" in first and "object" not in first))
 
 
 def _messages_of(folder_file: Any, cid: str, on_read: Callable[[int], None] | None) -> list[dict] | None:
