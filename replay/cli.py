@@ -338,7 +338,7 @@ FailOnOpt = Annotated[
 ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", help="Write message text in the exemplars and report as captured (default: masked, lengths and hashes kept).")]
 CaptureFormatOpt = Annotated[
     Optional[str],
-    typer.Option("--capture-format", callback=_format_value, help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel, kong, helicone, vllm-log, mitmproxy, langfuse (default: detected per file)."),
+    typer.Option("--capture-format", callback=_format_value, help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel, kong, helicone, vllm-log, mitmproxy, langfuse, openai-stored (default: detected per file)."),
 ]
 ModelOpt = Annotated[
     Optional[list[str]],

@@ -56,7 +56,7 @@ def samples_run(tmp_path_factory) -> tuple[object, dict[str, dict]]:
 
 
 #: formats read only from tests/data/captures/ (no sample in samples/formats/, whose numbers the README states)
-FIXTURE_ONLY_FORMATS = {"kong", "helicone", "vllm-log", "mitmproxy", "langfuse"}
+FIXTURE_ONLY_FORMATS = {"kong", "helicone", "vllm-log", "mitmproxy", "langfuse", "openai-stored"}
 
 
 def test_detect_every_sample_file() -> None:

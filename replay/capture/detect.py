@@ -20,6 +20,8 @@
 ``mitmproxy``       mitmproxy's native flow dump (``mitmdump -w``; tnetstring) (:mod:`replay.capture.mitm`)
 ``langfuse``        Langfuse observations: API pages, the bucket export (:mod:`replay.capture.langfuse`)
 ``vllm-log``        vLLM's request-logger text lines (``Received request``, ``Generated response``) (:mod:`replay.capture.vllmlog`)
+``openai-stored``   OpenAI stored completions: list pages of ``GET /v1/chat/completions`` and
+                    ``<id>.messages.json`` messages pages (:mod:`replay.capture.stored`)
 ==================  ==========================================================================
 
 Rules, in order: a file whose first non-blank line starts with an SSE field (``data:``,
@@ -31,7 +33,8 @@ decides (:func:`classify_record`). When no line is a whole JSON object (a pretty
 the head of the text is searched for the keys of a HAR (``"log"`` and ``"entries"``), an OTLP
 export (``"resourceSpans"``, ``"resourceLogs"``), a Kong log (``"ai"`` and ``"started_at"``), a
 Helicone export (``"request_id"`` with ``"request_body"`` or ``"response_body"``), LiteLLM rows
-(``"call_type"`` with ``"request_id"`` or ``"model_parameters"``) or a response body. Anything else is ``v1``, so that a broken v1
+(``"call_type"`` with ``"request_id"`` or ``"model_parameters"``), a stored-completions page
+(``"object": "list"`` with a ``chat.completion`` or ``"content_parts"``) or a response body. Anything else is ``v1``, so that a broken v1
 file still gives v1's errors line by line.
 """
 
@@ -50,10 +53,10 @@ import zstandard
 from replay.capture.files import detect_compression
 from replay.capture.storage import open_input
 
-__all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "open_binary", "sniff"]
+__all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "is_stored_page", "open_binary", "sniff"]
 
 #: Every format name ``--capture-format`` accepts.
-FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone", "vllm-log", "mitmproxy", "langfuse")
+FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone", "vllm-log", "mitmproxy", "langfuse", "openai-stored")
 
 #: Decompressed bytes read to sniff a file.
 SNIFF_BYTES = 256 << 10
@@ -82,6 +85,18 @@ def _is_observation(obj: Any) -> bool:
     return isinstance(obj, dict) and all(k in obj for k in ("traceId", "type", "startTime")) and "spanId" not in obj
 
 
+def is_stored_page(obj: Any) -> bool:
+    """True for a list page of OpenAI stored completions (``object: list``, first item a
+    ``chat.completion``) or a messages page (``object: list``, first item with ``id`` and ``role``
+    and no ``object``): the distinctive keys of format ``openai-stored`` (:mod:`replay.capture.stored`).
+    Other ``object: list`` responses of the API (embeddings, models, Assistants messages) name
+    their items' ``object`` and are not pages of it."""
+    if not (isinstance(obj, dict) and obj.get("object") == "list" and isinstance(obj.get("data"), list) and obj["data"]):
+        return False
+    first = obj["data"][0]
+    return isinstance(first, dict) and (first.get("object") == "chat.completion" or ("role" in first and "id" in first and "object" not in first))
+
+
 def classify_record(obj: Any) -> str | None:
     """The format one decoded JSON record belongs to, or None when it names none.
 
@@ -92,6 +107,8 @@ def classify_record(obj: Any) -> str | None:
     ``started_at``, or a ``route`` that is an object (Kong's route entity; v1's route is a string)
     -> ``kong`` (before v1: a Kong entry has ``request`` and ``route`` too); ``request_id`` with ``request_body`` / ``response_body`` /
     ``request_path`` -> ``helicone``;
+    ``object`` ``list`` whose first item is a ``chat.completion``, or a message with ``id`` and
+    ``role`` and no ``object`` -> ``openai-stored`` (:func:`is_stored_page`);
     ``custom_id``, or ``requests`` whose first item has one (an Anthropic Message Batch create
     body) -> ``openai-batch``; ``request`` with ``route`` -> ``v1``; ``object``
     ``chat.completion`` / ``response`` or ``type`` ``message`` -> ``body``; a LiteLLM payload,
@@ -122,6 +139,8 @@ def classify_record(obj: Any) -> str | None:
         return "kong"  # also an entry of a route without an AI plugin: v1's route is a string, never an object
     if "request_id" in obj and any(k in obj for k in ("request_body", "response_body", "request_path")):
         return "helicone"
+    if is_stored_page(obj):
+        return "openai-stored"
     reqs = obj.get("requests")
     if "custom_id" in obj or (isinstance(reqs, list) and reqs and isinstance(reqs[0], dict) and "custom_id" in reqs[0]):
         return "openai-batch"
@@ -180,6 +199,8 @@ def sniff(head: bytes) -> str:
             return "openai-batch"  # an Anthropic Message Batch create body, pretty-printed
         if b'"call_type"' in text and (b'"request_id"' in text or b'"model_parameters"' in text):
             return "litellm"  # before the body test: a LiteLLM row holds a response body
+        if re.search(rb'"object"\s*:\s*"list"', text) and (re.search(rb'"object"\s*:\s*"chat\.completion"', text) or b'"content_parts"' in text):
+            return "openai-stored"  # a pretty-printed list page of stored completions, or a messages page
         if re.search(rb'"object"\s*:\s*"(chat\.completion|response)"', text) or re.search(rb'"type"\s*:\s*"message"', text):
             return "body"
     return "v1"

@@ -28,7 +28,8 @@ __all__ = ["PlannedFile", "plan", "read_units"]
 class PlannedFile:
     """A capture file and how to read it: ``fmt`` (one of :data:`FORMATS`); ``pair``: a Batch
     input's output file; ``consumed``: True for a Batch output read with its input (the file is
-    listed but yields nothing of its own)."""
+    listed but yields nothing of its own), and for a stored completion's messages file read with the
+    list page of its folder."""
 
     path: Path
     fmt: str
@@ -55,6 +56,14 @@ def plan(files: list[Path], capture_format: str | None = None) -> list[PlannedFi
         pairs = batch.pair_files(roles)
     else:
         pairs = {}
+    stored = [pf for pf in planned if pf.fmt == "openai-stored"]
+    if stored:  # a completion's messages file is read with the list page beside it (replay.capture.stored)
+        from replay.capture.stored import is_messages_file
+
+        pages_in = {pf.path.parent for pf in stored if not is_messages_file(pf.path)}
+        for pf in planned:  # by name: a broken messages file (not sniffed as one) is its completion's error
+            if pf.path.parent in pages_in and is_messages_file(pf.path) and capture_format in (None, "openai-stored"):
+                pf.fmt, pf.consumed = "openai-stored", True
     outputs = set(pairs.values())
     for pf in planned:
         if pf.path in pairs:
@@ -73,7 +82,8 @@ def _v1_units(path: Path, on_read: Callable[[int], None] | None) -> Iterator[Uni
 
 
 #: How a line that is not JSON is named, per JSON-lines format whose reader does not say it itself.
-_BAD_JSON_LABEL = {"kong": "kong (Kong log entry)", "helicone": "helicone (Helicone export record)", "langfuse": "langfuse (observation or API page)"}
+_BAD_JSON_LABEL = {"kong": "kong (Kong log entry)", "helicone": "helicone (Helicone export record)", "langfuse": "langfuse (observation or API page)",
+                   "openai-stored": "openai-stored (list page of stored completions)"}
 
 
 def _named(units: Iterator[Unit], fmt: str) -> Iterator[Unit]:
@@ -119,6 +129,10 @@ def read_units(pf: PlannedFile, *, on_read: Callable[[int], None] | None = None,
         from replay.capture import mitm
 
         return mitm.read_dump(path, on_read)
+    if pf.fmt == "openai-stored":
+        from replay.capture import stored
+
+        return _named(stored.read_stored(path, on_read), "openai-stored")
     if pf.fmt == "vllm-log":
         from replay.capture import vllmlog
 

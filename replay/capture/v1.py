@@ -425,8 +425,9 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
     Every reader of :mod:`replay.capture.readers` brings its format to this form, so that one
     function makes the rows of every format. Besides the v1 keys, a record may carry
     ``capture_lacks`` (list of strings: what its format could not hold, written to the column of
-    that name) and ``headers`` / ``metadata`` (what the capture held besides the exchange; never
-    written to a table). ``capture_format``: written to the ``capture_format`` column.
+    that name), ``headers`` / ``metadata`` (what the capture held besides the exchange; never
+    written to a table) and ``stream_unknown`` (True: the format does not keep whether the request
+    streamed, so the row's ``stream`` is null when the request has no ``stream`` key). ``capture_format``: written to the ``capture_format`` column.
     ``line_no``: the record's 1-based line (or entry number: see each reader). Returns and raises
     as :func:`parse_line` (a record that is not a dict raises ``not-object``).
     (:func:`record_row` is the same, in the form ingest keeps: JSON text as bytes, the tool list shared.)
@@ -501,8 +502,8 @@ def record_row(rec: dict, source_file: str, line_no: int, capture_format: str = 
 
     stream_flag = request.get("stream", False)
     stream_flag = stream_flag if isinstance(stream_flag, bool) else None
-    if "stream" not in request and "request" in (rec.get("capture_lacks") or ()):
-        stream_flag = None  # no request captured: unknown, not the API default
+    if "stream" not in request and ("request" in (rec.get("capture_lacks") or ()) or rec.get("stream_unknown") is True):
+        stream_flag = None  # no request captured, or its format does not keep the flag: unknown, not the API default
 
     msgs = request.get("messages")
     if isinstance(msgs, list):

@@ -189,11 +189,15 @@ class FakeOpenAI:
         self.records: list[dict] = []
         self.wire: list[dict[str, bytes]] = []
         self._lock = threading.Lock()
+        self.stored: list[dict] = []  # store: true (see the stored-completions block at the end)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802 - stored completions (the block at the end)
+                _stored_get(outer, self)
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 with outer._lock:
@@ -238,6 +242,8 @@ class FakeOpenAI:
                 else:
                     rec["response"] = _body(n + 1, ex["answer"], model)
                     self._send_json(rec["response"])
+                if req.get("store"):  # stored completions (the block at the end)
+                    outer.stored.append(_stored_completion(n + 1, ex, req))
 
             _wire: dict[str, bytes] | None = None  # this request's entry of FakeOpenAI.wire (None: not an exchange)
 
@@ -275,3 +281,64 @@ class FakeOpenAI:
     def expected(self) -> list[dict]:
         """What was received and sent, one dict per exchange in order (shape: module docstring)."""
         return list(self.records)
+
+
+# --- stored completions (``store: true``): the list and messages endpoints -------------------------
+# A request with ``store: true`` is kept as the API keeps it (openai SDK 3.63: ``ChatCompletion`` plus
+# the stored fields of the API reference's "List Chat Completions" example: ``metadata``,
+# ``request_id``, ``tools``, ``tool_choice``, ``seed``, ``temperature``, ``top_p``; a streamed
+# answer stored as its assembled ``chat.completion``), its request messages as
+# ``ChatCompletionStoreMessage`` s (``id`` ``<completion id>-<i>``, ``content_parts`` null).
+# ``GET /v1/chat/completions`` (``after``, ``limit`` default 20, ``order`` asc|desc, ``model``) and
+# ``GET /v1/chat/completions/<id>/messages`` (``after``, ``limit``, ``order``) answer cursor pages
+# ``{"object": "list", "data", "first_id", "last_id", "has_more"}``; GETs are not exchanges.
+STORED_REQUEST_ID = "req_fx{n}"
+
+
+def _stored_completion(n: int, ex: dict, req: dict) -> dict:
+    body = _body(n, ex["answer"], req.get("model") or MODEL)
+    body.update({"metadata": req.get("metadata") or {}, "request_id": STORED_REQUEST_ID.format(n=n),
+                 "tools": req.get("tools"), "tool_choice": req.get("tool_choice"), "seed": req.get("seed"),
+                 "temperature": req.get("temperature", 1.0), "top_p": req.get("top_p", 1.0)})
+    messages = [{"id": f"{body['id']}-{i}", **m, "content_parts": None} for i, m in enumerate(req.get("messages") or [])]
+    return {"completion": body, "messages": messages}
+
+
+def _page(items: list[dict], query: dict[str, list[str]]) -> dict:
+    if (query.get("order") or ["asc"])[0] == "desc":
+        items = items[::-1]
+    after = (query.get("after") or [None])[0]
+    if after is not None:
+        ids = [it["id"] for it in items]
+        items = items[ids.index(after) + 1:] if after in ids else []
+    limit = int((query.get("limit") or ["20"])[0])
+    data = items[:limit]
+    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": len(items) > limit}
+
+
+def _stored_get(outer: "FakeOpenAI", handler: BaseHTTPRequestHandler) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    url = urlsplit(handler.path)
+    parts = url.path.rstrip("/").split("/")
+    query = parse_qs(url.query)
+    page = None
+    if parts[:4] == ["", "v1", "chat", "completions"] and len(parts) == 4:
+        items = [s["completion"] for s in outer.stored]
+        if query.get("model"):
+            items = [c for c in items if c["model"] == query["model"][0]]
+        page = _page(items, query)
+    elif parts[:4] == ["", "v1", "chat", "completions"] and len(parts) == 6 and parts[5] == "messages":
+        found = [s["messages"] for s in outer.stored if s["completion"]["id"] == parts[4]]
+        page = _page(found[0], query) if found else None
+    if page is None:
+        handler.send_response(404)
+        handler.end_headers()
+        return
+    data = json.dumps(page).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
