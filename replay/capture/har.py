@@ -31,7 +31,7 @@ import orjson
 from replay import exactjson
 from replay.capture.detect import open_binary
 from replay.capture.jsonlines import mapped_units
-from replay.capture.records import Unit, failed
+from replay.capture.records import Unit, failed, request_from_body
 from replay.capture.sse import events_from_lines, records_from_events
 from replay.capture.v1 import CaptureError
 
@@ -84,19 +84,10 @@ def entry_record(entry: Any, number: int | None = None) -> dict | None:
     route = route_of_url(req.get("url"))
     if route is None or str(req.get("method", "POST")).upper() != "POST":
         return None
-    lacks = ["raw_completion"]
     post = req.get("postData")
     body_text = post.get("text") if isinstance(post, dict) else None
-    request: Any = {}
-    if isinstance(body_text, str) and body_text.strip():
-        try:
-            request = exactjson.loads(body_text)
-        except orjson.JSONDecodeError as exc:
-            raise CaptureError("bad-json", f"request.postData.text is not JSON: {exc}") from None
-        if not isinstance(request, dict):
-            raise CaptureError("request-not-object", "request.postData.text is not a JSON object")
-    else:
-        lacks.insert(0, "request")
+    request, lacks = request_from_body(body_text if isinstance(body_text, str) else None, "request.postData.text")
+    lacks.append("raw_completion")
     rec: dict[str, Any] = {"route": route, "request": request, "capture_lacks": lacks}
     resp = entry.get("response") if isinstance(entry.get("response"), dict) else {}
     content = resp.get("content") if isinstance(resp.get("content"), dict) else {}

@@ -33,13 +33,15 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
 import orjson
+
+from replay import exactjson
 import zstandard
 
 from replay.capture.detect import open_binary
 from replay.capture.gateways import sse_payloads
 from replay.capture.har import route_of_url
 from replay.capture.jsonlines import mapped_units
-from replay.capture.records import Skip, Unit, failed
+from replay.capture.records import Skip, Unit, failed, request_from_body
 from replay.capture.v1 import CaptureError
 
 __all__ = ["flow_record", "loads", "read_dump"]
@@ -178,18 +180,8 @@ def flow_record(flow: Any) -> list[dict | Skip]:
     route = route_of_url(path.split("?", 1)[0])
     if route is None or method.upper() != "POST":
         return [Skip(f"mitmproxy: {method[:10]} {path[:60]} is not an LLM API call")]
-    lacks = ["raw_completion"]
-    raw = _body(req, "request.content")
-    request: Any = {}
-    if raw is not None and raw.strip():
-        try:
-            request = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise CaptureError("bad-json", f"mitmproxy request.content is not JSON: {exc}") from None
-        if not isinstance(request, dict):
-            raise CaptureError("request-not-object", "mitmproxy request.content is not a JSON object")
-    else:
-        lacks.insert(0, "request")
+    request, lacks = request_from_body(_body(req, "request.content"), "mitmproxy request.content")
+    lacks.append("raw_completion")
     rec: dict[str, Any] = {"route": route, "request": request, "capture_lacks": lacks}
     resp = flow.get("response")
     body = _body(resp, "response.content") if isinstance(resp, dict) else None
@@ -205,7 +197,7 @@ def flow_record(flow: Any) -> list[dict | Skip]:
             rec["stream"] = sse_payloads(text)
         else:
             try:
-                rec["response"] = orjson.loads(text)
+                rec["response"] = exactjson.loads(text)
             except orjson.JSONDecodeError as exc:
                 raise CaptureError("bad-json", f"mitmproxy response.content is not JSON: {exc}") from None
     fid = flow.get("id")

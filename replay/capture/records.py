@@ -24,9 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
+from replay import exactjson
 from replay.capture.v1 import CaptureError
 
-__all__ = ["Skip", "Unit", "exchange", "failed", "lines_and_records"]
+__all__ = ["Skip", "Unit", "exchange", "failed", "lines_and_records", "request_from_body"]
 
 
 @dataclass(frozen=True)
@@ -79,3 +82,20 @@ def lines_and_records(records: int, shared_line_records: int) -> str:
     if not shared_line_records:
         return n(records, "line")
     return f"{n(records - shared_line_records, 'line')}, {n(records, 'record')}"
+
+
+def request_from_body(body: str | bytes | None, where: str) -> tuple[Any, list[str]]:
+    """The request a logged HTTP body holds (a HAR's ``request.postData.text``, a mitmproxy flow's
+    ``request.content``): ``(request, lacks)``, ``request`` the decoded JSON object (integers kept
+    exact: :mod:`replay.exactjson`) and ``lacks`` empty; for an empty or missing body ``({},
+    ["request"])``. ``where``: the field's name in error messages. Raises :class:`CaptureError`
+    ``bad-json`` for a body that is not JSON, ``request-not-object`` for one that is not an object."""
+    if body is None or not body.strip():
+        return {}, ["request"]
+    try:
+        request = exactjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise CaptureError("bad-json", f"{where} is not JSON: {exc}") from None
+    if not isinstance(request, dict):
+        raise CaptureError("request-not-object", f"{where} is not a JSON object")
+    return request, []

@@ -31,11 +31,12 @@ holds). Standard library only (http.server), so it runs beside any writer's depe
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["CREATED", "EMBEDDING", "EMBEDDING_MODEL", "EXCHANGES", "FakeOpenAI", "MODEL", "TOOLS", "answer_of", "function_tool"]
+__all__ = ["CREATED", "EMBEDDING", "EMBEDDING_MODEL", "EXCHANGES", "FakeOpenAI", "MODEL", "TOOLS", "answer_of", "function_tool", "write_expected"]
 
 MODEL = "gpt-4o-mini"
 #: ``created`` of every body and chunk (seconds since the epoch), so the fixtures do not depend on the clock.
@@ -342,3 +343,9 @@ def _stored_get(outer: "FakeOpenAI", handler: BaseHTTPRequestHandler) -> None:
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     handler.wfile.write(data)
+
+
+def write_expected(folder: Path, records: list[dict]) -> None:
+    """Write ``records`` (what :meth:`FakeOpenAI.expected` returned, with a generator's own keys)
+    as ``folder/expected.jsonl``: one compact JSON object a line, non-ASCII kept."""
+    (folder / "expected.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in records))

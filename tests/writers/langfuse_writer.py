@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     from langfuse.api import ObservationsV2Response
 
     sys.path.insert(0, str(HERE.parent.parent))
-    from tests.writers.fake_openai import EMBEDDING_MODEL, EXCHANGES, FakeOpenAI
+    from tests.writers.fake_openai import EMBEDDING_MODEL, EXCHANGES, FakeOpenAI, write_expected
 
     exporter = InMemorySpanExporter()
     lf = Langfuse(public_key="pk-lf-fixture", secret_key="sk-lf-fixture", base_url="http://127.0.0.1:9", span_exporter=exporter)
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     page = ObservationsV2Response(data=observations, meta={"cursor": None})
     (folder / "observations.json").write_text(json.dumps(page.model_dump(mode="json", by_alias=True, exclude_none=True), ensure_ascii=False, indent=2) + "\n")
     (folder / "export.jsonl").write_text("".join(json.dumps(dump(o), ensure_ascii=False, separators=(",", ":")) + "\n" for o in observations))
-    (folder / "expected.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in expected))
+    write_expected(folder, expected)
     print(f"wrote {folder}: {len(observations)} observations")
     return 0
 

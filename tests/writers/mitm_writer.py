@@ -19,7 +19,6 @@ The committed fixtures were written by mitmproxy 11.0.2 (mitmdump) and openai 3.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import socket
 import subprocess
@@ -48,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     import openai
 
     sys.path.insert(0, str(HERE.parent.parent))
-    from tests.writers.fake_openai import EXCHANGES, FakeOpenAI
+    from tests.writers.fake_openai import EXCHANGES, FakeOpenAI, write_expected
 
     folder = args.out / "mitmproxy"
     folder.mkdir(parents=True, exist_ok=True)
@@ -79,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             proc.terminate()  # mitmdump writes the HAR when it shuts down
             proc.wait(timeout=30)
         expected = server.expected()
-    (folder / "expected.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in expected))
+    write_expected(folder, expected)
     print(f"wrote {folder}")
     return 0
 

@@ -126,7 +126,7 @@ def run_source(source: str, out: Path) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     sys.path.insert(0, str(HERE.parent.parent))
-    from tests.writers.fake_openai import EMBEDDING_MODEL, EXCHANGES, FakeOpenAI
+    from tests.writers.fake_openai import EMBEDDING_MODEL, EXCHANGES, FakeOpenAI, write_expected
 
     resource = Resource.create({"service.name": f"replay-fixture-{source}"})
     spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
@@ -171,7 +171,7 @@ def run_source(source: str, out: Path) -> None:
     (folder / "traces.jsonl").write_text("".join(ln + "\n" for ln in trace_lines))
     if log_lines:
         (folder / "logs.jsonl").write_text("".join(ln + "\n" for ln in log_lines))
-    (folder / "expected.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in expected))
+    write_expected(folder, expected)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
@@ -45,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     import openai
 
     sys.path.insert(0, str(ROOT))
-    from tests.writers.fake_openai import EXCHANGES, FakeOpenAI
+    from tests.writers.fake_openai import EXCHANGES, FakeOpenAI, write_expected
 
     folder = args.out / "openai-stored"
     files = folder / "files"
@@ -61,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                     pass
         n = load_exporter().export(client, files, page_size=2)
         expected = server.expected()
-    (folder / "expected.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in expected))
+    write_expected(folder, expected)
     print(f"wrote {folder}: {n} stored completions")
     return 0
 
