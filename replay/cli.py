@@ -279,7 +279,8 @@ SideHelp = {
     "old": "The old side: KEY=VALUE,... (repeatable), or a TOML inline table for a value with a comma. Keys: preparer, "
            "serializer (default model-dump), chat_template, renderer, parser, python, pythonpath, render_in.",
     "new": "The new side, as --old (serializer default: client-fields).",
-    "reference": "The side judged against, as --old without python, pythonpath, render_in (serializer default: as-sent).",
+    "reference": "The side judged against (serializer default: as-sent), as --old without python, pythonpath, render_in: "
+                 "its parser (e.g. sglang/NAME, vllm/NAME, trtllm/NAME) must be importable by the interpreter running replay.",
 }
 OldSide = Annotated[Optional[list[str]], typer.Option("--old", metavar="KEY=VALUE,...", rich_help_panel=SIDES, help=SideHelp["old"])]
 NewSide = Annotated[Optional[list[str]], typer.Option("--new", metavar="KEY=VALUE,...", rich_help_panel=SIDES, help=SideHelp["new"])]
@@ -315,9 +316,9 @@ RendererOpt = Annotated[
 ]
 DateOpt = Annotated[
     Optional[str],
-    typer.Option("--date", metavar="DAY", callback=_date_value, rich_help_panel=SIDES, help="YYYY-MM-DD the templates read (default 2026-01-01)."),
+    typer.Option("--date", metavar="YYYY-MM-DD", callback=_date_value, rich_help_panel=SIDES, help="The day templates read (default 2026-01-01)."),
 ]
-ParserOpt = Annotated[Optional[str], typer.Option("--parser", metavar="FAMILY", rich_help_panel=SIDES, help="Tool-parser family of every exchange (default: by model name).")]
+ParserOpt = Annotated[Optional[str], typer.Option("--parser", metavar="FAMILY", rich_help_panel=SIDES, help="Parser family of every exchange (default: by model).")]
 
 
 def _hidden(flag: str, key: str, kind: Any = str) -> Any:
@@ -374,7 +375,8 @@ FailOnOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--fail-on", metavar="RULE", rich_help_panel=CHECKS,
-        help="Exit 3 when the verdicts show VERDICT, CHECK:VERDICT or CHECK:VERDICT>N (e.g. 'dropped-call:broken>0'). Repeatable.",
+        help="Exit 3 when the verdicts show VERDICT, CHECK:VERDICT or CHECK:VERDICT>N "
+        "(e.g. broken, 'dropped-call:broken>0', 'null-leak:still-wrong>10': quote a >). Repeatable.",
     ),
 ]
 ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", rich_help_panel=OUTPUT, help="Message text in exemplars as captured (default: masked).")]
@@ -427,7 +429,7 @@ BatchRowsOpt = Annotated[
     int, typer.Option("--batch-rows", min=1, metavar="N", rich_help_panel=SCALE, help="Exchanges per batch (the unit of work and of resuming).")
 ]
 QuietOpt = Annotated[
-    bool, typer.Option("--quiet", "-q", rich_help_panel=OUTPUT, help="No progress on stderr.")
+    bool, typer.Option("--quiet", "-q", rich_help_panel=OUTPUT, help="No progress bar or progress lines on stderr.")
 ]
 DuckMemOpt = Annotated[
     Optional[str],
@@ -462,7 +464,8 @@ RayAddressOpt = Annotated[
 ChunkingsOpt = Annotated[
     Optional[str],
     typer.Option(callback=_chunkings_value, metavar="NAMES", rich_help_panel=CHECKS,
-                 help="Chunkings of every side (default: recorded,whole; for a non-built-in parser also char, fixed-N, token, split-all)."),
+                 help="Chunkings of every side. Default: recorded,whole for a built-in parser; else "
+                 "recorded,whole,char,fixed-2,3,5,8,13,40, token with --tokenizer, and split-all."),
 ]
 
 def _filters(
