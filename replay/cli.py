@@ -276,15 +276,15 @@ def _routes_value(value: Optional[list[str]]) -> Optional[list[str]]:
 CAPTURES, SIDES, CHECKS, OUTPUT, SCALE = "Captures", "Sides", "Checks", "Output", "Scale"
 RunOpt = Annotated[Path, typer.Option("--run", help="Run folder (made by `replay audit` or `replay ingest`).")]
 SideHelp = {
-    "old": "The old side: KEY=VALUE,... (repeatable), or a TOML inline table for a value with a comma. Keys: preparer, "
+    "old": "The old side: comma-separated KEY=VALUE (repeatable), or a TOML inline table for a value with a comma. Keys: preparer, "
            "serializer (default model-dump), chat_template, renderer, parser, python, pythonpath, render_in.",
     "new": "The new side, as --old (serializer default: client-fields).",
     "reference": "The side judged against (serializer default: as-sent), as --old without python, pythonpath, render_in: "
                  "its parser (e.g. sglang/NAME, vllm/NAME, trtllm/NAME) must be importable by the interpreter running replay.",
 }
-OldSide = Annotated[Optional[list[str]], typer.Option("--old", metavar="KEY=VALUE,...", rich_help_panel=SIDES, help=SideHelp["old"])]
-NewSide = Annotated[Optional[list[str]], typer.Option("--new", metavar="KEY=VALUE,...", rich_help_panel=SIDES, help=SideHelp["new"])]
-RefSide = Annotated[Optional[list[str]], typer.Option("--reference", metavar="KEY=VALUE,...", rich_help_panel=SIDES, help=SideHelp["reference"])]
+OldSide = Annotated[Optional[list[str]], typer.Option("--old", metavar="KEY=VALUE", rich_help_panel=SIDES, help=SideHelp["old"])]
+NewSide = Annotated[Optional[list[str]], typer.Option("--new", metavar="KEY=VALUE", rich_help_panel=SIDES, help=SideHelp["new"])]
+RefSide = Annotated[Optional[list[str]], typer.Option("--reference", metavar="KEY=VALUE", rich_help_panel=SIDES, help=SideHelp["reference"])]
 SidesFileOpt = Annotated[
     Optional[Path],
     typer.Option("--sides", metavar="FILE", rich_help_panel=SIDES,

@@ -116,8 +116,9 @@ def _value_kind(option: str, key: str, value: Any) -> str:
 
 def _checked(option: str, side: str | None, items: dict[str, Any], given: Any) -> SideSpec:
     """A SideSpec of ``items`` (``{key: value}``, keys normalised), checked: known keys, string
-    values, ``render_in`` one of :data:`RENDER_IN` and only with ``python``; no interpreter keys on
-    the reference side. Raises SideError naming ``option``."""
+    values, ``render_in`` one of :data:`RENDER_IN` and only with ``python``, ``pythonpath`` only
+    with ``python``, not both ``chat_template`` and ``renderer``; no interpreter keys on the
+    reference side. Raises SideError naming ``option``."""
     values: dict[str, str] = {}
     for key, value in items.items():
         if key not in KEYS:
@@ -131,6 +132,10 @@ def _checked(option: str, side: str | None, items: dict[str, Any], given: Any) -
         raise SideError(f"{option}: render_in {values['render_in']!r} is not one of: {', '.join(RENDER_IN)}")
     if values.get("render_in") == "python" and values.get("python") is None:
         raise SideError(f"{option}: render_in=python needs python=INTERPRETER (the side has no interpreter of its own)")
+    if values.get("pythonpath") is not None and values.get("python") is None:
+        raise SideError(f"{option}: pythonpath needs python=INTERPRETER (the interpreter to run the side in)")
+    if values.get("chat_template") is not None and values.get("renderer") is not None:
+        raise SideError(f"{option}: chat_template and renderer both name the side's renderer: give one")
     return SideSpec(**values, given=given)
 
 
@@ -185,8 +190,9 @@ def parse(text: str | list[str] | tuple[str, ...], side: str | None = None, opti
     ``reference`` (checks the keys that side accepts); ``option``: the name errors start with
     (default ``--SIDE``). Raises :class:`SideError` (a usage error) for an unknown key, a key given
     twice (within one value or across repeated ones), an item that is not ``KEY=VALUE``, a
-    malformed inline table, an empty or non-string value, ``render_in`` not ``audit``/``python``
-    or ``python`` without an interpreter, interpreter keys on the reference side."""
+    malformed inline table, an empty or non-string value, ``render_in`` not ``audit``/``python``,
+    ``render_in=python`` or ``pythonpath`` without ``python``, both ``chat_template`` and
+    ``renderer``, interpreter keys on the reference side."""
     option = option or (f"--{side}" if side else "side")
     texts = [text] if isinstance(text, str) else list(text)
     merged: dict[str, Any] = {}

@@ -35,8 +35,8 @@ def test_key_value_items_split_at_commas_then_at_the_first_equals_sign():
 
 
 def test_a_value_with_a_comma_is_given_as_a_toml_inline_table():
-    spec = parse('{parser = "hermes", chat_template = "/p/a,b.jinja", pythonpath = ["/x", "/y"]}', "new")
-    assert spec.items() == {"chat_template": "/p/a,b.jinja", "parser": "hermes", "pythonpath": "/x:/y"}
+    spec = parse('{parser = "hermes", chat_template = "/p/a,b.jinja", python = "/v/bin/python", pythonpath = ["/x", "/y"]}', "new")
+    assert spec.items() == {"chat_template": "/p/a,b.jinja", "parser": "hermes", "python": "/v/bin/python", "pythonpath": "/x:/y"}
     # the same comma in the KEY=VALUE spelling is an error that says how to write it
     with pytest.raises(SideError, match=r"--new: 'b.jinja' is not KEY=VALUE \(a value holding a comma needs the inline table"):
         parse("parser=hermes,chat_template=/p/a,b.jinja", "new")
@@ -69,6 +69,8 @@ BAD_VALUES = [
     (["--reference", "python=/usr/bin/python3"], "--reference: python: the reference side runs in the audit's own process"),
     (["--new", "render_in=elsewhere"], "--new: render_in 'elsewhere' is not one of: audit, python"),
     (["--old", "render_in=python"], "--old: render_in=python needs python=INTERPRETER"),
+    (["--new", "pythonpath=/src"], "--new: pythonpath needs python=INTERPRETER"),
+    (["--reference", "chat_template=a.jinja,renderer=harmony"], "--reference: chat_template and renderer both name the side's renderer"),
     (["--old", "parser=hermes", "--old-parser", "qwen3"], "--old-parser and parser in the old side's value: give it once"),
 ]
 
