@@ -1052,6 +1052,10 @@ def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckd
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
     if which == "re-stream" and given.get("tokenizer") is None:
         given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
+    if "sides" in given:  # the other stage's keys of each side stay as the run had them
+        from replay.side import merge_stage
+
+        given["sides"] = merge_stage((meta.get("options") or {}).get("sides") or {}, given["sides"], which)
     meta["options"] = {**meta.get("options", {}), **given}
     if which == "re-stream":
         from replay.pipeline import chunking_plan

@@ -296,6 +296,37 @@ def resolve(values: dict[str, Any], sides_file: str | os.PathLike[str] | None = 
     return out
 
 
+#: The side keys each stage reads (``replay render``, ``replay stream``); the interpreter keys both.
+STAGE_KEYS: dict[str, frozenset[str]] = {
+    "render": frozenset({"preparer", "serializer", "chat_template", "renderer", "python", "pythonpath", "render_in"}),
+    "re-stream": frozenset({"parser", "python", "pythonpath"}),
+}
+
+
+def merge_stage(before: dict[str, Any], now: dict[str, Any], stage: str) -> dict[str, Any]:
+    """``run.json`` ``options.sides`` after ``replay render`` or ``replay stream`` (``stage``:
+    ``render``, ``re-stream``) ran again on a run: ``before`` the run's values as given, ``now``
+    the command's. A side's keys that ``stage`` reads come from ``now``, its others (the other
+    stage's) stay as ``before`` had them; a side stays as given when one value holds all its
+    keys, else it is stored as a table of the merged keys. Raises :class:`SideError` for a value
+    :func:`from_json` refuses."""
+    keys = STAGE_KEYS[stage]
+    out: dict[str, Any] = {}
+    for side in [*before, *(s for s in now if s not in before)]:
+        old = from_json(before[side], side).items() if side in before else {}
+        new = from_json(now[side], side).items() if side in now else {}
+        merged = {**{k: v for k, v in old.items() if k not in keys}, **{k: v for k, v in new.items() if k in keys}}
+        if not merged:
+            continue
+        if side in now and merged == new:
+            out[side] = now[side]
+        elif side in before and merged == old:
+            out[side] = before[side]
+        else:
+            out[side] = {k: merged[k] for k in KEYS if k in merged}
+    return out
+
+
 def spec_fields(sides: dict[str, SideSpec]) -> dict[str, str]:
     """The :class:`replay.runspec.RunSpec` keyword arguments of every side in ``sides``
     (:meth:`SideSpec.spec_fields`), for :func:`replay.runspec.spec_from_options`."""
@@ -310,4 +341,5 @@ def sides_json(sides: dict[str, SideSpec]) -> dict[str, Any]:
     return {side: spec.to_json() for side, spec in sides.items()}
 
 
-__all__ = ["SIDES", "KEYS", "SideError", "SideSpec", "SidesFile", "parse", "from_json", "load_sides_file", "resolve", "spec_fields", "sides_json"]
+__all__ = ["SIDES", "KEYS", "STAGE_KEYS", "SideError", "SideSpec", "SidesFile", "parse", "from_json", "load_sides_file", "resolve",
+           "merge_stage", "spec_fields", "sides_json"]

@@ -210,3 +210,27 @@ def test_audit_help_is_grouped_and_fits_two_screens_at_80_columns():
         "--old", "--new", "--reference", "--sides", "--chat-template", "--tokenizer", "--renderer", "--parser", "--date"]
     for flag in ("--old-parser", "--new-serializer", "--reference-chat-template", "--old-python", "--old-render-in", "--reference-encoder"):
         assert flag not in text  # deprecated: hidden
+
+
+def test_render_and_stream_again_keep_the_other_stages_side_keys(tmp_path: Path):
+    """``replay stream --old parser=...`` on an audited run: the old side's chat template (a render
+    key) stays in run.json ``options.sides``, so ``replay show`` still renders the judged prompt."""
+    capture = write_capture(tmp_path / "c.jsonl", [["read"]])
+    run = tmp_path / "run"
+    assert audit(capture, run, "--old", f"chat_template={OLD_T}").exit_code == 0
+
+    def sides() -> dict:
+        return json.loads((run / "run.json").read_text())["options"]["sides"]
+
+    result = runner.invoke(app, ["stream", "--run", str(run), "-q", "--new", "parser=hermes"])
+    assert result.exit_code == 0, result.output
+    assert sides() == {"old": f"chat_template={OLD_T}", "new": "parser=hermes"}
+    result = runner.invoke(app, ["stream", "--run", str(run), "-q", "--old", "parser=hermes"])
+    assert result.exit_code == 0, result.output
+    assert sides() == {"old": {"chat_template": str(OLD_T), "parser": "hermes"}}  # new: the stream's default again
+    lines = _prompt_lines(run)
+    assert lines[0].split()[:3] == ["old", "model-dump", "chat-template:agent-old.jinja:"]
+    assert not any("not the judged prompt" in line for line in lines), lines
+    result = runner.invoke(app, ["render", "--run", str(run), "-q", "--new", f"chat_template={NEW_T}"])
+    assert result.exit_code == 0, result.output
+    assert sides() == {"old": {"parser": "hermes"}, "new": f"chat_template={NEW_T}"}
