@@ -134,11 +134,11 @@ def test_a_worker_that_cannot_restart_marks_the_rest_of_its_side(tmp_path: Path)
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--old-python", "/no/such/python"], "--old-python /no/such/python: cannot run it"),
+        (["--old", "python=/no/such/python"], "--old python=/no/such/python: cannot run it"),
         (["--new-python", PY, "--new-parser", "acme_nowhere:Parser"], "'acme_nowhere:Parser': importing acme_nowhere failed"),
         (["--new-python", PY, "--new-serializer", "nope"], "unknown serializer 'nope'"),
-        (["--old-pythonpath", "/tmp"], "--old-pythonpath needs --old-python"),
-        (["--old-python", "/bin/false"], "--old-python /bin/false: the worker did not start: the worker exited (exit code 1)"),
+        (["--old-pythonpath", "/tmp"], "--old: pythonpath needs python=INTERPRETER"),
+        (["--old-python", "/bin/false"], "--old python=/bin/false: the worker did not start: the worker exited (exit code 1)"),  # the deprecated flag
     ],
     ids=["no-interpreter", "plugin-not-importable-there", "bad-serializer", "path-without-python", "not-a-python"],
 )
