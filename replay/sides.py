@@ -236,7 +236,8 @@ class WorkerSide:
     # --- process ---------------------------------------------------------------------------
     @property
     def option(self) -> str:
-        return f"--{self.spec.side} python={self.spec.python}"  # the side value's key (replay.side)
+        # the earlier spelling's flag: it is part of the errors a worker's rows record (streams.error)
+        return f"--{self.spec.side}-python {self.spec.python}"
 
     def env(self) -> dict[str, str]:
         """The worker's environment: ours, with ``PYTHONPATH`` = the side's paths then replay's
@@ -298,7 +299,7 @@ class WorkerSide:
         if not isinstance(answer, dict) or not answer.get("ok"):
             self.close()
             why = answer.get("error") if isinstance(answer, dict) else answer
-            option = f"{self.option},render_in=python" if str(why).startswith("cannot render here") else self.option
+            option = f"{self.option} --{self.spec.side}-render-in python" if str(why).startswith("cannot render here") else self.option
             raise SideError(f"{option}: {why}")
         self.parsers = answer.get("parsers") or {}
         self.info = {k: answer.get(k) for k in ("python", "executable", "pid", "replay", "render")}

@@ -143,7 +143,7 @@ def test_a_side_interpreter_that_is_too_old_or_no_python_and_a_missing_pythonpat
     old.chmod(0o755)
     capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
     cases = [
-        (["--old", f"python={old}"], f"--old python={old}: the worker did not start: the worker exited (exit code 1): SyntaxError: invalid syntax (it is Python 3.8; the worker needs Python 3.10 or newer)"),
+        (["--old-python", str(old)], f"--old-python {old}: the worker did not start: the worker exited (exit code 1): SyntaxError: invalid syntax (it is Python 3.8; the worker needs Python 3.10 or newer)"),
         (["--old-python", "/bin/sh"], "(it does not run as a Python interpreter)"),
         (["--new-python", sys.executable, "--new-pythonpath", f"{tmp_path}:{tmp_path / 'nowhere'}"], f"--new-pythonpath: no such directory: {tmp_path / 'nowhere'}"),
     ]

@@ -227,5 +227,5 @@ def test_a_template_the_sides_interpreter_cannot_load_stops_the_run_first(tmp_pa
     result = invoke("audit", SAMPLES, "--out", tmp_path / "r", "-q", "--chat-template", NEW_T, "--old-python", bare, "--old-render-in", "python")
     assert result.exit_code == 1
     text = " ".join(result.output.split())
-    assert f"--old python={bare},render_in=python: cannot render here: ModuleNotFoundError: No module named" in text, text
+    assert f"--old-python {bare} --old-render-in python: cannot render here: ModuleNotFoundError: No module named" in text, text
     assert not (tmp_path / "r" / "renders.parquet").exists()
