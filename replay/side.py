@@ -288,7 +288,8 @@ def resolve(values: dict[str, Any], sides_file: str | os.PathLike[str] | None = 
             base = spec.items() if spec is not None else {}
             both = sorted(set(base) & set(flags))
             if both:
-                raise SideError(f"--{side}-{both[0].replace('_', '-')} and {both[0]} in the {side} side's value: give it once")
+                flag = "--reference-encoder" if (side, both[0]) == ("reference", "renderer") else f"--{side}-{both[0].replace('_', '-')}"
+                raise SideError(f"{flag} and {both[0]} in the {side} side's value: give it once")
             # as given: the value's keys and the flags' together, as one table
             spec = _checked(f"--{side}", side, {**base, **flags}, None)
         if spec is not None:

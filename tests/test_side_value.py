@@ -72,6 +72,7 @@ BAD_VALUES = [
     (["--new", "pythonpath=/src"], "--new: pythonpath needs python=INTERPRETER"),
     (["--reference", "chat_template=a.jinja,renderer=harmony"], "--reference: chat_template and renderer both name the side's renderer"),
     (["--old", "parser=hermes", "--old-parser", "qwen3"], "--old-parser and parser in the old side's value: give it once"),
+    (["--reference", "renderer=harmony", "--reference-encoder", "harmony"], "--reference-encoder and renderer in the reference side's value"),
 ]
 
 
