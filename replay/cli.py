@@ -274,7 +274,7 @@ def _routes_value(value: Optional[list[str]]) -> Optional[list[str]]:
 # --- shared options -------------------------------------------------------------------------------
 # ``rich_help_panel`` names the section of ``--help`` an option is listed in (:class:`_GroupedHelp`).
 CAPTURES, SIDES, CHECKS, OUTPUT, SCALE = "Captures", "Sides", "Checks", "Output", "Scale"
-RunOpt = Annotated[Path, typer.Option("--run", help="Run folder (made by `replay audit` or `replay ingest`).")]
+RunOpt = Annotated[Path, typer.Option("--run", rich_help_panel=OUTPUT, help="Run folder (made by `replay audit` or `replay ingest`).")]
 SideHelp = {
     "old": "The old side: comma-separated KEY=VALUE (repeatable), or a TOML inline table for a value with a comma. Keys: preparer, "
            "serializer (default model-dump), chat_template, renderer, parser, python, pythonpath, render_in.",
@@ -299,7 +299,7 @@ TemplateOpt = Annotated[
         help="Chat template of every side (.jinja or tokenizer_config.json). Repeatable as PATTERN=FILE: the model name picks it.",
     ),
 ]
-TokenizerOpt = Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder holding one) for token counts and the `token` chunking.")]
+TokenizerOpt = Annotated[Optional[Path], typer.Option(rich_help_panel=SIDES, help="tokenizer.json (or a folder holding one) for token counts and the `token` chunking.")]
 RenderTokenizerOpt = Annotated[
     Optional[list[str]],
     typer.Option(
@@ -887,13 +887,13 @@ IngestJobsOpt = Annotated[
 def ingest(
     ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help="Capture files or folders (recursive).")],
-    out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
+    out: Annotated[Path, typer.Option("--out", rich_help_panel=OUTPUT, help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
     jobs: IngestJobsOpt = 1,
     redact: RedactOpt = False,
     max_line_bytes: MaxLineOpt = 32 << 20,
     capture_format: CaptureFormatOpt = None,
-    tokenizer: Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace the run --out already holds (its tables, run.json, reports, exemplars).")] = False,
+    tokenizer: Annotated[Optional[Path], typer.Option(rich_help_panel=CAPTURES, help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
+    force: Annotated[bool, typer.Option("--force", rich_help_panel=OUTPUT, help="Replace the run --out already holds (its tables, run.json, reports, exemplars).")] = False,
     model: ModelOpt = None,
     route: RouteOpt = None,
     since: SinceOpt = None,
