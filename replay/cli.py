@@ -108,6 +108,36 @@ class _OneLineErrors(typer.core.TyperGroup):
             raise typer.Exit(130) from None
 
 
+class _GroupedHelp(typer.core.TyperCommand):
+    """A command whose ``--help`` lists its options in one section per group (the option's
+    ``rich_help_panel``: :data:`HELP_GROUPS` in that order, ``--help`` under Output, then the rest
+    under "Options"), in
+    click's plain layout wrapped at the terminal's width. typer groups options only in rich
+    markup mode, whose panels cut long words with "…" at 80 columns (``rich_markup_mode=None``)."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:  # hidden: the deprecated per-side flags
+                continue
+            if param.param_type_name == "argument":
+                group = "Arguments"
+            elif param.name == "help":
+                group = "Output"
+            else:
+                group = getattr(param, "rich_help_panel", None) or "Options"
+            groups.setdefault(group, []).append(record)
+        for group in ("Arguments", *HELP_GROUPS, "Options"):
+            if groups.get(group):
+                with formatter.section(group):
+                    formatter.write_dl(groups[group])
+
+
+#: The sections of a command's ``--help`` (:class:`_GroupedHelp`), in order.
+HELP_GROUPS = ("Captures", "Sides", "Checks", "Output", "Scale")
+
+
 app = typer.Typer(
     name="replay",
     cls=_OneLineErrors,
@@ -242,166 +272,177 @@ def _routes_value(value: Optional[list[str]]) -> Optional[list[str]]:
 
 
 # --- shared options -------------------------------------------------------------------------------
-RunOpt = Annotated[Path, typer.Option("--run", help="Run folder (made by `replay audit` or `replay ingest`).")]
-OldSer = Annotated[str, typer.Option(help="Tool serializer of the old side: built-in name or module:attr / file.py:attr.")]
-NewSer = Annotated[str, typer.Option(help="Tool serializer of the new side.")]
-RefSer = Annotated[str, typer.Option(help="Tool serializer of the reference side.")]
+# ``rich_help_panel`` names the section of ``--help`` an option is listed in (:class:`_GroupedHelp`).
+CAPTURES, SIDES, CHECKS, OUTPUT, SCALE = "Captures", "Sides", "Checks", "Output", "Scale"
+RunOpt = Annotated[Path, typer.Option("--run", rich_help_panel=OUTPUT, help="Run folder (made by `replay audit` or `replay ingest`).")]
+SideHelp = {
+    "old": "The old side: comma-separated KEY=VALUE (repeatable), or a TOML inline table for a value with a comma. Keys: preparer, "
+           "serializer (default model-dump), chat_template, renderer, parser, python, pythonpath, render_in.",
+    "new": "The new side, as --old (serializer default: client-fields).",
+    "reference": "The side judged against (serializer default: as-sent), as --old without python, pythonpath, render_in: "
+                 "its parser (e.g. sglang/NAME, vllm/NAME, trtllm/NAME) must be importable by the interpreter running replay.",
+}
+OldSide = Annotated[Optional[list[str]], typer.Option("--old", metavar="KEY=VALUE", rich_help_panel=SIDES, help=SideHelp["old"])]
+NewSide = Annotated[Optional[list[str]], typer.Option("--new", metavar="KEY=VALUE", rich_help_panel=SIDES, help=SideHelp["new"])]
+RefSide = Annotated[Optional[list[str]], typer.Option("--reference", metavar="KEY=VALUE", rich_help_panel=SIDES, help=SideHelp["reference"])]
+SidesFileOpt = Annotated[
+    Optional[Path],
+    typer.Option("--sides", metavar="FILE", rich_help_panel=SIDES,
+                 help="TOML file of [sides.NAME] tables of those keys: old, new, reference."),
+]
 TemplateOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--chat-template",
-        metavar="FILE|PATTERN=FILE",
-        help="Render with this Jinja chat template (.jinja, or a tokenizer_config.json). Default: the json-tools renderer. "
-        "Repeatable as 'PATTERN=FILE' (e.g. 'Qwen/Qwen3*=qwen3.jinja'): the served model name picks the template; "
-        "an exchange no pattern matches is rendered with the plain --chat-template, else with json-tools.",
+        metavar="FILE",
+        rich_help_panel=SIDES,
+        help="Chat template of every side (.jinja or tokenizer_config.json). Repeatable as PATTERN=FILE: the model name picks it.",
     ),
 ]
-TokenizerOpt = Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder holding one) for token counts and the `token` chunking.")]
+TokenizerOpt = Annotated[Optional[Path], typer.Option(rich_help_panel=SIDES, help="tokenizer.json (or a folder holding one) for token counts and the `token` chunking.")]
 RenderTokenizerOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--tokenizer",
-        metavar="FILE|PATTERN=FILE",
-        help="tokenizer.json (or a folder holding one) for token counts, the `token` chunking and the templates' special tokens "
-        "(bos_token, eos_token from its tokenizer_config.json). Repeatable as 'PATTERN=FILE' for the --chat-template of that pattern.",
-    ),
-]
-PreparerHelp = "Request preparer of the {side} side: what a server does to a request before the chat template: vllm (default), sglang, trtllm, as-sent, or module:attr / file.py:attr."
-OldPreparer = Annotated[Optional[str], typer.Option("--old-preparer", help=PreparerHelp.format(side="old"))]
-NewPreparer = Annotated[Optional[str], typer.Option("--new-preparer", help=PreparerHelp.format(side="new"))]
-RefPreparer = Annotated[Optional[str], typer.Option("--reference-preparer", help=PreparerHelp.format(side="reference"))]
-OldTemplate = Annotated[Optional[Path], typer.Option("--old-chat-template", help="Chat template of the old side (default: --chat-template), e.g. `git show main:tmpl.jinja > old.jinja`.")]
-NewTemplate = Annotated[Optional[Path], typer.Option("--new-chat-template", help="Chat template of the new side (default: --chat-template).")]
-RefTemplate = Annotated[Optional[Path], typer.Option("--reference-chat-template", help="Chat template of the reference side (default: --chat-template; --reference-encoder is the other choice).")]
-OldRendererOpt = Annotated[Optional[str], typer.Option("--old-renderer", help="Renderer of the old side (json-tools, harmony, mistral-common[:VERSION], path/encoding.py:function); default: --renderer.")]
-NewRendererOpt = Annotated[Optional[str], typer.Option("--new-renderer", help="Renderer of the new side; default: --renderer.")]
-RefEncoderOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--reference-encoder",
-        help="Render the reference side with an encoder instead of the renderer: mistral-common[:VERSION] (v1 v2 v3 v7 tekken tekken-mm, or a tokenizer file), harmony (gpt-oss), or a checkpoint's path/encoding.py:function / module:function.",
+        metavar="FILE",
+        rich_help_panel=SIDES,
+        help="tokenizer.json (or its folder): token counts, the token chunking. Repeatable as PATTERN=FILE.",
     ),
 ]
 RendererOpt = Annotated[
     Optional[str],
-    typer.Option("--renderer", help="Renderer of the old and new sides: json-tools (default), harmony, mistral-common[:VERSION], or path/encoding.py:function. --chat-template overrides it."),
+    typer.Option("--renderer", metavar="SPEC", rich_help_panel=SIDES,
+                 help="Renderer of old and new: json-tools (default), harmony, mistral-common[:V], file.py:function."),
 ]
 DateOpt = Annotated[
     Optional[str],
-    typer.Option("--date", callback=_date_value, help="YYYY-MM-DD the templates read (strftime_now, date_string; Harmony's Current date). Default 2026-01-01, recorded in run.json."),
+    typer.Option("--date", metavar="YYYY-MM-DD", callback=_date_value, rich_help_panel=SIDES, help="The day templates read (default 2026-01-01)."),
 ]
-ParserOpt = Annotated[Optional[str], typer.Option("--parser", help="Tool-parser family for every exchange (default: from the model name).")]
-OldParser = Annotated[Optional[str], typer.Option(help="Tool parser of the old side: built-in name or module:attr / file.py:attr (default: the family's).")]
-NewParser = Annotated[Optional[str], typer.Option(help="Tool parser of the new side (default: the family's).")]
-RefParser = Annotated[
-    Optional[str],
-    typer.Option(
-        help="Tool parser of the reference side, whose whole-text parse every side is judged against (default: the family's): "
-        "a built-in name, module:attr / file.py:attr, or a framework's parser sglang/NAME, vllm/NAME, trtllm/NAME. The reference "
-        "runs in this process, never in a worker: the framework must be importable by the interpreter running replay."
-    ),
+ParserOpt = Annotated[Optional[str], typer.Option("--parser", metavar="FAMILY", rich_help_panel=SIDES, help="Parser family of every exchange (default: by model).")]
+
+
+def _hidden(flag: str, key: str, kind: Any = str) -> Any:
+    """A deprecated per-side flag (``--old-parser``): hidden from ``--help``, folded into the side's
+    value as ``key`` (:func:`_resolve_sides`, which prints the deprecation line)."""
+    side = flag.split("-")[2]
+    return Annotated[Optional[kind], typer.Option(flag, hidden=True, help=f"Deprecated: --{side} {key}=VALUE.")]
+
+
+# the deprecated per-side flags, one release: (flag, side value key)
+OldSer = _hidden("--old-serializer", "serializer")
+NewSer = _hidden("--new-serializer", "serializer")
+RefSer = _hidden("--reference-serializer", "serializer")
+OldPreparer = _hidden("--old-preparer", "preparer")
+NewPreparer = _hidden("--new-preparer", "preparer")
+RefPreparer = _hidden("--reference-preparer", "preparer")
+OldTemplate = _hidden("--old-chat-template", "chat_template", Path)
+NewTemplate = _hidden("--new-chat-template", "chat_template", Path)
+RefTemplate = _hidden("--reference-chat-template", "chat_template", Path)
+OldRendererOpt = _hidden("--old-renderer", "renderer")
+NewRendererOpt = _hidden("--new-renderer", "renderer")
+RefEncoderOpt = _hidden("--reference-encoder", "renderer")
+OldParser = _hidden("--old-parser", "parser")
+NewParser = _hidden("--new-parser", "parser")
+RefParser = _hidden("--reference-parser", "parser")
+OldPython = _hidden("--old-python", "python")
+NewPython = _hidden("--new-python", "python")
+OldPath = _hidden("--old-pythonpath", "pythonpath")
+NewPath = _hidden("--new-pythonpath", "pythonpath")
+OldRenderIn = _hidden("--old-render-in", "render_in")
+NewRenderIn = _hidden("--new-render-in", "render_in")
+#: parameter name of a deprecated flag -> (side, side value key)
+_LEGACY: dict[str, tuple[str, str]] = {
+    f"{side}_{key}": (side, key)
+    for side in ("old", "new", "reference")
+    for key in ("serializer", "preparer", "chat_template", "renderer", "parser", "python", "pythonpath", "render_in")
+    if not (side == "reference" and key in ("renderer", "python", "pythonpath", "render_in"))
+}
+_LEGACY["reference_encoder"] = ("reference", "renderer")
+TimeoutOpt = Annotated[
+    float,
+    typer.Option(parser=_timeout_value, metavar="SECONDS", rich_help_panel=CHECKS,
+                 help="Limit of one parse or replay, else an error (0: none)."),
 ]
-OldPython = Annotated[
-    Optional[str],
-    typer.Option("--old-python", help="Run the old side's serializer and parser in this interpreter (a venv's bin/python), as a worker process. Its prompts render in the audit's interpreter unless --old-render-in python."),
-]
-NewPython = Annotated[Optional[str], typer.Option("--new-python", help="Run the new side's serializer and parser in this interpreter (prompts: see --new-render-in).")]
-OldRenderIn = Annotated[
-    str,
-    typer.Option("--old-render-in", callback=lambda v: _one_of("--old-render-in", v, ("audit", "python")), help="Where the old side's prompts render: audit (this interpreter's transformers and jinja2; the serializer still runs in --old-python) or python (preparer, serializer, chat template and tokenizer all in the --old-python interpreter, with its own transformers, jinja2 and tokenizers: a template audited as that environment renders it)."),
-]
-NewRenderIn = Annotated[
-    str,
-    typer.Option("--new-render-in", callback=lambda v: _one_of("--new-render-in", v, ("audit", "python")), help="Where the new side's prompts render: audit or python (in the --new-python interpreter)."),
-]
-OldPath = Annotated[
-    Optional[str],
-    typer.Option("--old-pythonpath", help="Directories (joined by ':' as PYTHONPATH) put first on the --old-python worker's import path, e.g. a checkout of main."),
-]
-NewPath = Annotated[Optional[str], typer.Option("--new-pythonpath", help="Directories put first on the --new-python worker's import path.")]
-TimeoutOpt = Annotated[float, typer.Option(parser=_timeout_value, metavar="SECONDS", help="Seconds one parse or replay may take; past it the replay is recorded as an error (0: no limit).")]
 RedactOpt = Annotated[
     bool,
-    typer.Option("--redact", help="Hash message text at ingest, in the tables too (roles, structure, lengths and tool schemas kept; the logged prompt and raw completion dropped, so no re-streaming). Secrets are dropped with or without it; exemplars mask text unless --exemplar-text."),
+    typer.Option("--redact", rich_help_panel=CAPTURES,
+                 help="Hash message text at ingest, tables too (no re-streaming then)."),
 ]
 MaxLineOpt = Annotated[
-    int, typer.Option("--max-line-bytes", min=1, help="Longest capture line read (decompressed bytes); a longer one is skipped without being held and counted as line-too-long.")
+    int, typer.Option("--max-line-bytes", min=1, metavar="BYTES", rich_help_panel=CAPTURES, help="Longest line read; a longer one is counted as an error.")
 ]
 FailOnOpt = Annotated[
     Optional[list[str]],
     typer.Option(
-        "--fail-on",
-        help="Exit with code 3 when the verdict table shows this: VERDICT (any check), CHECK:VERDICT or CHECK:VERDICT>N "
+        "--fail-on", metavar="RULE", rich_help_panel=CHECKS,
+        help="Exit 3 when the verdicts show VERDICT, CHECK:VERDICT or CHECK:VERDICT>N "
         "(e.g. broken, 'dropped-call:broken>0', 'null-leak:still-wrong>10': quote a >). Repeatable.",
     ),
 ]
-ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", help="Write message text in the exemplars and report as captured (default: masked, lengths and hashes kept).")]
+ExemplarTextOpt = Annotated[bool, typer.Option("--exemplar-text", rich_help_panel=OUTPUT, help="Message text in exemplars as captured (default: masked).")]
 CaptureFormatOpt = Annotated[
     Optional[str],
-    typer.Option("--capture-format", callback=_format_value, help="Read every capture as this format: v1, sse, body, openai-batch, har, serverlog, litellm, otel, kong, helicone, vllm-log, mitmproxy, langfuse, openai-stored (default: detected per file)."),
+    typer.Option("--capture-format", metavar="FORMAT", callback=_format_value, rich_help_panel=CAPTURES,
+                 help="Read every capture as v1, sse, body, openai-batch, har, serverlog, litellm, otel, kong, helicone, vllm-log, mitmproxy, langfuse or openai-stored (default: detected)."),
 ]
 ModelOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--model", metavar="GLOB", callback=_models_value, help="Keep exchanges whose model matches this shell glob (e.g. 'Qwen/*'). Repeatable: any."),
+    typer.Option("--model", metavar="GLOB", callback=_models_value, rich_help_panel=CAPTURES, help="Keep models matching this glob ('Qwen/*'). Repeatable."),
 ]
 RouteOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--route", callback=_routes_value, help="Keep exchanges of this route: chat.completions, messages, responses. Repeatable."),
+    typer.Option("--route", metavar="ROUTE", callback=_routes_value, rich_help_panel=CAPTURES, help="Keep chat.completions, messages or responses. Repeatable."),
 ]
 SinceOpt = Annotated[
-    Optional[str], typer.Option("--since", metavar="TIME", callback=_ts_value, help="Keep exchanges with ts at or after TIME (ISO 8601 or epoch seconds; no offset: UTC).")
+    Optional[str], typer.Option("--since", metavar="TIME", callback=_ts_value, rich_help_panel=CAPTURES, help="Keep ts >= TIME (ISO 8601 or epoch seconds; UTC).")
 ]
-UntilOpt = Annotated[Optional[str], typer.Option("--until", metavar="TIME", callback=_ts_value, help="Keep exchanges with ts before TIME.")]
+UntilOpt = Annotated[Optional[str], typer.Option("--until", metavar="TIME", callback=_ts_value, rich_help_panel=CAPTURES, help="Keep ts < TIME.")]
 SampleOpt = Annotated[
     Optional[str],
-    typer.Option("--sample", metavar="FRACTION", callback=_fraction_value, help="Keep this fraction (0.1 or 10%), chosen by a hash of the sample key: the same on every run."),
+    typer.Option("--sample", metavar="FRACTION", callback=_fraction_value, rich_help_panel=CAPTURES, help="Keep this fraction (0.1, 10%) by a hash of --sample-key."),
 ]
 SampleKeyOpt = Annotated[
     str,
-    typer.Option("--sample-key", metavar="FIELD", callback=_sample_key_value, help="What --sample hashes: exchange_id, another exchanges column, or request.PATH (e.g. request.metadata.session_id) to keep sessions whole."),
+    typer.Option("--sample-key", metavar="FIELD", callback=_sample_key_value, rich_help_panel=CAPTURES,
+                 help="What --sample hashes: a column or request.PATH."),
 ]
-LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, metavar="N", help="Keep at most N exchanges (the first that pass the other filters).")]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, metavar="N", rich_help_panel=CAPTURES, help="Keep at most N exchanges.")]
 JobsOpt = Annotated[
     Optional[int],
-    typer.Option(
-        "--jobs", min=1,
-        help="Processes the render and re-stream stages run on (a pool over record batches; an --old-python/--new-python side gets one worker per process). "
-             "Default: the CPU count. The rows do not depend on it.",
-    ),
+    typer.Option("--jobs", min=1, metavar="N", rich_help_panel=SCALE, help="Processes of the render and re-stream stages (default: CPUs)."),
 ]
 OverlapOpt = Annotated[
     bool,
     typer.Option(
-        "--overlap/--no-overlap",
-        help="Render and re-stream each row group on the --jobs pool as soon as ingest has written it, on all but one of its "
-             "processes (captures of at least 8 MiB, --jobs above 1, not with --parallel-ingest; the tables do not depend on it). "
-             "--no-overlap runs the stages after ingest, as with --jobs 1.",
+        "--overlap/--no-overlap", rich_help_panel=SCALE,
+        help="Render and re-stream row groups while ingest runs.",
     ),
 ]
 ParallelIngestOpt = Annotated[
     bool,
     typer.Option(
-        "--parallel-ingest/--no-parallel-ingest",
-        help="Also parse the capture-v1 lines on the --jobs pool (captures of at least 8 MiB; reading, decompressing and writing Parquet stay "
-             "in this process; the tables do not depend on it). Off by default: on 2 cores (20,000-exchange bench capture) it saved ~0.5 s of "
-             "an 11 s audit for ~2 more CPU s and ~20 MiB more peak RSS; with more cores the serial ingest is a larger share.",
+        "--parallel-ingest/--no-parallel-ingest", rich_help_panel=SCALE,
+        help="Also parse capture-v1 lines on the --jobs pool.",
     ),
 ]
 BatchRowsOpt = Annotated[
-    int, typer.Option("--batch-rows", min=1, help="Exchanges per record batch: the unit of work of --jobs, of a part file and of resuming.")
+    int, typer.Option("--batch-rows", min=1, metavar="N", rich_help_panel=SCALE, help="Exchanges per batch (the unit of work and of resuming).")
 ]
 QuietOpt = Annotated[
-    bool, typer.Option("--quiet", "-q", help="No progress bar on stderr (a terminal), nor the progress line every ~10 s (stderr not a terminal: CI, logs); the results are printed all the same.")
+    bool, typer.Option("--quiet", "-q", rich_help_panel=OUTPUT, help="No progress bar or progress lines on stderr.")
 ]
 DuckMemOpt = Annotated[
     Optional[str],
-    typer.Option("--duckdb-memory", envvar="REPLAY_DUCKDB_MEMORY", show_envvar=True, help="Memory limit of DuckDB's queries (e.g. 256MB, 2GB; default 256MB). Past it they spill to --duckdb-temp; raise it when a query reports DuckDB out of memory."),
+    typer.Option("--duckdb-memory", metavar="SIZE", envvar="REPLAY_DUCKDB_MEMORY", show_envvar=True, rich_help_panel=SCALE,
+                 help="DuckDB's memory limit (default 256MB)."),
 ]
 DuckThreadsOpt = Annotated[
-    Optional[int], typer.Option("--duckdb-threads", envvar="REPLAY_DUCKDB_THREADS", show_envvar=True, min=1, help="Threads of DuckDB's queries (default: --jobs where the command has it and it is given, else the CPU count; at most 4 either way).")
+    Optional[int], typer.Option("--duckdb-threads", metavar="N", envvar="REPLAY_DUCKDB_THREADS", show_envvar=True, min=1, rich_help_panel=SCALE,
+                                help="DuckDB's threads (default: --jobs, at most 4).")
 ]
 DuckTempOpt = Annotated[
-    Optional[Path], typer.Option("--duckdb-temp", envvar="REPLAY_DUCKDB_TEMP", show_envvar=True, help="Folder DuckDB spills to past its memory limit (default RUN/.duckdb_tmp, removed after).")
+    Optional[Path], typer.Option("--duckdb-temp", metavar="DIR", envvar="REPLAY_DUCKDB_TEMP", show_envvar=True, rich_help_panel=SCALE,
+                                 help="Where DuckDB spills (default RUN/.duckdb_tmp).")
 ]
 
 
@@ -413,16 +454,19 @@ def _one_of(option: str, value: str, allowed: tuple[str, ...]) -> str:
 
 EngineOpt = Annotated[
     str,
-    typer.Option("--engine", callback=lambda v: _one_of("--engine", v, ("local", "ray")), help="What runs the render and re-stream stages: local (this machine) or ray (Ray Data, the same batch functions: a local Ray, or the cluster at --ray-address; needs the `ray` extra)."),
+    typer.Option("--engine", callback=lambda v: _one_of("--engine", v, ("local", "ray")), rich_help_panel=SCALE,
+                 help="local, or ray (Ray Data; the ray extra)."),
 ]
 RayAddressOpt = Annotated[
-    Optional[str], typer.Option("--ray-address", help="With --engine ray: the Ray cluster to run on (ray://HOST:10001, HOST:6379, or auto); default: a local Ray started for the run. Its workers read RUN/exchanges.parquet, so RUN must be on storage every node mounts at the same path.")
+    Optional[str], typer.Option("--ray-address", rich_help_panel=SCALE,
+                                help="The Ray cluster (default: a local Ray).")
 ]
 ChunkingsOpt = Annotated[
     Optional[str],
-    typer.Option(callback=_chunkings_value, help="Comma-separated chunkings, forced on both sides. Default, per side: recorded,whole where the parser is the family's built-in; for any other parser (a plugin, a framework adapter, --old-python/--new-python) recorded,whole,char,fixed-2,3,5,8,13,40, token with --tokenizer, and split-all (every two-way split of completions up to 2,000 chars). Also char-raw, random-SEED, split-K."),
+    typer.Option(callback=_chunkings_value, metavar="NAMES", rich_help_panel=CHECKS,
+                 help="Chunkings of every side. Default: recorded,whole for a built-in parser; else "
+                 "recorded,whole,char,fixed-2,3,5,8,13,40, token with --tokenizer, and split-all."),
 ]
-
 
 def _filters(
     model: Optional[list[str]], route: Optional[list[str]], since: Optional[str], until: Optional[str],
@@ -610,54 +654,65 @@ def _captures(paths: list[str], skipped: list[dict] | None = None) -> list[Any]:
     return files
 
 
+def _resolve_sides(old: Optional[list[str]], new: Optional[list[str]], reference: Optional[list[str]],
+                   sides_file: Optional[Path], legacy: dict[str, Any]) -> dict[str, Any]:
+    """Every side's :class:`replay.side.SideSpec`, resolved once from ``--old``, ``--new``,
+    ``--reference``, ``--sides`` and the deprecated per-side flags given (``legacy``: parameter
+    name -> value, e.g. ``old_parser``; one deprecation line on stderr each). Exits 2 in one line
+    naming the option for a value :func:`replay.side.resolve` refuses."""
+    from replay.side import SideError, resolve
+
+    flags: dict[str, dict[str, str]] = {}
+    for name, value in legacy.items():
+        if value is None:
+            continue
+        side, key = _LEGACY[name]
+        flag = "--" + name.replace("_", "-")
+        err.print(f"[bold yellow]warning:[/] {escape(flag)} is deprecated; give --{side} {key}=VALUE", highlight=False, soft_wrap=True)
+        flags.setdefault(side, {})[key] = os.fspath(value)
+    try:
+        return resolve({"old": old, "new": new, "reference": reference}, sides_file, flags)
+    except SideError as exc:
+        _fail(str(exc), 2)
+    return {}
+
+
 def _config(
-    old_serializer: str,
-    new_serializer: str,
-    reference_serializer: str,
+    sides: dict[str, Any],
     chat_template: Optional[list[str]],
     tokenizer: Any,
     parser: Optional[str],
-    old_parser: Optional[str],
-    new_parser: Optional[str],
     chunkings: Optional[str],
     replay_timeout: float = 10.0,
-    reference_parser: Optional[str] = None,
-    old_python: Optional[str] = None,
-    new_python: Optional[str] = None,
-    old_pythonpath: Optional[str] = None,
-    new_pythonpath: Optional[str] = None,
-    reference_encoder: Optional[str] = None,
     renderer_spec: Optional[str] = None,
     date: Optional[str] = None,
-    side_render: Optional[dict[str, Any]] = None,
     defer: bool = False,
 ) -> Any:
     """The run's :class:`replay.pipeline.AuditConfig`, built by the library from a
     :class:`replay.runspec.RunSpec` of these options; fails (exit 1) with the library's message,
-    which names the option. ``chat_template`` / ``tokenizer``: the repeatable options' values
-    (``FILE`` or ``PATTERN=FILE``; ``replay stream`` passes one tokenizer path);
-    ``side_render``: the per-side render options (``old_chat_template``, ``new_renderer``,
-    ``old_preparer``, ``old_render_in`` ...). ``defer``: leave the renderers and tokenizer
-    unbuilt (``replay audit``: :func:`replay.audit.setup_render` checks them up front and builds
-    them only in the processes that render)."""
+    which names the option. ``sides``: ``{side: SideSpec}`` (:func:`_resolve_sides`), whose fields
+    become the spec's per-side fields (:func:`replay.side.spec_fields`) and whose values as given
+    go to ``run.json`` ``options.sides``; ``chat_template`` / ``tokenizer``: the repeatable
+    options' values (``FILE`` or ``PATTERN=FILE``; ``replay stream`` passes one tokenizer path).
+    ``defer``: leave the renderers and tokenizer unbuilt (``replay audit``:
+    :func:`replay.audit.setup_render` checks them up front and builds them only in the processes
+    that render)."""
     from replay.runspec import build_config, spec_from_options
+    from replay.side import sides_json, spec_fields
 
+    fields = spec_fields(sides)
     try:
         spec = spec_from_options(
             chat_templates=chat_template, tokenizers=tokenizer, chunkings=chunkings,
-            old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
-            old_serializer=old_serializer, new_serializer=new_serializer, reference_serializer=reference_serializer,
-            renderer=renderer_spec, reference_encoder=reference_encoder, date=date,
-            parser=parser, old_parser=old_parser, new_parser=new_parser, reference_parser=reference_parser,
-            old_python=old_python, new_python=new_python, replay_timeout=replay_timeout,
-            **(side_render or {}),
+            renderer=renderer_spec, date=date, parser=parser, replay_timeout=replay_timeout, **fields,
         )
         cfg = build_config(spec, load=not defer)
     except UsageError as exc:  # a name that is no built-in: a bad option value
         _fail(str(exc), 2)
     except ValueError as exc:
         _fail(str(exc))
-    cfg.options.update(old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath)  # as given
+    # as given
+    cfg.options.update(old_pythonpath=fields.get("old_pythonpath"), new_pythonpath=fields.get("new_pythonpath"), sides=sides_json(sides))
     return cfg
 
 
@@ -704,27 +759,31 @@ def _default_out() -> Path:
 # --- commands --------------------------------------------------------------------------------------
 
 
-@app.command(short_help="Ingest, re-render and re-stream captures; count; report.")
+@app.command(cls=_GroupedHelp, short_help="Ingest, re-render and re-stream captures; count; report.")
 def audit(
-    paths: Annotated[list[str], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har, plain, .zst or .gz; or s3://, gs://, az:// URIs of objects or prefixes.")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to write (default runs/audit-<time>).")] = None,
-    old_serializer: OldSer = "model-dump",
-    new_serializer: NewSer = "client-fields",
-    reference_serializer: RefSer = "as-sent",
+    paths: Annotated[list[str], typer.Argument(help="Capture files or folders (recursive): .jsonl/.ndjson/.json/.sse/.har/.log/.mitm, plain, .zst or .gz; or s3://, gs://, az:// URIs of objects or prefixes.")],
+    out: Annotated[Optional[Path], typer.Option("--out", rich_help_panel=OUTPUT, help="Run folder to write (default runs/audit-<time>).")] = None,
+    old: OldSide = None,
+    new: NewSide = None,
+    reference: RefSide = None,
+    sides: SidesFileOpt = None,
     chat_template: TemplateOpt = None,
     tokenizer: RenderTokenizerOpt = None,
-    reference_encoder: RefEncoderOpt = None,
     renderer: RendererOpt = None,
+    parser: ParserOpt = None,
+    date: DateOpt = None,
+    old_serializer: OldSer = None,
+    new_serializer: NewSer = None,
+    reference_serializer: RefSer = None,
+    old_preparer: OldPreparer = None,
+    new_preparer: NewPreparer = None,
+    reference_preparer: RefPreparer = None,
     old_chat_template: OldTemplate = None,
     new_chat_template: NewTemplate = None,
     reference_chat_template: RefTemplate = None,
     old_renderer: OldRendererOpt = None,
     new_renderer: NewRendererOpt = None,
-    old_preparer: OldPreparer = None,
-    new_preparer: NewPreparer = None,
-    reference_preparer: RefPreparer = None,
-    date: DateOpt = None,
-    parser: ParserOpt = None,
+    reference_encoder: RefEncoderOpt = None,
     old_parser: OldParser = None,
     new_parser: NewParser = None,
     reference_parser: RefParser = None,
@@ -732,8 +791,8 @@ def audit(
     new_python: NewPython = None,
     old_pythonpath: OldPath = None,
     new_pythonpath: NewPath = None,
-    old_render_in: OldRenderIn = "audit",
-    new_render_in: NewRenderIn = "audit",
+    old_render_in: OldRenderIn = None,
+    new_render_in: NewRenderIn = None,
     chunkings: ChunkingsOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
     redact: RedactOpt = False,
@@ -755,8 +814,8 @@ def audit(
     force: Annotated[
         bool,
         typer.Option(
-            "--force",
-            help="Replace the run --out holds (its tables, run.json, reports, exemplars). Without it an --out holding a run is refused, except an interrupted audit of the same captures and options, which resumes: ingest is not run again and the batches already written are kept.",
+            "--force", rich_help_panel=OUTPUT,
+            help="Replace the run --out holds (without it, only an interrupted audit of the same inputs is resumed).",
         ),
     ] = False,
     quiet: QuietOpt = False,
@@ -779,15 +838,16 @@ def audit(
 
     gates = _gates(fail_on)
     filters = _filters(model, route, since, until, sample, sample_key, limit)
-    cfg = _config(
-        old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
-        reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
-        reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
-        side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
-                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer,
-                         old_render_in=old_render_in, new_render_in=new_render_in),
-        defer=True,
-    )
+    side_specs = _resolve_sides(old, new, reference, sides, dict(
+        old_serializer=old_serializer, new_serializer=new_serializer, reference_serializer=reference_serializer,
+        old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer,
+        old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
+        old_renderer=old_renderer, new_renderer=new_renderer, reference_encoder=reference_encoder,
+        old_parser=old_parser, new_parser=new_parser, reference_parser=reference_parser,
+        old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+        old_render_in=old_render_in, new_render_in=new_render_in,
+    ))
+    cfg = _config(side_specs, chat_template, tokenizer, parser, chunkings, replay_timeout, renderer_spec=renderer, date=date, defer=True)
     if redact and exemplar_text:
         _fail("--redact (hash message text at ingest) and --exemplar-text (show it in the exemplars) contradict each other", 2)
     cfg.options.update(redact=redact, max_line_bytes=max_line_bytes)
@@ -838,26 +898,24 @@ def audit(
 IngestJobsOpt = Annotated[
     int,
     typer.Option(
-        "--jobs", min=1,
-        help="Processes that parse the capture-v1 lines (reading, decompressing and writing Parquet stay in this one; "
-             "other formats are parsed here; the tables do not depend on it). Default 1: on the 20,000-exchange bench "
-             "capture 2 took 5.5 s and 6.5 CPU s at 443 MiB against 4.6 s, 4.7 CPU s and 228 MiB (starting a pool of its "
-             "own and the hand-off cost more than they save; `replay audit --parallel-ingest` parses on its stages' pool).",
+        "--jobs", min=1, rich_help_panel=SCALE,
+        help="Processes that parse the capture-v1 lines (other formats are parsed here; the tables do not depend on it). "
+             "Default 1: a pool of its own costs more than it saves; `replay audit --parallel-ingest` parses on its stages' pool.",
     ),
 ]
 
 
-@app.command(short_help="Ingest captures into the run's Parquet tables.")
+@app.command(cls=_GroupedHelp, short_help="Ingest captures into the run's Parquet tables.")
 def ingest(
     ctx: typer.Context,
     paths: Annotated[list[str], typer.Argument(help="Capture files or folders (recursive), or s3://, gs://, az:// URIs of objects or prefixes.")],
-    out: Annotated[Path, typer.Option("--out", help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
+    out: Annotated[Path, typer.Option("--out", rich_help_panel=OUTPUT, help="Run folder to write exchanges/tools/ingest_errors Parquet into.")],
     jobs: IngestJobsOpt = 1,
     redact: RedactOpt = False,
     max_line_bytes: MaxLineOpt = 32 << 20,
     capture_format: CaptureFormatOpt = None,
-    tokenizer: Annotated[Optional[Path], typer.Option(help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace the run --out already holds (its tables, run.json, reports, exemplars).")] = False,
+    tokenizer: Annotated[Optional[Path], typer.Option(rich_help_panel=CAPTURES, help="tokenizer.json (or a folder) to decode server logs that hold only token ids.")] = None,
+    force: Annotated[bool, typer.Option("--force", rich_help_panel=OUTPUT, help="Replace the run --out already holds (its tables, run.json, reports, exemplars).")] = False,
     model: ModelOpt = None,
     route: RouteOpt = None,
     since: SinceOpt = None,
@@ -1012,6 +1070,10 @@ def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckd
     given = {k: v for k, v in cfg.options.items() if k in _STAGE_KEYS[which]}
     if which == "re-stream" and given.get("tokenizer") is None:
         given.pop("tokenizer", None)  # the render stage's tokenizer stays on record
+    if "sides" in given:  # the other stage's keys of each side stay as the run had them
+        from replay.side import merge_stage
+
+        given["sides"] = merge_stage((meta.get("options") or {}).get("sides") or {}, given["sides"], which)
     meta["options"] = {**meta.get("options", {}), **given}
     if which == "re-stream":
         from replay.pipeline import chunking_plan
@@ -1028,7 +1090,7 @@ def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckd
     console.print(plain(f"{which}: wrote {wrote}; {run}/report.md updated."))
 
 
-_SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath"}
+_SIDE_KEYS = {"old_python", "new_python", "old_pythonpath", "new_pythonpath", "sides"}
 _RENDER_IN_KEYS = {"old_render_in", "new_render_in"}
 _STAGE_KEYS = {
     "render": {"engine", "ray_address", "old_serializer", "new_serializer", "reference_serializer", "renderer", "chat_template", "tokenizer", "reference_encoder", "date",
@@ -1038,32 +1100,36 @@ _STAGE_KEYS = {
 }
 
 
-@app.command(short_help="Re-render the prompts of an ingested run.")
+@app.command(cls=_GroupedHelp, short_help="Re-render the prompts of an ingested run.")
 def render(
     ctx: typer.Context,
     run: RunOpt,
-    old_serializer: OldSer = "model-dump",
-    new_serializer: NewSer = "client-fields",
-    reference_serializer: RefSer = "as-sent",
+    old: OldSide = None,
+    new: NewSide = None,
+    reference: RefSide = None,
+    sides: SidesFileOpt = None,
     chat_template: TemplateOpt = None,
     tokenizer: RenderTokenizerOpt = None,
-    reference_encoder: RefEncoderOpt = None,
     renderer: RendererOpt = None,
+    date: DateOpt = None,
+    old_serializer: OldSer = None,
+    new_serializer: NewSer = None,
+    reference_serializer: RefSer = None,
+    old_preparer: OldPreparer = None,
+    new_preparer: NewPreparer = None,
+    reference_preparer: RefPreparer = None,
     old_chat_template: OldTemplate = None,
     new_chat_template: NewTemplate = None,
     reference_chat_template: RefTemplate = None,
     old_renderer: OldRendererOpt = None,
     new_renderer: NewRendererOpt = None,
-    old_preparer: OldPreparer = None,
-    new_preparer: NewPreparer = None,
-    reference_preparer: RefPreparer = None,
-    date: DateOpt = None,
+    reference_encoder: RefEncoderOpt = None,
     old_python: OldPython = None,
     new_python: NewPython = None,
     old_pythonpath: OldPath = None,
     new_pythonpath: NewPath = None,
-    old_render_in: OldRenderIn = "audit",
-    new_render_in: NewRenderIn = "audit",
+    old_render_in: OldRenderIn = None,
+    new_render_in: NewRenderIn = None,
     jobs: JobsOpt = None,
     batch_rows: BatchRowsOpt = 512,
     quiet: QuietOpt = False,
@@ -1079,22 +1145,27 @@ def render(
 
     Example: replay render --run runs/samples --chat-template qwen3.jinja --tokenizer tok/
     """
-    cfg = _config(
-        old_serializer, new_serializer, reference_serializer, chat_template, tokenizer, None, None, None, None,
-        reference_encoder=reference_encoder, renderer_spec=renderer, date=date,
+    side_specs = _resolve_sides(old, new, reference, sides, dict(
+        old_serializer=old_serializer, new_serializer=new_serializer, reference_serializer=reference_serializer,
+        old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer,
+        old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
+        old_renderer=old_renderer, new_renderer=new_renderer, reference_encoder=reference_encoder,
         old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
-        side_render=dict(old_chat_template=old_chat_template, new_chat_template=new_chat_template, reference_chat_template=reference_chat_template,
-                         old_renderer=old_renderer, new_renderer=new_renderer, old_preparer=old_preparer, new_preparer=new_preparer, reference_preparer=reference_preparer,
-                         old_render_in=old_render_in, new_render_in=new_render_in),
-    )
+        old_render_in=old_render_in, new_render_in=new_render_in,
+    ))
+    cfg = _config(side_specs, chat_template, tokenizer, None, None, renderer_spec=renderer, date=date)
     _executor(cfg, jobs, batch_rows)
     _stage_command(ctx, "render", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
 
 
-@app.command(short_help="Re-stream the raw completions of an ingested run.")
+@app.command(cls=_GroupedHelp, short_help="Re-stream the raw completions of an ingested run.")
 def stream(
     ctx: typer.Context,
     run: RunOpt,
+    old: OldSide = None,
+    new: NewSide = None,
+    reference: RefSide = None,
+    sides: SidesFileOpt = None,
     parser: ParserOpt = None,
     old_parser: OldParser = None,
     new_parser: NewParser = None,
@@ -1119,12 +1190,13 @@ def stream(
 
     An interrupted re-stream rerun with the same options resumes: the batches already written are kept.
 
-    Example: replay stream --run runs/samples --old-parser my_parsers.py:OldHermes --chunkings whole,char
+    Example: replay stream --run runs/samples --old parser=my_parsers.py:OldHermes --chunkings whole,char
     """
-    cfg = _config(
-        "model-dump", "client-fields", "as-sent", None, tokenizer, parser, old_parser, new_parser, chunkings, replay_timeout,
-        reference_parser=reference_parser, old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
-    )
+    side_specs = _resolve_sides(old, new, reference, sides, dict(
+        old_parser=old_parser, new_parser=new_parser, reference_parser=reference_parser,
+        old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
+    ))
+    cfg = _config(side_specs, None, tokenizer, parser, chunkings, replay_timeout)
     _executor(cfg, jobs, batch_rows)
     _stage_command(ctx, "re-stream", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
 

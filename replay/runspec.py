@@ -338,8 +338,8 @@ def spec_from_options(
 
     Raises ValueError naming the option for a second plain ``--chat-template`` or
     ``--tokenizer``; :class:`replay.errors.UsageError` (a usage error) for the ``token``
-    chunking without a plain tokenizer and for ``--old-render-in python`` without
-    ``--old-python`` (and the new side's); TypeError for an unknown option name.
+    chunking without a plain tokenizer and for ``old_render_in="python"`` without ``old_python``
+    (and the new side's); TypeError for an unknown option name.
     """
     import os
 
@@ -368,7 +368,7 @@ def spec_from_options(
     plain = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in options.items() if v is not None}
     for side in ("old", "new"):
         if plain.get(f"{side}_render_in") == "python" and plain.get(f"{side}_python") is None:
-            raise UsageError(f"--{side}-render-in python: the {side} side has no interpreter of its own (give --{side}-python)")
+            raise UsageError(f"--{side} render_in=python: the {side} side has no interpreter of its own (give --{side} python=INTERPRETER)")
     return RunSpec(
         chat_template=plain_t[0] if plain_t else None,
         tokenizer=plain_k[0] if plain_k else None,

@@ -82,24 +82,40 @@ class Shown:
         return "\n".join(out)
 
 
+#: ``run.json`` option keys of the per-side settings (the flat words the stages record); a run
+#: with ``options.sides`` (the values as given, :mod:`replay.side`) is rebuilt from those instead.
+_SIDE_OPTION_KEYS = frozenset(
+    f"{side}_{key}" for side in ("old", "new", "reference")
+    for key in ("serializer", "preparer", "chat_template", "renderer", "parser", "python", "pythonpath", "render_in")
+) | {"reference_encoder"}
+#: Side keys ``show`` leaves out: it runs and renders every side in this process.
+_OUT_OF_PROCESS = ("python", "pythonpath", "render_in")
+
+
 def spec_from_options(options: dict[str, Any]) -> Any:
-    """A :class:`replay.runspec.RunSpec` from ``run.json``'s ``options``: every field the options
-    hold, lists as tuples, ``PYTHONPATH`` strings split; the recorded renderer *name* is used as a
-    spec only when it is not the default ``json-tools`` and no chat template was given. The
-    interpreters of out-of-process sides are dropped, and where they rendered (``show`` runs and
-    renders every side here)."""
+    """A :class:`replay.runspec.RunSpec` from ``run.json``'s ``options``. The sides: from
+    ``options.sides``, each value read back as it was given (:func:`replay.side.from_json`), when
+    the run has it; a run written before it has the flat per-side words instead, used as they
+    are. The shared options: every RunSpec field the options hold, lists as tuples; the recorded
+    renderer *name* is used as a spec only when it is not the default ``json-tools`` and no chat
+    template was given. The interpreters of out-of-process sides are dropped, and where they
+    rendered (``show`` runs and renders every side here). Raises ValueError
+    (:class:`replay.side.SideError`) for a side value that does not parse."""
     import dataclasses
-    import os
 
     from replay.runspec import RunSpec
+    from replay.side import SideSpec, from_json, spec_fields
 
     fields = {f.name for f in dataclasses.fields(RunSpec)}
+    as_given = options.get("sides")
     given: dict[str, Any] = {}
     for key, value in options.items():
         if key not in fields or value is None:
             continue
         if key in ("old_pythonpath", "new_pythonpath", "old_python", "new_python", "old_render_in", "new_render_in"):
             continue
+        if isinstance(as_given, dict) and key in _SIDE_OPTION_KEYS:
+            continue  # from the values as given, below
         given[key] = tuple(value) if isinstance(value, list) else value
     renderer = given.pop("renderer", None)
     if renderer and renderer != "json-tools" and not given.get("chat_template") and not str(renderer).startswith("chat-template"):
@@ -110,8 +126,13 @@ def spec_from_options(options: dict[str, Any]) -> Any:
     ref = given.get("reference_encoder")
     if ref and str(ref).startswith("encoder:"):
         given["reference_encoder"] = str(ref)[len("encoder:") :]
+    if isinstance(as_given, dict):
+        sides = {}
+        for side, value in as_given.items():
+            spec = from_json(value, side)
+            sides[side] = SideSpec(**{k: v for k, v in spec.items().items() if k not in _OUT_OF_PROCESS})
+        given.update(spec_fields(sides))
     given.pop("batch_rows", None)
-    _ = os  # pythonpaths are not used in process
     return RunSpec(**given)
 
 

@@ -1,18 +1,17 @@
 """What a side is, and how an out-of-process side is run.
 
 A *side* (``old``, ``new``, ``reference``) is a tool serializer spec, a tool parser spec, and
-optionally an interpreter with extra import paths:
+optionally an interpreter with extra import paths (the keys of its value, :mod:`replay.side`):
 
 - **in process** (no interpreter given): the specs are resolved here, with
   :func:`replay.tools.get_serializer` and :func:`replay.parsers.get_parser`;
-- **out of process** (``--old-python PATH``, ``--new-python PATH``, with ``--old-pythonpath`` /
-  ``--new-pythonpath``): a :class:`WorkerSide` runs ``PATH -m replay.worker`` (protocol in
+- **out of process** (``--old python=PATH``, ``--new python=PATH``, with ``pythonpath=``): a :class:`WorkerSide` runs ``PATH -m replay.worker`` (protocol in
   :mod:`replay.worker`) with ``PYTHONPATH`` = the side's paths, then the directory holding this
   ``replay`` package. The worker resolves the specs with the same two functions, in its
   interpreter, so a plugin importable only there (the ``main`` checkout of your package, a
   framework venv) is fine.
 
-With ``--old-render-in python`` (``AuditConfig.old_render_in``) the worker also renders the
+With ``--old render_in=python`` (``AuditConfig.old_render_in``) the worker also renders the
 side's prompts (operation ``render``): the request preparer, serializer, chat template or renderer
 and tokenizer of that side are built in the worker's interpreter from the run's own options
 (:func:`render_spec`), so a template renders with that environment's transformers and jinja2;
@@ -83,21 +82,21 @@ class SideSpec:
 
     @property
     def renders_remotely(self) -> bool:
-        """The side's worker renders its prompts (``--old-render-in python``)."""
+        """The side's worker renders its prompts (``render_in=python``)."""
         return self.python is not None and self.render is not None
 
 
 def split_pythonpath(value: str | None) -> tuple[str, ...]:
-    """``--old-pythonpath`` text (directories joined by ``os.pathsep``, as ``PYTHONPATH``) ->
+    """A side's ``pythonpath`` (directories joined by ``os.pathsep``, as ``PYTHONPATH``) ->
     absolute paths (relative ones taken from the current directory); ``()`` for None/empty."""
     if not value:
         return ()
     return tuple(str(Path(p).expanduser().resolve()) for p in value.split(os.pathsep) if p.strip())
 
 
-#: Values of ``--old-render-in`` / ``--new-render-in``: ``audit`` renders the side in the audit's
+#: Values of a side's ``render_in`` (:mod:`replay.side`): ``audit`` renders the side in the audit's
 #: own interpreter (its serializer still runs in the side's worker), ``python`` in the side's
-#: ``--old-python`` / ``--new-python`` interpreter.
+#: ``python`` interpreter.
 RENDER_IN = ("audit", "python")
 
 
@@ -112,14 +111,14 @@ def render_spec(cfg: Any, side: str) -> dict[str, Any] | None:
     value, or a config built by hand (no ``spec``: its renderer objects cannot be sent)."""
     how = getattr(cfg, f"{side}_render_in", None) or "audit"
     if how not in RENDER_IN:
-        raise SideError(f"--{side}-render-in {how!r}: expected one of {', '.join(RENDER_IN)}")
+        raise SideError(f"--{side} render_in={how}: expected one of {', '.join(RENDER_IN)}")
     if how == "audit":
         return None
     if getattr(cfg, f"{side}_python", None) is None:
-        raise SideError(f"--{side}-render-in python: the {side} side has no interpreter of its own (give --{side}-python)")
+        raise SideError(f"--{side} render_in=python: the {side} side has no interpreter of its own (give --{side} python=INTERPRETER)")
     spec = getattr(cfg, "spec", None)
     if spec is None:
-        raise SideError(f"--{side}-render-in python needs a run spec (replay.runspec.RunSpec) to send the render options to the worker")
+        raise SideError(f"--{side} render_in=python needs a run spec (replay.runspec.RunSpec) to send the render options to the worker")
     from replay.render.exchange import render_plan
     from replay.render.options import split_route
 
@@ -237,6 +236,7 @@ class WorkerSide:
     # --- process ---------------------------------------------------------------------------
     @property
     def option(self) -> str:
+        # the earlier spelling's flag: it is part of the errors a worker's rows record (streams.error)
         return f"--{self.spec.side}-python {self.spec.python}"
 
     def env(self) -> dict[str, str]:

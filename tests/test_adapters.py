@@ -327,7 +327,7 @@ def test_reference_parser_help_names_the_framework_specs():
 
     for command in ("audit", "stream"):
         text = " ".join(CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output.split())
-        assert "--reference-parser" in text and "sglang/NAME, vllm/NAME, trtllm/NAME" in text
+        assert "--reference KEY=VALUE" in text and "sglang/NAME, vllm/NAME, trtllm/NAME" in text
         assert "must be importable by the interpreter running replay" in text
 
 

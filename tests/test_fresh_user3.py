@@ -77,7 +77,9 @@ def test_finished_audit_is_not_marked_incomplete(tmp_path: Path) -> None:
 def test_template_file_that_is_not_text_is_one_line_naming_the_option(tmp_path: Path, option: str, content: bytes, name: str, says: str) -> None:
     path = tmp_path / name
     path.write_bytes(content)
-    result = runner.invoke(app, ["audit", str(AGENT), "--out", str(tmp_path / "run"), "-q", option, str(path)])
+    # a side's template in the side value (--new chat_template=PATH); the error names the earlier flag
+    args = [option, str(path)] if option == "--chat-template" else [f"--{option.split('-')[2]}", f"chat_template={path}"]
+    result = runner.invoke(app, ["audit", str(AGENT), "--out", str(tmp_path / "run"), "-q", *args])
     assert result.exit_code == 1, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     line = result.output.strip()

@@ -142,14 +142,15 @@ def test_per_model_templates(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--old-chat-template", "x.jinja", "--old-renderer", "harmony"], "--old-chat-template and --old-renderer both name"),
+    (["--old", "chat_template=x.jinja,renderer=harmony"], "--old: chat_template and renderer both name"),  # exit 2: a side value's usage error
+    (["--old-chat-template", "x.jinja", "--old-renderer", "harmony"], "--old: chat_template and renderer both name"),
     (["--chat-template", "a.jinja", "--chat-template", "b.jinja"], "a second plain --chat-template"),
     (["--new-preparer", "tgi"], "unknown preparer 'tgi'"),  # exit 2: test_unknown_names_are_usage_errors
     (["--tokenizer", "Qwen/*=tok.json"], "no --chat-template with that pattern"),
 ])
 def test_bad_render_options_fail_naming_the_option(tmp_path, args, message):
     result = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(tmp_path / "r"), "--quiet", *args])
-    assert result.exit_code == (2 if "unknown" in message else 1) and message in " ".join(result.output.split()), result.output
+    assert result.exit_code == (2 if "unknown" in message or "both name" in message else 1) and message in " ".join(result.output.split()), result.output
 
 
 def test_an_out_of_process_side_serializes_what_its_preparer_made(tmp_path):

@@ -208,8 +208,9 @@ def test_a_crash_or_a_hang_while_rendering_costs_that_exchanges_row(tmp_path: Pa
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--old-render-in", "python"], "--old-render-in python: the old side has no interpreter of its own (give --old-python)"),
-    (["--new-render-in", "elsewhere"], "--new-render-in"),
+    (["--old", "render_in=python"], "--old: render_in=python needs python=INTERPRETER (the side has no interpreter of its own)"),
+    (["--old-render-in", "python"], "--old: render_in=python needs python=INTERPRETER"),  # the deprecated flag
+    (["--new", "render_in=elsewhere"], "--new: render_in 'elsewhere' is not one of: audit, python"),
 ])
 def test_render_in_python_needs_the_sides_interpreter(tmp_path: Path, args: list[str], message: str) -> None:
     result = invoke("audit", SAMPLES, "--out", tmp_path / "r", "-q", *args)
