@@ -31,7 +31,7 @@ import orjson
 from replay import exactjson
 from replay.capture.detect import open_binary
 from replay.capture.jsonlines import mapped_units
-from replay.capture.records import Unit, failed, request_from_body
+from replay.capture.records import Skip, Unit, failed, request_from_body
 from replay.capture.sse import events_from_lines, records_from_events
 from replay.capture.v1 import CaptureError
 
@@ -72,9 +72,9 @@ def _text(content: Any, where: str) -> str | None:
     return text
 
 
-def entry_record(entry: Any, number: int | None = None) -> dict | None:
-    """The v1-form record of one HAR entry, or None when it is not an LLM API call (mapping:
-    module docstring). ``number``: the entry's 1-based number in the file, named in a
+def entry_record(entry: Any, number: int | None = None) -> dict | Skip:
+    """The v1-form record of one HAR entry, or a :class:`Skip` saying why it is not an LLM API
+    call (a page load, an asset, another method: counted by reason; mapping: module docstring). ``number``: the entry's 1-based number in the file, named in a
     ``not-utf8`` detail. Raises :class:`CaptureError`: ``not-object``, ``bad-json`` (a body that
     is not JSON), ``bad-event`` (a streamed body whose events are not JSON), ``bad-field``,
     ``not-utf8`` (a base64 body whose bytes are not UTF-8)."""
@@ -83,7 +83,7 @@ def entry_record(entry: Any, number: int | None = None) -> dict | None:
     req = entry.get("request") if isinstance(entry.get("request"), dict) else {}
     route = route_of_url(req.get("url"))
     if route is None or str(req.get("method", "POST")).upper() != "POST":
-        return None
+        return Skip("har: an entry that is not a POST to an LLM API (a page load, an asset)")
     post = req.get("postData")
     body_text = post.get("text") if isinstance(post, dict) else None
     request, lacks = request_from_body(body_text if isinstance(body_text, str) else None, "request.postData.text")
