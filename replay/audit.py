@@ -109,8 +109,7 @@ def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, du
         raise_interrupt(exc)
     finally:
         con.close()
-    # the page is built once DuckDB has given its memory back (an 80k-exchange run: 309 -> 189
-    # MiB at close), so altair's import and the charts never add to DuckDB's peak
+    # the page is built once DuckDB has given its memory back, so altair's import and the charts never add to DuckDB's peak
     release_memory()
     write_html_report(None, Path(run_dir), meta, results, lines, exemplars, page)
     return Report(path=path, results=results, headlines=lines)
@@ -163,8 +162,8 @@ def audit(
     run_dir = Path(out)
     check_out_folder(run_dir)
     with RunLock(run_dir, "replay audit"):  # RunInUseError while another command writes run_dir
-        arrow_without_pandas()  # ingest's pa.array calls would import pandas (44 MiB) into this process
-        single_threaded_arrow()  # Arrow's thread pools only kept what they freed (--jobs 1 at 20k: 176 -> 151 MiB after re-stream)
+        arrow_without_pandas()  # ingest's pa.array calls would import pandas into this process
+        single_threaded_arrow()  # Arrow's thread pools only kept what they freed
         try:
             validate_specs(cfg)  # starts the out-of-process sides' workers, kept for both stages
             skipped = list(skipped or [])
@@ -205,8 +204,8 @@ def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> Non
     they render: when the stages will run on the ``--jobs`` pool (:func:`_pool_renders`), the
     pool's first process is started now and its build is the check
     (:func:`replay.pool.render_check`; its ``run.json`` words are recorded), and this process
-    never loads them (a chat template and a tokenizer: ~190 MiB of this process's RSS on the
-    bench, 0.7 CPU s, for nothing, since the pool renders); else (``--jobs 1``, a small capture,
+    never loads them (a chat template and a tokenizer: memory and start-up time in this process
+    for nothing, since the pool renders); else (``--jobs 1``, a small capture,
     ``--engine ray``) they are built here. A stage that still runs here (a filtered run left one
     batch) builds them at its first use. Nothing for a config that is not deferred. Raises
     ValueError (:class:`replay.errors.UsageError` for an unknown renderer name) naming the
@@ -226,9 +225,8 @@ def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> Non
 def _builds_render_objects(cfg: AuditConfig) -> bool:
     """Whether ``cfg``'s spec names render objects worth building only where they render (a chat
     template, a tokenizer, a renderer or reference encoder: :data:`replay.runspec.BUILT_FROM` but
-    ``--date``). Without one, building here costs ~0.05 s and imports nothing, where asking the
-    pool (:func:`replay.pool.render_check`) kept ingest waiting ~0.6-1 s for its first process to
-    start."""
+    ``--date``). Without one, building here is cheap and imports nothing, where asking the
+    pool (:func:`replay.pool.render_check`) kept ingest waiting for its first process to start."""
     from replay.runspec import BUILT_FROM
 
     spec = cfg.spec

@@ -58,9 +58,8 @@ def deadlines_installed() -> Iterator[None]:
     """Install the SIGALRM handler once for a whole stage (a batch of exchanges): each
     :func:`deadline` in the block then costs two reads of ``time.monotonic()`` and, about once
     per limit's worth of seconds, one ``setitimer``, instead of setting and restoring the handler
-    (``signal.signal`` costs about 10 us per call: its return value is turned into an enum) and
-    arming and disarming the timer (two ``setitimer`` calls, ~4 us a parse in the stream stage
-    here) around every parse and replay. The timer is disarmed and the previous handler restored
+    (``signal.signal`` turns its return value into an enum on every call) and arming and
+    disarming the timer (two ``setitimer`` calls) around every parse and replay. The timer is disarmed and the previous handler restored
     at the end. A no-op where :func:`deadline` is one (not the main thread, no ``setitimer``)."""
     if not _usable():
         yield

@@ -14,7 +14,7 @@ def release_memory() -> None:
     """Give memory freed by a finished stage or batch back to the OS: Arrow's allocator
     (``pa.default_memory_pool().release_unused()``: mimalloc/jemalloc keep freed pages) and, on
     glibc, ``malloc_trim(0)`` (the heap of Python's large strings and of decompression buffers).
-    RSS after a 20k-exchange ingest: 286 -> 130 MiB. Costs a few ms; never raises."""
+    Cheap next to a batch; never raises."""
     try:
         pa.default_memory_pool().release_unused()
     except Exception:  # noqa: BLE001 - an allocator without it
@@ -68,11 +68,9 @@ def glibc_allocators() -> None:
       (a ``tokenizer.json`` read, a slice's Arrow buffers) comes from the heap, whose free holes
       stay resident until the next trim.
 
-    Measured on one process rendering 8 batches of 512 bench exchanges with the Qwen3 template
-    and the DeepSeek V4 tokenizer (sampled every 2 ms): peak RSS within a batch 231 -> ~205 MiB,
-    the same CPU within the noise. Not used in the audit's own process: ``--jobs 1`` at 20,000
-    exchanges took 0.5 more system CPU s (ingest's large buffers each mapped and unmapped) for a
-    peak 5 MB higher (398 against 393 MB, the report's). Call before the process allocates much
+    It lowers a render batch's peak RSS at the same CPU (figures: ``benchmarks/RESULTS.md``).
+    Not used in the audit's own process, where ingest's large buffers would each be mapped and
+    unmapped: more system CPU for no lower peak. Call before the process allocates much
     (Arrow buffers allocated before keep their pool); never raises."""
     try:
         pa.set_memory_pool(pa.system_memory_pool())
@@ -91,9 +89,8 @@ def single_threaded_arrow() -> None:
     (``pa.set_cpu_count(1)``, ``pa.set_io_thread_count(1)``). For a ``--jobs`` pool process,
     which is already one of a process per core: Parquet reads and writes on Arrow's thread pools
     gained nothing there, and each thread's allocator heap kept what it freed, which
-    :func:`release_memory` (run on the main thread) cannot give back. Measured on a pool process
-    over 20 batches of 512 bench exchanges (render, then re-stream): RSS within a re-stream batch
-    143 -> 129 MiB, after it 123 -> 107 MiB, CPU 2.71 -> 2.64 s. Never raises."""
+    :func:`release_memory` (run on the main thread) cannot give back. It lowers a pool process's
+    RSS within and after a batch, at no more CPU (figures: ``benchmarks/RESULTS.md``). Never raises."""
     try:
         pa.set_cpu_count(1)
         pa.set_io_thread_count(1)
@@ -131,8 +128,8 @@ def arrow_without_pandas() -> bool:
     """Stop pyarrow from importing pandas in this process behind ``pa.array``: on its first call
     with a Python list, ``pa.array`` (so ``RecordBatch.from_pylist``, ``Table.from_pylist``) asks
     pyarrow's pandas shim whether the object is a pandas Series, and the shim imports pandas to
-    know (pyarrow/array.pxi ``_is_array_like``, pandas-shim.pxi ``_have_pandas_internal``): 44 MiB
-    of RSS per process that no stage uses. Here the shim's one import attempt is made while
+    know (pyarrow/array.pxi ``_is_array_like``, pandas-shim.pxi ``_have_pandas_internal``): pandas'
+    memory in every process, which no stage uses. Here the shim's one import attempt is made while
     ``import pandas`` fails, so it records "no pandas" and never tries again for ``pa.array``;
     ``import pandas`` works again afterwards (a plugin may use it), and ``Table.to_pandas()``
     imports it then (that path asks the shim to raise, which retries the import).

@@ -16,7 +16,7 @@ core. With :class:`Overlap`::
         with each stage's fingerprint (replay.pipeline.mark_parts) and replay.pipeline.run_stage
         runs only the batches without parts, on the whole pool, as when it resumes an audit.
 
-N-1 processes, not N: ingest holds a core, and its batch buffers (~130 MiB on 30 KB exchanges) are
+N-1 processes, not N: ingest holds a core, and its batch buffers are
 alive with theirs. A row group that finds :data:`QUEUE` files waiting is not sent (ingest never
 waits for the pool): the stages run it afterwards. Nothing here changes a row: a part is the one
 :func:`replay.pipeline.run_ref` writes for that batch (the same columns,
@@ -43,7 +43,7 @@ from replay.pipeline import RENDER, SLICE_ROWS, STREAM, Stage, batch_refs, mark_
 STAGES: tuple[Stage, ...] = (RENDER, STREAM)
 
 #: Files waiting for a drain at most: a row group that finds this many is left to the stages.
-#: Each is a batch's stage columns (~30 MiB for 512 bench exchanges) in /dev/shm.
+#: Each is a batch's stage columns in /dev/shm.
 QUEUE = 2
 
 #: Seconds a drain sleeps when no file is waiting.
@@ -122,7 +122,6 @@ def write_batch_file(batch: pa.RecordBatch, path: Path) -> int:
                 part = table.slice(start, SLICE_ROWS)
                 # each slice's own bytes only: a slice of a string_view column holds the whole
                 # batch's data buffers, which the IPC writer wrote out again for every slice
-                # (4.6 GB for the 600 MB of requests of the 20k bench capture)
                 w.write_batch(part.set_column(i, "request_json", part.column(i).cast(pa.string())))
         return fh.tell()
 
@@ -160,7 +159,7 @@ class Overlap:
     """The render and re-stream stages of ``cfg`` (an :class:`replay.pipeline.AuditConfig` with a
     run spec and ``jobs`` > 1) run during ingest into ``run_dir``, on ``jobs - 1`` processes of
     the stages' pool (:func:`replay.pool._shared`; they start as each gets its drain, and the
-    others at :meth:`finish`: an idle process during ingest was ~70 MiB of the audit's peak). :meth:`offer` is ingest's ``on_exchanges``
+    others at :meth:`finish`: an idle process during ingest added to the audit's peak). :meth:`offer` is ingest's ``on_exchanges``
     (:func:`replay.capture.ingest`); :meth:`finish`, once ingest has renamed
     ``exchanges.parquet`` into place, stops the drains and marks their parts;
     :meth:`close` (also on an error) removes the work folder.

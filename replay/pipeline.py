@@ -626,7 +626,7 @@ def _from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """``pa.Table.from_pylist(rows, schema=schema)``, the same table (values, types, nullability;
     keys a row lacks are null, keys the schema lacks ignored; the same exceptions), converted by
     Arrow in one pass as one struct array of ``schema``'s fields: ``from_pylist`` builds each
-    column from a Python list of the rows' values (a streams row: ~1.5 us against ~0.5)."""
+    column from a Python list of the rows' values, several times the cost."""
     got = _ROW_TYPES.get(id(schema))
     if got is None or got[0] is not schema:
         got = _ROW_TYPES[id(schema)] = (schema, pa.struct(list(schema)))
@@ -695,7 +695,7 @@ def exchange_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     """The rows of a record batch of ``exchanges`` as dicts, with ``request_json`` as a view of
     Arrow's UTF-8 buffer (:func:`_bodies`) under ``_body`` instead of a Python str (``request_json`` is None then,
     but ``"{}"`` for a capture without its request, which the stages skip): no str of the 10-60
-    KB body is built, and orjson reads bytes without the str's UTF-8 encoding (~40% less CPU per
+    KB body is built, and orjson reads bytes without the str's UTF-8 encoding (less CPU per
     request). :func:`decode_request` decodes one row's body when the stage reaches it (decoding
     the whole batch first would keep 512 decoded requests alive at once: more memory, and
     Python's garbage collector walking them). A batch without ``request_json`` is ``to_pylist()``."""
@@ -1056,9 +1056,8 @@ def merge_parts(run_dir: Path, table: str, keys: list[int]) -> int:
     (:func:`run_stage` removes them once every table of the stage is in place).
 
     One part is held at a time, read by ``pq.ParquetFile(...).read(use_threads=False)``: the
-    dataset reader of ``pq.read_table`` left 50-70 MiB of RSS behind it in the joining process
-    (a 157-part 80k-exchange run: renders, streams, calls, family_fit joined in 2.4 CPU s, RSS
-    77 -> 197 MiB; with this 1.9 CPU s, 77 -> 120 MiB, Arrow's own pool never above 3 MiB).
+    dataset reader of ``pq.read_table`` left RSS behind it in the joining process and cost more
+    CPU (figures: ``benchmarks/RESULTS.md``).
     Raises ValueError for a part whose schema is not the table's (a foreign or older file)."""
     schema = tables.TABLES[table]
     final = Path(run_dir) / f"{table}.parquet"
@@ -1195,8 +1194,7 @@ def read_slices(path: Path, ref: BatchRef, columns: Any, rows: int | None = None
     ``rows`` rows (default :data:`SLICE_ROWS`; the last one shorter): the slices
     :data:`SLICE_ROWS` cuts from :func:`read_batch`'s batch, the same columns (:func:`_row_group_columns`)
     and values, but decoded from the row group a slice at a time
-    (``ParquetFile.iter_batches``), so a process never holds a whole batch's request bodies: a
-    512-exchange bench batch held 30 MiB of Arrow data for the render stage read whole."""
+    (``ParquetFile.iter_batches``), so a process never holds a whole batch's request bodies."""
     rows = rows or SLICE_ROWS
     pf = _open(path)
     cols = _row_group_columns(pf, ref.row_group, list(columns))
@@ -1254,9 +1252,8 @@ def _read_row_group(pf: pq.ParquetFile, row_group: int, columns: list[str]) -> p
 
 
 #: Exchanges a stage function gets at a time within a batch (:func:`run_ref`): the Python rows
-#: of a slice (request bodies, prompts, completions: about 70 KB an exchange on the bench) are
-#: alive together, so slices keep that small whatever ``--batch-rows`` is (a pool process on
-#: 512-exchange batches of the bench: 158 -> 142 MiB at 32, no more CPU). :data:`replay.sides.BATCH`
+#: of a slice (request bodies, prompts, completions) are alive together, so slices keep that
+#: small whatever ``--batch-rows`` is (a lower peak at no more CPU). :data:`replay.sides.BATCH`
 #: exchanges, so an out-of-process side still gets requests of its full size.
 SLICE_ROWS = BATCH
 
@@ -1430,8 +1427,7 @@ def run_stage(
 
         for ref in todo:
             write_parts(run_dir, stage, ref.key, run_ref(stage, path, ref, cfg))
-            # as a pool process does after each batch: --jobs 1 re-stream of the 20k bench run,
-            # peak 174 -> 156 MiB, 150 -> 139 MiB after the stage, the same CPU
+            # as a pool process does after each batch (a lower peak at the same CPU)
             release_above(RELEASE_ABOVE)
             if progress:
                 progress(ref.rows)

@@ -30,9 +30,8 @@ IN_FLIGHT = 2
 
 #: A pool process gives what a batch freed back to the OS (:func:`replay.memory.release_memory`)
 #: only when its RSS is above this after the batch: below it the freed pages are what the next
-#: batch reuses, where trimming after every batch made each batch fault them in again (system CPU
-#: of the two processes of a 20k-exchange ``--jobs 2`` audit: 1.1-1.2 s each when trimming always,
-#: 0.3-0.6 s with this; their peaks stay near 170 MiB on the bench, base 110-130 + one batch).
+#: batch reuses, where trimming after every batch made each batch fault them in again (more
+#: system CPU for the same peak; figures: ``benchmarks/RESULTS.md``).
 RELEASE_ABOVE = 128 << 20
 
 
@@ -46,7 +45,7 @@ def _init(spec: Any) -> None:
     from replay.memory import arrow_without_pandas, glibc_allocators, single_threaded_arrow
 
     glibc_allocators()  # Arrow on glibc, a fixed mmap threshold: a batch's freed pages are reused, not kept per allocator
-    arrow_without_pandas()  # pa.array would import pandas: 44 MiB a process, which no stage uses
+    arrow_without_pandas()  # pa.array would import pandas into every process, which no stage uses
     single_threaded_arrow()  # one process per core already: Arrow's own threads only kept memory
     from replay.runspec import close_built, config_for
 
@@ -62,7 +61,7 @@ def _init(spec: Any) -> None:
     signal.signal(signal.SIGINT, _quiet_interrupt)
     import gc
 
-    gc.freeze()  # the imports' and the config's objects: never garbage, so no collection walks them again (~4% of a batch)
+    gc.freeze()  # the imports' and the config's objects: never garbage, so no collection walks them again
 
 
 #: The error :func:`_init` got building this pool process's config (at most one), for :func:`_render_words`.
@@ -87,7 +86,7 @@ def _render_words(spec: Any) -> tuple[str, Any, Any]:
 def render_check(spec: Any, jobs: int) -> dict[str, Any] | None:
     """Ask the pool :func:`prestart` started for ``spec`` and ``jobs`` (started here if it was
     not) whether its processes could build the spec's renderers and tokenizer, waiting for the
-    first process to have built them (about 1 s: start-up, imports, the tokenizer). Returns the
+    first process to have built them (start-up, imports, the tokenizer). Returns the
     render setup's words for ``run.json`` (:meth:`replay.runspec.AuditConfig.set_render_words`);
     None when the pool could not answer (a process died at start: the caller then builds them
     itself). Raises the error the pool process got, same class where it can be made from the
@@ -255,7 +254,7 @@ def _pool(jobs: int, spec: Any) -> ProcessPoolExecutor:
 
 
 #: Pools kept open between stages (render, then re-stream), by (spec, jobs): a spawned process
-#: costs about 0.6 CPU s to start (imports, the spec's renderers), so an audit starts each once.
+#: is dear to start (imports, the spec's renderers), so an audit starts each once.
 _KEPT: dict[tuple[Any, int], ProcessPoolExecutor] = {}
 
 
@@ -278,7 +277,7 @@ _STARTING: dict[tuple[Any, int], list[Future]] = {}
 
 def prestart(spec: Any, jobs: int) -> None:
     """Start the pool of ``spec`` with ``jobs`` processes now, without waiting for them: each
-    imports replay and builds the spec's config (:func:`_init`, about 0.6 CPU s) while this
+    imports replay and builds the spec's config (:func:`_init`) while this
     process goes on (``replay audit`` ingests meanwhile), and :func:`map_batches` with the same
     ``spec`` and ``jobs`` then finds them ready. :func:`close_pools` ends them as any kept pool.
     On a pool already kept (:func:`render_check` started its first process) the no-ops start the

@@ -151,8 +151,8 @@ class AuditConfig:
     (``spec`` None), which then runs in this process only.
 
     Deferred render setup (:func:`build_config` ``load=False``, what ``replay audit`` makes): the
-    renderers and tokenizer (a chat template and a ``tokenizer.json``: ~65 MiB of RSS and ~0.7
-    CPU s with transformers' imports, ~190 MiB with the first renders) are built at their first
+    renderers and tokenizer (a chat template and a ``tokenizer.json``: transformers' imports and
+    the first renders' caches, in memory and start-up time) are built at their first
     read in this process (:meth:`load_render`), or never when the ``--jobs`` pool renders: then a
     pool process builds them and reports the options (:func:`replay.pool.render_check`, which
     :meth:`set_render_words` records). :attr:`has_tokenizer` answers without building.

@@ -15,10 +15,8 @@ needs the run's template, tokenizer and plugins where it runs; each re-rendered 
 against the SHA-256 the run recorded, and a mismatch is said (the diff is then of today's
 renders, not the judged ones). Sides that ran in another interpreter (``--old-python``) are
 re-rendered and re-streamed here, in this one. Storing the texts instead (zstd, deduplicated by
-SHA-256) was measured by ``benchmarks/bench_show_storage.py`` on the scale benchmark's capture
-(2,000 exchanges, the bundled samples repeated with fresh ids, json-tools renderer): 6,000 prompts,
-5 distinct, 743 bytes compressed (0.1% of the 1.08 MB run; 4.7 KB without deduplication). That
-capture repeats a few requests; on real traffic every request's messages differ and a chat
+SHA-256) was measured by ``benchmarks/bench_show_storage.py`` (figures: ``benchmarks/RESULTS.md``)
+on a capture that repeats a few requests; on real traffic every request's messages differ and a chat
 template puts them in the prompt, so the store would grow with the capture's text itself, which
 the run already holds in ``exchanges.request_json``: re-rendering costs no bytes and cannot drift
 from the request.

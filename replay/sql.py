@@ -143,7 +143,7 @@ def raise_interrupt(exc: BaseException) -> NoReturn:
 #: DuckDB's memory cap when neither ``--duckdb-memory`` nor ``$REPLAY_DUCKDB_MEMORY`` is given (DuckDB
 #: size syntax). Sized so that ``replay`` as a whole (Python, Arrow, the report's results) peaks
 #: under 500 MB on a 20k-exchange run; joins, sorts and aggregates spill to the temp directory past
-#: it instead of failing (measured in the README, "Scale").
+#: it instead of failing (measured: ``benchmarks/RESULTS.md``, "Scale").
 DEFAULT_MEMORY_LIMIT = "256MB"
 #: DuckDB's thread cap when none is given: the CPU count, at most this. Each thread holds its own
 #: buffers, so more threads need more memory under the same cap.

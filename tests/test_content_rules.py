@@ -1,5 +1,5 @@
-"""The three content rules of issue 13 that the families disagreed on, as the README's content-rules
-table states them, each checked whole-text, streamed under every chunking of
+"""The three content rules of issue 13 that the families disagreed on, as the content-rules
+table of docs/parsers-and-serializers.md states them, each checked whole-text, streamed under every chunking of
 :func:`strategies.all_chunkings`, and against the upstream behaviour that decides it.
 
 * Harmony: text outside every message envelope is content, verbatim (SGLang's ``HarmonyParser``

@@ -119,12 +119,18 @@ def test_query_without_a_name_or_sql_says_what_is_missing(tmp_path: Path) -> Non
     assert both.exit_code == 2 and "not both" in both.output
 
 
+def _user_guide() -> str:
+    """README.md (the front page) and every page of docs/, joined: the commands a user copies."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return "\n".join(page.read_text(encoding="utf-8") for page in pages)
+
+
 def test_readme_and_help_quote_fail_on_thresholds() -> None:
     """The README's `--fail-on dropped-call:broken>0` unquoted is a shell redirection: run as
     written it creates files `0` and `10` and gates on `dropped-call:broken` instead."""
     import re
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = _user_guide()
     commands = [ln for ln in readme.splitlines() if ln.lstrip().startswith(("replay ", "$ replay "))]
     assert any("--fail-on" in ln for ln in commands)
     for ln in commands:
@@ -149,7 +155,7 @@ def test_bad_duckdb_memory_is_a_usage_error_before_any_work(tmp_path: Path, how:
 def test_readme_ingest_example_does_not_collide_with_the_audit_run() -> None:
     """The README audits into runs/samples, then shows `replay ingest samples/ --out runs/samples`,
     which refuses (exit 2: already holds a run)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = _user_guide()
     audits = {ln.split("--out ")[1].split()[0] for ln in readme.splitlines() if ln.startswith("replay audit ") and "--out " in ln}
     for ln in readme.splitlines():
         if ln.startswith("replay ingest ") and "--force" not in ln:

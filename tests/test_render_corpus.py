@@ -1,7 +1,7 @@
 """Every chat template of ../shared/corpus/chat_templates renders realistic multi-turn agent
 traffic (tests/agent_traffic.py: tool-call turns with ``content: null`` and JSON-string
 arguments, tool results, several rounds) once the request is prepared as a server prepares it,
-except the templates listed here, each failing for its own reason (README, "Chat templates").
+except the templates listed here, each failing for its own reason (docs/sides.md, "Chat templates").
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ STUCK_INGEST = (
 
 def test_the_temporary_files_of_a_killed_audit_do_not_survive_its_resumed_run(tmp_path: Path) -> None:
     """``kill -9`` of ``replay audit`` while ingest writes its tables, then the same audit again
-    (it resumes: README, "interrupted run"): the resumed run ends with a run folder holding no
+    (it resumes: the README's commands, "interrupted audit"): the resumed run ends with a run folder holding no
     ``.tmp-*`` file of the dead process (its ``.tmp-<pid>-exchanges.parquet`` and the others
     stayed for ever, each as big as its table), and the dead process's lock is taken over."""
     out, mark = tmp_path / "run", tmp_path / "in-ingest"

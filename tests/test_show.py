@@ -135,7 +135,7 @@ def test_where_it_went_wrong_in_the_library():
 
 @pytest.mark.parametrize("xid", ["agent-01", "agent-06"])
 def test_the_readme_examples_are_what_show_prints(samples_run: Path, xid: str):
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "reports.md").read_text(encoding="utf-8")
     block = readme.split(f"$ replay show {xid} --run runs/samples\n")[1].split("```")[0]
     text = show(xid, "--run", str(samples_run)).output
     shown = [line for line in block.splitlines() if "..." not in line and line]

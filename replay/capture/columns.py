@@ -1,12 +1,12 @@
 """Arrow record batches of ingest's rows, built by pyarrow with pandas kept out of the process.
 
 ``pa.array`` of a Python list asks pyarrow's pandas shim whether the list is array-like, and the
-shim imports pandas to know (0.2-0.4 s and 44 MiB of a ``replay ingest`` that has no other use for
-it); :func:`replay.memory.arrow_without_pandas` settles the shim once, so every column here is
+shim imports pandas to know (start-up time and memory of a ``replay ingest`` that has no other
+use for it); :func:`replay.memory.arrow_without_pandas` settles the shim once, so every column here is
 ``pa.array`` itself, with its type checks (``TypeError``/``ArrowTypeError`` for a value of another
 type, ``OverflowError`` past a column's range, ``UnicodeEncodeError`` for a lone surrogate).
-The one builder of our own is :func:`text_view_column`, for the large request texts (measured:
-``pa.array`` copies a 512-row batch's 15 MB of request JSON in 3-4 ms; the view takes 0.5 ms).
+The one builder of our own is :func:`text_view_column`, for the large request texts (``pa.array``
+copies a batch's request JSON; the view points into it).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from replay.memory import arrow_without_pandas
 
 __all__ = ["batch_from_rows", "numpy_column", "take", "text_column", "text_view_column"]
 
-try:  # the compute kernels without pyarrow.compute's module, which wraps ~290 functions at import (~25 ms)
+try:  # the compute kernels without pyarrow.compute's module, which wraps ~290 functions at import
     from pyarrow._compute import call_function as _call_function
 except ImportError:  # a pyarrow that moved it: the public module
     from pyarrow.compute import call_function as _call_function
@@ -59,7 +59,7 @@ def numpy_column(arr: np.ndarray) -> pa.Array:
 def text_view_column(values: list) -> pa.Array:
     """A ``string_view`` array of ``values`` (``str``, UTF-8 ``bytes``, or None) that points into the
     ``bytes`` values themselves instead of copying them into one buffer: for a column of large
-    texts (a batch's ~16 MiB of request JSON), the copy :func:`text_column` makes was a tenth of
+    texts (a batch's request JSON), the copy :func:`text_column` makes was a large share of
     ingest's CPU. Each ``bytes`` value becomes one of the array's data buffers (kept alive by it);
     values of at most 12 bytes are stored in their view, as the format requires. Raises as
     :func:`text_column`."""

@@ -50,12 +50,12 @@ EXCERPT_CHARS = 120
 
 #: Approximate bytes of buffered lines after which batches are flushed even if not full. A pending
 #: row costs ~8x its line in memory (decoded strings, tool rows, the Arrow copy, Parquet's pages):
-#: 16 MiB keeps ingest near 280 MiB peak RSS on 30 KB exchanges (64 MiB: 430 MiB), at the same CPU.
+#: a larger threshold raises ingest's peak RSS at the same CPU (figures: ``benchmarks/RESULTS.md``).
 _FLUSH_BYTES = 16 << 20
 #: With ``jobs > 1`` the batches are the same (so are the row groups of the tables), and each is
 #: cut into work items of about this many bytes of lines for the pool processes: three processes
 #: hold batches at once (this one, reading and writing, and two parsing), so a pool process
-#: parses a quarter of a batch at a time and stays near 110 MiB instead of 220; the parts are
+#: parses a quarter of a batch at a time and holds about half the memory; the parts are
 #: joined again before they are written (:func:`_combine`).
 _POOL_ITEM_BYTES = 4 << 20
 
@@ -68,8 +68,7 @@ _UNIQUE_TEXT = frozenset({"request_json", "server_prompt", "server_output_text",
 def _system_allocator() -> Iterator[None]:
     """Arrow's allocations in the system allocator within the block: ingest builds and frees a
     batch of large buffers per flush, which mimalloc (pyarrow's default pool) returns to the OS
-    and faults in again each time (0.77 -> 0.30 s of system CPU on the 20,000-exchange bench
-    capture, same user time)."""
+    and faults in again each time (system CPU; the same user time)."""
     old = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
     try:
@@ -82,7 +81,7 @@ def _system_allocator() -> Iterator[None]:
 def _fewer_collections() -> Iterator[None]:
     """Python's cyclic GC with a high first threshold within the block: ingest makes millions of
     short-lived containers (decoded lines) and few cycles, and every collection walks the rows
-    pending in the writer (~10% of ingest CPU with the default threshold of 700)."""
+    pending in the writer (a noticeable share of ingest CPU with the default threshold of 700)."""
     old = gc.get_threshold()
     gc.set_threshold(max(old[0], 50_000), *old[1:])
     try:
@@ -188,15 +187,15 @@ def parse_record(rec: dict, source_file: str, line_no: int, capture_format: str 
 #: ``tools`` columns a declaration carries (all but ``exchange_id`` and ``tool_index``).
 _DECL = pa.schema([f for f in TOOLS if f.name not in ("exchange_id", "tool_index")])
 #: zstd level of the ingest tables: level 3 is both smaller and faster than Arrow's default (1) on
-#: request text (measured on the bench capture: 6 vs 12 MiB for 114 MiB of requests, 0.15 vs 0.17 CPU s).
+#: request text (figures: ``benchmarks/RESULTS.md``).
 ZSTD_LEVEL = 3
 #: Parquet data pages of the ingest tables: at most about PAGE_BYTES, a page being closed once it
 #: holds that much, checked every PAGE_CHECK_ROWS rows. A reader decodes a column a page at a time,
 #: so this is what a stage's slice of a row group costs to read: with Arrow's defaults (checked
-#: every 1,024 rows) a 512-exchange row group of the bench was one 16 MB page of ``request_json``,
-#: decoded whole for each 64-row slice (Arrow held 20 MiB, peak 33, in each pool process); with
-#: these, 8 MiB, peak 13. The file grows ~12% (zstd sees less of the repeated tool lists at a time:
-#: 9.7 -> 10.9 MiB at 5,000 exchanges); writing costs the same CPU.
+#: every 1,024 rows) a 512-exchange row group was one page of ``request_json``, decoded whole for
+#: each 64-row slice; with these a slice decodes a small page. The file grows a little (zstd sees
+#: less of the repeated tool lists at a time); writing costs the same CPU (figures:
+#: ``benchmarks/RESULTS.md``).
 PAGE_BYTES = 4 << 20
 PAGE_CHECK_ROWS = 16
 
@@ -772,8 +771,8 @@ def ingest(
     turns its records into ``internal-error`` rows). Records of the other formats are parsed in
     this process whatever ``jobs`` is (their readers keep state across records). ``pool_spec``:
     the run spec of a pool already started (:func:`replay.pool.prestart`) to parse on, as
-    ``replay audit`` passes its stages' one; None: a pool of its own (about 0.3 CPU s per process
-    to start, so a small capture is faster with ``jobs=1``; :func:`replay.pool.close_pools` ends it).
+    ``replay audit`` passes its stages' one; None: a pool of its own (each process costs its
+    start-up, so a small capture is faster with ``jobs=1``; :func:`replay.pool.close_pools` ends it).
     ``pool_stats``: a :class:`replay.pool.PoolStats` the pool's restarts and failed items are
     counted in (``run.json`` ``executors.ingest`` of an audit); they are not :class:`IngestStats`,
     which do not depend on ``jobs``. ``on_exchanges(key, batch)``: called after each row group of
@@ -932,7 +931,7 @@ def _shm_dir(fallback: Path, need: int = 0, shm: Path = Path("/dev/shm")) -> Pat
 def _shm_need(jobs: int) -> int:
     """Bytes of work files a parallel ingest of ``jobs`` processes may hold at once: the items in
     flight (:data:`replay.pool.IN_FLIGHT` a process) and a spare, each its lines and its tables
-    back, with room to spare (measured: ~35 MiB at the peak for ``jobs=2``)."""
+    back, with room to spare."""
     from replay.pool import IN_FLIGHT
 
     return 4 * _POOL_ITEM_BYTES * (jobs * IN_FLIGHT + 1)
@@ -942,7 +941,7 @@ def _remove_stale_work_dirs(where: Path, prefix: str = "replay-ingest") -> list[
     """Remove the work folders ``<prefix>-<pid>-*`` in ``where`` whose process no longer exists
     (the parallel ingest's, ``replay-ingest``, as :func:`_on_pool` names them; the stages run
     during ingest, ``replay-stages``, :mod:`replay.overlap`): a ``replay`` killed with SIGKILL
-    (or the OOM killer) cannot remove its own, and in ``/dev/shm`` each held up to ~35-60 MiB of
+    (or the OOM killer) cannot remove its own, and in ``/dev/shm`` each held its work files in
     memory until reboot. A folder of a live process, or of a pid this user may not signal
     (another user's), is left alone. Returns the folders removed."""
     import shutil
@@ -987,7 +986,7 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
     SSE, server logs, LiteLLM, Batch: their readers keep state across records, and the records
     are dicts already) is parsed here, in its turn, and so are the items met while the pool's
     processes are still starting (:func:`replay.pool.started`: an audit's pool builds the run's
-    renderers and parsers first, ~0.6 s, which would leave this process waiting). A pool process that dies is retried once
+    renderers and parsers first, which would leave this process waiting). A pool process that dies is retried once
     alone, then its item's records become ``internal-error`` rows (:func:`failed_batch`);
     ``pool_stats`` (a :class:`replay.pool.PoolStats`, or None) counts them."""
     import shutil

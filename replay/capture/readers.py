@@ -19,7 +19,7 @@ from replay.capture.records import Unit
 from replay.capture.v1 import CaptureError, decode_line
 
 # each format's reader is imported when a file of that format is read (a run of v1 captures
-# imports none of them: ~10 ms of every `replay ingest` start-up)
+# imports none of them: less start-up for every `replay ingest`)
 
 __all__ = ["PlannedFile", "plan", "read_units"]
 

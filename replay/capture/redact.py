@@ -313,8 +313,8 @@ def cache_dir() -> Path:
 
 def _cached_database(hyperscan: Any, exprs: list[bytes], flags: list[int]) -> Any:
     """The block-mode database of ``exprs`` (ids 0..n-1) with ``flags``: loaded from :func:`cache_dir`
-    when an earlier process compiled the same patterns with the same Hyperscan (about 1 ms), else
-    compiled (about 22 ms per database here, paid by every ``replay`` process that ingests) and
+    when an earlier process compiled the same patterns with the same Hyperscan (a file read), else
+    compiled (far dearer, and paid by every ``replay`` process that ingests) and
     saved there for the next. A cache that cannot be read or written is compiled past, silently:
     the database is the same either way (a file for another CPU fails to load and is rebuilt)."""
     key = hashlib.sha256(repr((hyperscan.__version__, exprs, flags)).encode()).hexdigest()[:24]

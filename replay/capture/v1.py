@@ -592,8 +592,8 @@ def record_row(rec: dict, source_file: str, line_no: int, capture_format: str = 
 #: Tool lists seen, by their JSON text: an agent sends the same tools in every request, so each
 #: distinct list is described (and its declarations serialized) once. Bounded: emptied when full.
 #: Keyed by a fingerprint of the text (:func:`_fingerprint`), each entry the lists sharing it, told
-#: apart by their whole text: a dict keyed by the text itself hashed every request's ~14 KB of
-#: tools again (a fresh bytes object has no cached hash), 4% of ingest.
+#: apart by their whole text: a dict keyed by the text itself hashed every request's tools
+#: again (a fresh bytes object has no cached hash).
 _TOOLS_SEEN: dict[tuple[int, bytes, bytes], list[ToolList]] = {}
 _TOOLS_SEEN_MAX = 2048
 _FP_BYTES = 256

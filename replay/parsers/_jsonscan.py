@@ -306,7 +306,7 @@ def _has_non_finite(value: Any) -> bool:
 
 #: ``json.dumps(value, ensure_ascii=False)`` (the arguments text of the families' calls), the
 #: encoder built once: ``json.dumps`` with any non-default option builds a new ``JSONEncoder`` per
-#: call (~0.6 us of ~2); the encoder keeps no state between calls, so the text is identical.
+#: call (a large share of the call); the encoder keeps no state between calls, so the text is identical.
 dumps_arguments = json.JSONEncoder(ensure_ascii=False).encode
 
 
@@ -319,8 +319,8 @@ def _checked(value: Any, text: str, j: int, k: int) -> Any:
     if text.count("[", j, k) + text.count("{", j, k) > MAX_DEPTH and deeper_than(value):
         return TOO_DEEP
     # the walk itself, always: a prefilter on the text cost more than the walk (a regex of the
-    # constants, exponents and 309-digit runs: ~7 us on a bench call's ~210 chars, the walk
-    # ~0.7 us), and the earlier one ([NIeE]: matched by the "e" of "name" in every call) missed
+    # constants, exponents and 309-digit runs took several times the walk on a typical call),
+    # and the earlier one ([NIeE]: matched by the "e" of "name" in every call) missed
     # a 309-digit number with a fraction and no exponent (overflowing to infinity) in a text without
     # those letters (a bare value: an arguments string, a Pythonic argument)
     if _has_non_finite(value):

@@ -88,7 +88,7 @@ _INVOKE_HEAD = re.compile(r'\s+name="([^"]+)"\s*>')
 _PARAM_HEAD = re.compile(r'\s+name="([^"]*)"\s+string="(true|false)"\s*>')
 _WS = " \t\n\r"
 #: ``json.dumps(value, ensure_ascii=False)``, the encoder built once: ``json.dumps`` with any
-#: non-default option builds a new ``JSONEncoder`` per call (about 1.7 us, a sixth of an invoke's
+#: non-default option builds a new ``JSONEncoder`` per call (a large share of an invoke's
 #: whole-text parse); the encoder keeps no state between calls, so the text is identical.
 _DUMPS = json.JSONEncoder(ensure_ascii=False).encode
 

@@ -15,7 +15,7 @@ included, nothing from a CDN). Why this and not plotly: the script is 898 KB aga
 ``plotly.min.js`` of 4.8 MB (plotly 6 wheel), so a page with its data stays under 1 MB; and the
 charts stay Vega-Lite specs a reader can open in the Vega editor. (vl-convert 1.9's bundle of
 Vega alone, 577 KB, cannot be used: it exports ``window.vega`` as null; compiling Vega-Lite in
-Python would also cost ~1 s per process for its engine.) Building the bundle takes ~2 s; it is
+Python would also cost an engine's start-up per process.) Building the bundle is slow, so it is
 cached per vl-convert version under ``$XDG_CACHE_HOME/replay`` (``~/.cache/replay``).
 """
 
@@ -374,7 +374,7 @@ def html_queries(con: Any) -> dict[str, pa.Table]:
     row, ``n``: renders + streams rows), ``faults_by_family``, ``extra_prompt_tokens_histogram``,
     ``errors_by_reason`` and ``first_errors`` (the first 50 ingest errors). ``con``: a connection
     from :func:`replay.sql.connect`. Run before the page is built, so that the connection can be
-    closed first: altair's import (~26 MiB) then never adds to DuckDB's memory at its limit.
+    closed first: altair's import then never adds to DuckDB's memory at its limit.
     Raises :class:`replay.sql.QueryError` as :func:`replay.sql.run_sql` does."""
     return {
         "judged": run_sql(con, "SELECT (SELECT count(*) FROM renders) + (SELECT count(*) FROM streams) AS n"),
