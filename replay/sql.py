@@ -24,9 +24,9 @@ from typing import Any, NoReturn
 import duckdb
 
 try:  # DuckDB 2
-    from duckdb.sqltypes import VARCHAR
+    from duckdb.sqltypes import BOOLEAN, VARCHAR
 except ImportError:  # DuckDB 1
-    from duckdb.typing import VARCHAR
+    from duckdb.typing import BOOLEAN, VARCHAR
 import pyarrow as pa
 
 from replay import checks, tables
@@ -232,7 +232,9 @@ def connect(run_dir: str | Path, settings: DuckDBSettings | None = None) -> duck
     views of ``queries/_*.sql`` (``fidelity_exchanges``, ``verdict_pairs``: one per file, named
     after it without the ``_``), the view ``checks`` (the check registry,
     :func:`replay.checks.table`; ``{{checks:KIND}}`` in a ``.sql`` file is expanded from it,
-    :func:`replay.checks.expand_sql`) and the SQL function ``canonical_json`` (:func:`canonical_json`).
+    :func:`replay.checks.expand_sql`), the SQL function ``canonical_json`` (:func:`canonical_json`)
+    and ``is_json_object`` (:func:`replay.checks.json_object`: the rule of ``non-json-join``; DuckDB's
+    own ``json_valid`` accepts NaN and a trailing comma and refuses a lone-surrogate escape).
 
     Memory, threads and the spill folder come from ``settings`` (:class:`DuckDBSettings`: the
     options, else ``$REPLAY_DUCKDB_*``, else the defaults); past the memory limit DuckDB spills
@@ -267,6 +269,7 @@ def connect(run_dir: str | Path, settings: DuckDBSettings | None = None) -> duck
         else:
             con.register(name, pa.Table.from_batches([], schema=schema))  # an empty view of the schema
     con.register("checks", checks.table())  # the check registry: the queries read the check list from it
+    con.create_function("is_json_object", checks.json_object, [VARCHAR], BOOLEAN, null_handling="special", side_effects=False)
     con.create_function("canonical_json", canonical_json, [VARCHAR], VARCHAR, null_handling="special", side_effects=False)
     _create_views(con, [e for e in _query_files() if e.name.startswith("_")])
     return con
