@@ -182,3 +182,28 @@ def test_a_restated_check_list_is_found(tmp_path: Path) -> None:
         "SELECT list_position(['null-leak', 'prompt-divergence', 'render-failure'], c)\n", encoding="utf-8")
     (tmp_path / "replay" / "y.py").write_text('"""\'dropped-call\' \'call-id\' \'served:call-id\'"""\nX = ("dropped-call", "call-id")\n', encoding="utf-8")
     assert literal_check_lists(tmp_path) == {"queries/x.sql": ["null-leak", "prompt-divergence", "render-failure"]}
+
+
+def test_served_counts_in_every_query_use_the_one_rule(tmp_path: Path) -> None:
+    """A served response whose calls carry the tricky arguments: the ``served:non-json-join`` column
+    (ingest), the summary's and non_json_joins' served rows (SQL) count the same calls."""
+    import json
+
+    src = tmp_path / "in"
+    src.mkdir()
+    calls = [{"id": f"call_{i}", "type": "function", "function": {"name": "get_weather", "arguments": text}}
+             for i, (text, _) in enumerate(TRICKY)]
+    body = {"id": "chatcmpl-t", "object": "chat.completion", "created": 1764500000, "model": "Qwen/Qwen3-8B",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": calls}, "finish_reason": "tool_calls"}]}
+    (src / "tricky.json").write_text(json.dumps(body), encoding="utf-8")
+    shutil.copy(ROOT / "samples" / "formats" / "chat-body.request.json", src / "tricky.request.json")
+    run = tmp_path / "run"
+    res = CliRunner().invoke(app, ["ingest", str(src), "--out", str(run)])
+    assert res.exit_code == 0, res.output
+    expected = sum(1 for _, ok in TRICKY if not ok)
+    con = connect(run)
+    column = run_sql(con, "SELECT sum(served_non_json_calls) AS n FROM exchanges").column("n")[0].as_py()
+    summary = {r["side"]: r for r in run_query(con, "summary").to_pylist()}["served"]["non_json_joins"]
+    by_side = {r["side"]: r for r in run_query(con, "non_json_joins").to_pylist()}["served"]["non_json_joins"]
+    con.close()
+    assert column == summary == by_side == expected == 11
