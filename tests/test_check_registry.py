@@ -207,3 +207,10 @@ def test_served_counts_in_every_query_use_the_one_rule(tmp_path: Path) -> None:
     by_side = {r["side"]: r for r in run_query(con, "non_json_joins").to_pylist()}["served"]["non_json_joins"]
     con.close()
     assert column == summary == by_side == expected == 11
+
+
+def test_expand_sql_names_an_unknown_marker() -> None:
+    assert "struct_pack(c := 'null-leak'" in checks.expand_sql("SELECT {{checks:render}}")
+    assert "{{" not in checks.expand_sql("{{checks:served_applies}} {{checks:served_wrong}} {{checks:stream}}")
+    with pytest.raises(ValueError, match=r"unknown \{\{checks:nope\}\}.*render, stream, served_applies, served_wrong"):
+        checks.expand_sql("SELECT {{checks:nope}}")
