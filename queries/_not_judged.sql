@@ -15,11 +15,8 @@
 -- E is that side's error (renders.error; for a parser, the first raised by chunking name).
 -- view render_not_judged keeps only the render checks whose reference failed.
 WITH
-render_checks(check_name) AS (VALUES ('null-leak'), ('prompt-divergence'), ('render-failure')),
-stream_checks(check_name) AS (
-    VALUES ('replay-error'), ('client-error'), ('dropped-call'), ('non-json-join'), ('argument-mismatch'), ('content-leak'),
-           ('name-repeat'), ('call-id'), ('finish-reason'), ('streaming-fault'), ('semantic-diff')
-),
+render_checks AS (SELECT name AS check_name FROM checks WHERE scope = 'render'),  -- the registry (replay/checks.py)
+stream_checks AS (SELECT name AS check_name FROM checks WHERE scope = 'stream'),
 rendered AS (
     SELECT exchange_id,
            first(error) FILTER (WHERE side = 'reference') AS ref_error,

@@ -25,7 +25,9 @@
 --     streaming-fault    a streamed chunking's result differs from the side's OWN whole-text parse
 --                        (judged where that parse ran; the upstream suites' invariant)
 --     semantic-diff      the side's whole-text parse (chunking `parse`) differs from the reference's
---   (the per-row facts are computed by replay/judge.py; this view only pairs and counts them)
+--   (the per-row facts are computed by replay/judge.py; this view only pairs and counts them;
+--   each check's applies/wrong/outcome/items predicate is its entry in replay/checks.py, expanded
+--   into the two lists of checks below)
 -- old_wrong / new_wrong: the side is wrong; old_outcome / new_outcome: what it got wrong (leaked null
 -- paths, prompt SHA-256, error text, missing call indexes and finish_reason, the offending calls'
 -- index/name/arguments, the content where it leaks); two wrong sides with different outcomes are `changed-wrong`.
@@ -44,11 +46,7 @@ WITH
 ref_render AS (SELECT exchange_id, prompt_sha256 FROM renders WHERE side = 'reference' AND error IS NULL),
 render_sides AS (
     SELECT r.exchange_id, r.side, 'render' AS chunking, 0 AS n_deltas,
-           [struct_pack(c := 'null-leak', applies := r.error IS NULL, wrong := coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0),
-                        outcome := r.leaked::VARCHAR, items := r.leaked),
-            struct_pack(c := 'prompt-divergence', applies := r.error IS NULL AND ref.prompt_sha256 IS NOT NULL,
-                        wrong := r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256, outcome := r.prompt_sha256, items := NULL::VARCHAR[]),
-            struct_pack(c := 'render-failure', applies := true, wrong := r.error IS NOT NULL, outcome := r.error, items := NULL::VARCHAR[])] AS checks
+           {{checks:render}} AS checks
     FROM (  -- the leaked null paths, sorted, computed once (the outcome is their text)
         SELECT *, CASE WHEN coalesce(leak_in_prompt, true) THEN list_sort([x.tool_index::VARCHAR || x.path FOR x IN leaked_nulls]) END AS leaked
         FROM renders WHERE side IN ('old', 'new')
@@ -102,26 +100,7 @@ rows AS (
 ),
 stream_sides AS (
     SELECT r.exchange_id, r.side, r.chunking, r.n_deltas,
-           [struct_pack(c := 'replay-error', applies := true, wrong := r.raised, outcome := r.error, items := NULL::VARCHAR[]),
-            struct_pack(c := 'dropped-call', applies := NOT r.raised, wrong := len(r.missing) > 0,
-                        outcome := r.missing::VARCHAR || ' ' || coalesce(r.finish_reason, ''), items := NULL::VARCHAR[]),
-            struct_pack(c := 'non-json-join', applies := NOT r.raised, wrong := len(coalesce(r.bad_json, [])) > 0,
-                        outcome := r.bad_json::VARCHAR, items := NULL::VARCHAR[]),
-            struct_pack(c := 'argument-mismatch', applies := NOT r.raised, wrong := len(coalesce(r.mismatched, [])) > 0,
-                        outcome := r.mismatched::VARCHAR, items := NULL::VARCHAR[]),
-            struct_pack(c := 'content-leak', applies := NOT r.raised, wrong := r.content_leak, outcome := r.content, items := NULL::VARCHAR[]),
-            struct_pack(c := 'client-error', applies := NOT r.raised AND r.chunking <> 'parse', wrong := r.client_error IS NOT NULL,
-                        outcome := r.client_error, items := NULL::VARCHAR[]),
-            struct_pack(c := 'name-repeat', applies := NOT r.raised AND r.chunking <> 'parse', wrong := r.name_repeats > 0,
-                        outcome := r.repeated::VARCHAR, items := NULL::VARCHAR[]),
-            struct_pack(c := 'call-id', applies := NOT r.raised AND r.chunking <> 'parse', wrong := r.id_faults > 0,
-                        outcome := r.bad_ids::VARCHAR, items := NULL::VARCHAR[]),
-            struct_pack(c := 'finish-reason', applies := NOT r.raised, wrong := r.finish_fault,
-                        outcome := coalesce(r.finish_reason, '') || ' ' || r.calls_key, items := NULL::VARCHAR[]),
-            struct_pack(c := 'streaming-fault', applies := NOT r.raised AND r.chunking <> 'parse' AND r.differs_from_own_parse IS NOT NULL,
-                        wrong := coalesce(r.differs_from_own_parse, false), outcome := r.content_key || ' ' || r.calls_key, items := NULL::VARCHAR[]),
-            struct_pack(c := 'semantic-diff', applies := NOT r.raised AND r.chunking = 'parse', wrong := r.differs_from_reference,
-                        outcome := r.content_key || ' ' || r.calls_key, items := NULL::VARCHAR[])] AS checks
+           {{checks:stream}} AS checks
     FROM rows r
 ),
 sides AS NOT MATERIALIZED (SELECT * FROM render_sides UNION ALL SELECT * FROM stream_sides),

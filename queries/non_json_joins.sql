@@ -17,7 +17,7 @@ served AS (
 ),
 served_judged AS (
     SELECT 'served' AS side, 'served' AS chunking, s.exchange_id, s.index, s.arguments,
-           coalesce(CASE WHEN json_valid(s.arguments) THEN json_type(s.arguments) = 'OBJECT' END, false) AS json_ok,
+           is_json_object(s.arguments) AS json_ok,  -- the non-json-join rule (replay/checks.py json_object)
            CASE WHEN rc.exchange_id IS NULL THEN NULL
                 ELSE rc.name IS NOT DISTINCT FROM s.name
                      AND (CASE WHEN coalesce(json_valid(s.arguments), false) THEN json(s.arguments) END)

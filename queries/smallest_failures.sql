@@ -25,6 +25,4 @@ candidates AS (
 SELECT c."check", n.broken, n.still_wrong, c.exchange_id, c.verdict, c.chunking, c.deltas
 FROM candidates c JOIN counts n USING ("check")
 WHERE c.rank = 1
-ORDER BY list_position(['null-leak', 'prompt-divergence', 'render-failure', 'replay-error', 'client-error', 'dropped-call',
-                        'non-json-join', 'argument-mismatch', 'content-leak', 'name-repeat', 'call-id', 'finish-reason',
-                        'streaming-fault', 'semantic-diff'], c."check")
+ORDER BY (SELECT k.ord FROM checks k WHERE k.name = c."check")

@@ -82,7 +82,7 @@ served_calls AS (
 ),
 served_ok AS (
     SELECT *,
-           coalesce(CASE WHEN json_valid(arguments) THEN json_type(arguments) = 'OBJECT' END, false) AS json_ok,
+           is_json_object(arguments) AS json_ok,  -- the non-json-join rule (replay/checks.py json_object)
            CASE WHEN coalesce(json_valid(arguments), false) THEN json(arguments) END AS args_norm
     FROM served_calls
 ),

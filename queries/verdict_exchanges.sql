@@ -29,7 +29,5 @@ FROM not_judged
 )  -- a subquery: DuckDB before 2.0 orders a UNION only by columns it selects
 ORDER BY CASE verdict WHEN 'broken' THEN 0 WHEN 'still-wrong' THEN 1 WHEN 'changed-wrong' THEN 2 WHEN 'improved' THEN 3
                       WHEN 'fixed' THEN 4 WHEN 'unreliable' THEN 5 ELSE 6 END,
-         list_position(['null-leak', 'prompt-divergence', 'render-failure', 'replay-error', 'client-error', 'dropped-call',
-                        'non-json-join', 'argument-mismatch', 'content-leak', 'name-repeat', 'call-id', 'finish-reason',
-                        'streaming-fault', 'semantic-diff'], "check"),
+         (SELECT k.ord FROM checks k WHERE k.name = "check"),
          exchange_id

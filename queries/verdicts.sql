@@ -25,12 +25,9 @@
 -- index-fault, non-json-join, content-leak (call markup of the family in the content),
 -- finish-reason (finish_reason stop / end_turn with calls, or tool_calls without any).
 -- Per-chunking detail: `replay query verdict_exchanges` and the view verdict_pairs.
+-- The check list and order are the registered table `checks` (replay/checks.py), the served
+-- checks' predicates its entries (expanded into `applies` and `wrong` below).
 WITH
-checks(check_name, ord) AS (
-    VALUES ('null-leak', 0), ('prompt-divergence', 1), ('render-failure', 2), ('replay-error', 3), ('client-error', 4),
-           ('dropped-call', 5), ('non-json-join', 6), ('argument-mismatch', 7), ('content-leak', 8), ('name-repeat', 9),
-           ('call-id', 10), ('finish-reason', 11), ('streaming-fault', 12), ('semantic-diff', 13)
-),
 side_rows AS (
     SELECT
         k.check_name AS "check", k.ord,
@@ -44,32 +41,16 @@ side_rows AS (
         NULL::BIGINT AS wrong,
         count(v.verdict) + coalesce(any_value(nj.n), 0) AS exchanges,
         coalesce(any_value(nj.n), 0) AS "not-judged"
-    FROM checks k
+    FROM (SELECT name AS check_name, ord FROM checks WHERE scope IN ('render', 'stream')) k
     LEFT JOIN verdicts_by_exchange v ON v."check" = k.check_name
     LEFT JOIN (SELECT "check", count(*) AS n FROM not_judged GROUP BY "check") nj ON nj."check" = k.check_name
     GROUP BY k.check_name, k.ord
 ),
-served_checks(check_name, ord) AS (
-    VALUES ('served:client-error', 100), ('served:name-repeat', 101), ('served:call-id', 102), ('served:index-fault', 103),
-           ('served:non-json-join', 104), ('served:content-leak', 105), ('served:finish-reason', 106)
-),
+served_checks AS (SELECT name AS check_name, ord FROM checks WHERE scope = 'served'),
 served_judged AS (
     SELECT k.check_name, k.ord,
-           CASE k.check_name
-               WHEN 'served:client-error' THEN e.served_chunks IS NOT NULL
-               WHEN 'served:name-repeat' THEN e.served_name_repeats IS NOT NULL
-               WHEN 'served:call-id' THEN e.served_id_faults IS NOT NULL
-               WHEN 'served:index-fault' THEN e.served_index_faults IS NOT NULL
-               WHEN 'served:finish-reason' THEN e.served_stop_with_calls IS NOT NULL
-               ELSE e.served_non_json_calls IS NOT NULL END AS applies,
-           CASE k.check_name
-               WHEN 'served:client-error' THEN e.served_client_error IS NOT NULL
-               WHEN 'served:name-repeat' THEN e.served_name_repeats > 0
-               WHEN 'served:call-id' THEN e.served_id_faults > 0
-               WHEN 'served:index-fault' THEN e.served_index_faults > 0
-               WHEN 'served:non-json-join' THEN e.served_non_json_calls > 0
-               WHEN 'served:content-leak' THEN e.served_markup IS NOT NULL
-               ELSE e.served_stop_with_calls OR (e.served_finish_reason = 'tool_calls' AND len(coalesce(e.served_tool_calls, [])) = 0) END AS wrong
+           {{checks:served_applies}} AS applies,
+           {{checks:served_wrong}} AS wrong
     FROM exchanges e CROSS JOIN served_checks k
 ),
 served_rows AS (

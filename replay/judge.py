@@ -26,34 +26,13 @@ what a side got into its ``streams`` and ``calls`` rows (:data:`replay.tables.ST
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import orjson
-
+from replay.checks import json_object  # the one JSON-object rule (re-exported: replay.judge.json_object)
 from replay.stream import ChunkingError, json_key
 from replay.verdicts import markup_leak
 
 __all__ = ["judge_side", "reference_rows", "expected_finish", "same_result", "json_object"]
-
-
-def json_object(text: str | None) -> bool:
-    """True when ``text`` is a JSON object (RFC 8259: no NaN/Infinity; a lone-surrogate escape such
-    as ``\\ud800`` is valid JSON text, which orjson refuses and the stdlib reads)."""
-    if text is None:
-        return False
-    try:
-        return isinstance(orjson.loads(text), dict)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return isinstance(json.loads(text, parse_constant=_reject), dict)
-    except ValueError:
-        return False
-
-
-def _reject(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def expected_finish(n_calls: int, truncated: bool) -> str:

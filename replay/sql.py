@@ -24,12 +24,12 @@ from typing import Any, NoReturn
 import duckdb
 
 try:  # DuckDB 2
-    from duckdb.sqltypes import VARCHAR
+    from duckdb.sqltypes import BOOLEAN, VARCHAR
 except ImportError:  # DuckDB 1
-    from duckdb.typing import VARCHAR
+    from duckdb.typing import BOOLEAN, VARCHAR
 import pyarrow as pa
 
-from replay import tables
+from replay import checks, tables
 
 
 class QueryError(ValueError):
@@ -56,7 +56,7 @@ def _parse(name: str, text: str) -> Query:
     title = header[0] if header else name
     if title.lower().startswith(name.lower() + ":"):
         title = title[len(name) + 1 :].strip()
-    return Query(name=name, title=title, doc="\n".join(header[1:]).strip(), sql=text)
+    return Query(name=name, title=title, doc="\n".join(header[1:]).strip(), sql=checks.expand_sql(text))
 
 
 def _query_files() -> list[Any]:
@@ -230,7 +230,11 @@ def _twice(limit: str) -> str:
 def connect(run_dir: str | Path, settings: DuckDBSettings | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with a view per table of the run in ``run_dir``, the derived
     views of ``queries/_*.sql`` (``fidelity_exchanges``, ``verdict_pairs``: one per file, named
-    after it without the ``_``) and the SQL function ``canonical_json`` (:func:`canonical_json`).
+    after it without the ``_``), the view ``checks`` (the check registry,
+    :func:`replay.checks.table`; ``{{checks:KIND}}`` in a ``.sql`` file is expanded from it,
+    :func:`replay.checks.expand_sql`), the SQL function ``canonical_json`` (:func:`canonical_json`)
+    and ``is_json_object`` (:func:`replay.checks.json_object`: the rule of ``non-json-join``; DuckDB's
+    own ``json_valid`` accepts NaN and a trailing comma and refuses a lone-surrogate escape).
 
     Memory, threads and the spill folder come from ``settings`` (:class:`DuckDBSettings`: the
     options, else ``$REPLAY_DUCKDB_*``, else the defaults); past the memory limit DuckDB spills
@@ -264,6 +268,8 @@ def connect(run_dir: str | Path, settings: DuckDBSettings | None = None) -> duck
                 con.execute(f"CREATE VIEW {name} AS SELECT * FROM {src}")
         else:
             con.register(name, pa.Table.from_batches([], schema=schema))  # an empty view of the schema
+    con.register("checks", checks.table())  # the check registry: the queries read the check list from it
+    con.create_function("is_json_object", checks.json_object, [VARCHAR], BOOLEAN, null_handling="special", side_effects=False)
     con.create_function("canonical_json", canonical_json, [VARCHAR], VARCHAR, null_handling="special", side_effects=False)
     _create_views(con, [e for e in _query_files() if e.name.startswith("_")])
     return con
@@ -280,7 +286,7 @@ def _create_views(con: duckdb.DuckDBPyConnection, entries: list[Any]) -> None:
         error: Exception | None = None
         for entry in pending:
             try:
-                con.execute(f"CREATE VIEW {entry.name[1:-len('.sql')]} AS {entry.read_text(encoding='utf-8')}")
+                con.execute(f"CREATE VIEW {entry.name[1:-len('.sql')]} AS {checks.expand_sql(entry.read_text(encoding='utf-8'))}")
             except duckdb.CatalogException as exc:
                 failed.append(entry)
                 error = exc

@@ -17,34 +17,15 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-#: The checks of the old and new sides in the verdict table, in its row order (``queries/verdicts.sql``).
-CHECKS: tuple[str, ...] = (
-    "null-leak",
-    "prompt-divergence",
-    "render-failure",
-    "replay-error",
-    "client-error",
-    "dropped-call",
-    "non-json-join",
-    "argument-mismatch",
-    "content-leak",
-    "name-repeat",
-    "call-id",
-    "finish-reason",
-    "streaming-fault",
-    "semantic-diff",
-)
+from replay import checks as _checks
+
+#: The checks of the old and new sides in the verdict table, in its row order (from the registry,
+#: :data:`replay.checks.REGISTRY`: scopes ``render`` and ``stream``).
+CHECKS: tuple[str, ...] = _checks.names("render", "stream")
 #: The checks of the served side (rows ``served:CHECK`` of the verdict table, from the captured
-#: streams and responses: the ``served_*`` columns of ``exchanges``), gated by ``served:CHECK>N``.
-SERVED_CHECKS: tuple[str, ...] = (
-    "client-error",
-    "name-repeat",
-    "call-id",
-    "index-fault",
-    "non-json-join",
-    "content-leak",
-    "finish-reason",
-)
+#: streams and responses: the ``served_*`` columns of ``exchanges``), gated by ``served:CHECK>N``;
+#: the registry's ``served`` scope without the ``served:`` prefix.
+SERVED_CHECKS: tuple[str, ...] = tuple(n.split(":", 1)[1] for n in _checks.names("served"))
 #: The verdicts, in the table's column order; each exchange of a check has exactly one.
 VERDICTS: tuple[str, ...] = ("fixed", "improved", "broken", "same-ok", "still-wrong", "changed-wrong", "unreliable")
 
@@ -150,9 +131,7 @@ def unmeasured(gates: Iterable[FailOn], verdicts: pa.Table) -> list[str]:
 
 #: The table a check's stage writes: render checks need ``renders``, stream checks ``streams``.
 CHECK_TABLE: dict[str, str] = {
-    **{c: "renders" for c in ("null-leak", "prompt-divergence", "render-failure")},
-    **{c: "streams" for c in CHECKS[3:]},
-    **{f"served:{c}": "exchanges" for c in SERVED_CHECKS},
+    c.name: {"render": "renders", "stream": "streams", "served": "exchanges"}[c.scope] for c in _checks.REGISTRY
 }
 
 

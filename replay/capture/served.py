@@ -15,7 +15,8 @@ A client rebuilds tool calls from a stream in its own way, and each API has its 
 :func:`check_served` returns, for one exchange, the ``served_*`` check columns of
 :data:`replay.tables.EXCHANGES`:
 
-- ``served_non_json_calls``: assembled calls whose joined arguments are not a JSON object;
+- ``served_non_json_calls``: assembled calls whose joined arguments are not a JSON object
+  (:func:`replay.checks.json_object`, the rule the replay sides are judged by);
 - ``served_name_repeats``: a name sent again for a call that already had one (OpenAI: a non-empty
   ``function.name`` on a later entry of the same index, which the SDK's generic accumulator would
   concatenate; Anthropic: a second ``content_block_start`` for one block index; Responses: a
@@ -40,7 +41,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Iterator
 
-import orjson
+from replay.checks import json_object  # the rule non-json-join judges the replay sides by
 
 __all__ = [
     "check_chat_stream",
@@ -219,15 +220,6 @@ def markup_in(content: str | None, model: str | None) -> str | None:
     return best[2] if best else None
 
 
-def _json_object(text: str | None) -> bool:
-    if not isinstance(text, str):
-        return False
-    try:
-        return isinstance(orjson.loads(text), dict)
-    except orjson.JSONDecodeError:
-        return False
-
-
 _STREAM_CHECKS = {
     "chat.completions": check_chat_stream,
     "messages": check_messages_stream,
@@ -260,7 +252,7 @@ def check_served(
     }
     if not served:
         return out
-    out["served_non_json_calls"] = sum(1 for c in calls or () if not _json_object(c.get("arguments")))
+    out["served_non_json_calls"] = sum(1 for c in calls or () if not json_object(c.get("arguments")))
     if payloads is not None and route in _STREAM_CHECKS:
         out["served_name_repeats"], out["served_index_faults"] = _STREAM_CHECKS[route](payloads)
     if route == "chat.completions":

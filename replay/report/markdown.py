@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
+from replay import checks
 from replay.capture.records import lines_and_records
 from replay.sql import get_query, run_query, run_sql, scalar
 from replay.term import FitTable
@@ -556,8 +557,8 @@ def verdict_markdown(verdicts: pa.Table, fidelity: pa.Table, exemplars: list[Any
         "(`fixed`: old wrong, new right; `improved`: both wrong, new under a strict subset of old's failing chunkings "
         "or leaked paths; `broken`: old right, new wrong; `still-wrong`: both wrong alike; "
         "`changed-wrong`: both wrong, differently; `unreliable`: the replay did not reproduce what was served). "
-        "Each exchange is in exactly one column, so a row sums to `exchanges`. `streaming-fault`: a side's stream "
-        "differs from its own whole-text parse; `semantic-diff`: its whole-text parse differs from the reference's. "
+        "Each exchange is in exactly one column, so a row sums to `exchanges`. "
+        + "; ".join(f"`{c.name}`: {c.sentence}" for c in checks.REGISTRY if c.explained) + ". "
         "Rows `served:...` judge what clients were served (`wrong`). `replay query verdicts`; per exchange: "
         "`replay query verdict_exchanges`."
     )
