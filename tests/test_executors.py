@@ -224,3 +224,31 @@ def test_ray_workers_write_their_own_parts_on_a_cluster_of_several_nodes(tmp_pat
         assert (on_ray / name).read_bytes() == (local / name).read_bytes(), name
     assert {p.name for p in on_ray.glob("*.parquet")} == {p.name for p in local.glob("*.parquet")}
     assert not (on_ray / ".parts").exists()
+
+
+def test_ray_resumes_from_the_parts_an_interrupted_run_left(ray, tmp_path: Path) -> None:
+    """Parts of the same stage, spec and capture (an interrupted run's) are kept on Ray as on the
+    local path: their batches are not run again, and the tables are those of an uninterrupted run."""
+    from replay.executors import RayEngine
+    from replay.pipeline import batch_refs, mark_parts, run_ref, stage_fingerprint, write_parts
+
+    local = _ingested(tmp_path, "local")
+    cfg = build_config(RunSpec(batch_rows=4))
+    validate_specs(cfg)
+    run_stage(local, STREAM, cfg, jobs=1)
+
+    run = _ingested(tmp_path, "ray")
+    path = run / "exchanges.parquet"
+    refs = batch_refs(path, cfg.batch_rows)
+    assert len(refs) > 2
+    mark_parts(run, STREAM, stage_fingerprint(run, STREAM, cfg))
+    for ref in refs[:2]:  # what an interrupted run wrote before it stopped
+        write_parts(run, STREAM, ref.key, run_ref(STREAM, path, ref, cfg))
+    engine = RayEngine()
+    seen: list[int] = []
+    engine.run_stage(run, STREAM, cfg, seen.append)
+    assert sorted(r["key"] for r in engine.returned) == [ref.key for ref in refs[2:]]
+    assert sum(seen) == pq.ParquetFile(path).metadata.num_rows
+    for table in STREAM.tables:
+        assert (run / f"{table}.parquet").read_bytes() == (local / f"{table}.parquet").read_bytes(), table
+    assert not (run / ".parts").exists()
