@@ -1,6 +1,8 @@
-"""--engine ray (replay.executors.RayEngine): the same stage functions on Ray Data write the same
-rows as the in-process driver (issue 9, item 6), on a local Ray of 2 CPUs. Skipped when Ray Data
-cannot be imported (it is the optional extra `ray`)."""
+"""--engine ray (replay.executors.RayEngine): the same stage functions, one Ray task per batch
+that reads its rows from the run folder and writes its own parts, write the same rows as the
+in-process driver (issue 9, item 6; issue 22, item 4), on a local Ray of 2 CPUs and on a local
+cluster of 3 nodes. Skipped when Ray cannot be imported (it is the optional extra `ray`) or
+cannot start its cluster."""
 
 from __future__ import annotations
 
