@@ -151,10 +151,8 @@ class RayEngine:
         :data:`TASK_RETRIES` time) gets them here (:func:`replay.pipeline.failed_batch`), as the
         pool's parent does. Both are counted in ``cfg.executor_stats[stage.name]``
         (``batches_failed``)."""
-        import shutil
-
         from replay.pipeline import (
-            _resumable, batch_refs, count_exchanges, failed_batch, merge_parts, parts_dir, read_batch,
+            batch_refs, count_exchanges, failed_batch, merge_parts, read_batch, remove_parts, resumable_keys,
             stage_fingerprint, write_parts,
         )
 
@@ -166,7 +164,7 @@ class RayEngine:
         path = run_dir / "exchanges.parquet"
         count_exchanges(run_dir)  # FileNotFoundError for a folder that is not a run
         refs = batch_refs(path, cfg.batch_rows)
-        done = _resumable(run_dir, stage, stage_fingerprint(run_dir, stage, cfg))
+        done = resumable_keys(run_dir, stage, stage_fingerprint(run_dir, stage, cfg))
         for ref in refs:
             if ref.key in done and progress:
                 progress(ref.rows)
@@ -193,13 +191,7 @@ class RayEngine:
                     progress(ref.rows)
         keys = [ref.key for ref in refs]
         counts = {table: merge_parts(run_dir, table, keys) for table in stage.tables}
-        for table in stage.tables:
-            shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
-        (run_dir / ".parts" / f"{stage.name}.json").unlink(missing_ok=True)
-        try:
-            (run_dir / ".parts").rmdir()
-        except OSError:  # other stages' parts still there, or never made
-            pass
+        remove_parts(run_dir, stage)
         return counts
 
     def close(self) -> None:
