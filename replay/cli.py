@@ -455,7 +455,7 @@ def _one_of(option: str, value: str, allowed: tuple[str, ...]) -> str:
 EngineOpt = Annotated[
     str,
     typer.Option("--engine", callback=lambda v: _one_of("--engine", v, ("local", "ray")), rich_help_panel=SCALE,
-                 help="local, or ray (Ray Data; the ray extra)."),
+                 help="local, or ray (one Ray task per batch; the ray extra)."),
 ]
 RayAddressOpt = Annotated[
     Optional[str], typer.Option("--ray-address", rich_help_panel=SCALE,

@@ -1292,8 +1292,9 @@ def stage_fingerprint(run_dir: Path, stage: Stage, cfg: AuditConfig) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
-def _resumable(run_dir: Path, stage: Stage, fingerprint: str) -> set[int]:
-    """The batch keys whose parts are all present for ``stage`` made with ``fingerprint`` (part
+def resumable_keys(run_dir: Path, stage: Stage, fingerprint: str) -> set[int]:
+    """The batch keys whose parts are all present for ``stage`` made with ``fingerprint`` (the local
+    driver and :class:`replay.executors.RayEngine` run only the others; part
     files are written atomically: present means complete). Parts of another fingerprint (or of
     none) are removed and the fingerprint recorded in ``RUN/.parts/<stage>.json``."""
     marker = Path(run_dir) / ".parts" / f"{stage.name}.json"
@@ -1313,7 +1314,7 @@ def _resumable(run_dir: Path, stage: Stage, fingerprint: str) -> set[int]:
 def mark_parts(run_dir: Path, stage: Stage, fingerprint: str) -> None:
     """Record (atomically) that ``stage``'s part files in ``RUN/.parts/`` were made with
     ``fingerprint`` (:func:`stage_fingerprint`), in ``RUN/.parts/<stage>.json``: :func:`run_stage`
-    then keeps them and runs only the batches that have none (:func:`_resumable`)."""
+    then keeps them and runs only the batches that have none (:func:`resumable_keys`)."""
     marker = Path(run_dir) / ".parts" / f"{stage.name}.json"
     marker.parent.mkdir(parents=True, exist_ok=True)
     tmp = marker.with_name(f".tmp-{os.getpid()}-{marker.name}")
@@ -1393,7 +1394,7 @@ def run_stage(
     count_exchanges(run_dir)  # FileNotFoundError for a folder that is not a run
     refs = batch_refs(path, cfg.batch_rows)
     pooled = cfg.spec is not None and min(jobs, len(refs)) > 1
-    done = _resumable(run_dir, stage, stage_fingerprint(run_dir, stage, cfg))
+    done = resumable_keys(run_dir, stage, stage_fingerprint(run_dir, stage, cfg))
     keys = [ref.key for ref in refs]
     for ref in refs:
         if ref.key in done and progress:
@@ -1433,14 +1434,21 @@ def run_stage(
                 progress(ref.rows)
     if not pooled:
         counts = {table: merge_parts(run_dir, table, keys) for table in stage.tables}
+    remove_parts(run_dir, stage)
+    return counts
+
+
+def remove_parts(run_dir: Path, stage: Stage) -> None:
+    """Remove ``stage``'s part files and fingerprint from ``RUN/.parts/`` once its tables are
+    joined (by :func:`run_stage` and :class:`replay.executors.RayEngine`), and ``RUN/.parts/``
+    itself when nothing else is left in it."""
     for table in stage.tables:
         shutil.rmtree(parts_dir(run_dir, table), ignore_errors=True)
-    (run_dir / ".parts" / f"{stage.name}.json").unlink(missing_ok=True)
+    (Path(run_dir) / ".parts" / f"{stage.name}.json").unlink(missing_ok=True)
     try:
-        (run_dir / ".parts").rmdir()
+        (Path(run_dir) / ".parts").rmdir()
     except OSError:  # other stages' parts still there (an audit's own state), or never made
         pass
-    return counts
 
 
 def run_render(run_dir: Path, cfg: AuditConfig, progress: Callable[[int], None] | None = None, jobs: int | None = None) -> int:

@@ -1,12 +1,15 @@
-"""--engine ray (replay.executors.RayEngine): the same stage functions on Ray Data write the same
-rows as the in-process driver (issue 9, item 6), on a local Ray of 2 CPUs. Skipped when Ray Data
-cannot be imported (it is the optional extra `ray`)."""
+"""--engine ray (replay.executors.RayEngine): the same stage functions, one Ray task per batch
+that reads its rows from the run folder and writes its own parts, write the same rows as the
+in-process driver (issue 9, item 6; issue 22, item 4), on a local Ray of 2 CPUs and on a local
+cluster of 3 nodes. Skipped when Ray cannot be imported (it is the optional extra `ray`) or
+cannot start its cluster."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
@@ -28,7 +31,7 @@ def ray():
     """One local Ray of 2 CPUs for the module (RayEngine uses a Ray that is already up)."""
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
     yield ray
     ray.shutdown()
 
@@ -156,3 +159,98 @@ def test_a_ray_task_that_fails_costs_its_batch_not_the_audit(ray, tmp_path: Path
     assert replays and all(r["error"].startswith(message) for r in replays), {r["error"] for r in replays}
     assert all(r["error"] is None for r in failed if r["side"] == "reference")  # the built-in reference parse, made where the rows are
     assert got["streams"] == len(rows)
+
+
+def _cluster_or_skip(nodes: int):
+    """A local Ray cluster of ``nodes`` nodes (each its own raylet, 1 CPU, a small object store),
+    the driver connected to it; skipped when Ray cannot start one here."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():  # the module's single-node Ray (fixture `ray`): RayEngine would use it
+        ray.shutdown()
+
+    small = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
+    try:
+        cluster = Cluster(initialize_head=True, head_node_args={**small, "include_dashboard": False})
+        for _ in range(nodes - 1):
+            cluster.add_node(**small)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False, logging_level="warning")
+    except Exception as exc:  # noqa: BLE001 - no room for raylets on this machine: skipped, not failed
+        pytest.skip(f"Ray could not start a local cluster of {nodes} nodes: {exc}")
+    return cluster
+
+
+def test_ray_workers_write_their_own_parts_on_a_cluster_of_several_nodes(tmp_path: Path) -> None:
+    """Issue 22 item 4: on a cluster of 3 nodes, each Ray task reads its batch from the run
+    folder and writes its parts itself; the driver gets only small metadata back and joins the
+    parts. Every table is the one `--jobs 1` writes (same rows, same order, same bytes)."""
+    import os
+    import pickle
+
+    import ray
+
+    from replay.executors import RayEngine
+
+    local = _ingested(tmp_path, "local")
+    cfg = build_config(RunSpec(batch_rows=4))  # 13 batches of the two captures: spread over the nodes
+    validate_specs(cfg)
+    want = {**run_stage(local, RENDER, cfg, jobs=1), **run_stage(local, STREAM, cfg, jobs=1)}
+
+    on_ray = _ingested(tmp_path, "ray")  # tmp_path: a path every node of this one machine reads
+    cluster = _cluster_or_skip(3)
+    try:
+        assert len([n for n in ray.nodes() if n["Alive"]]) == 3
+        engine = RayEngine()
+        got = engine.run_stage(on_ray, RENDER, cfg)
+        returned = list(engine.returned)
+        got.update(engine.run_stage(on_ray, STREAM, cfg))
+        returned += engine.returned
+        engine.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert got == want
+    n_batches = -(-pq.ParquetFile(on_ray / "exchanges.parquet").metadata.num_rows // 4)
+    assert len(returned) == 2 * n_batches and sorted(r["key"] for r in returned) == sorted(list(range(n_batches)) * 2)
+    # the batches ran in worker processes, on more than one node, and sent back a few bytes each
+    assert all(r["pid"] != os.getpid() for r in returned)
+    assert len({r["node"] for r in returned}) >= 2
+    assert all(set(r) == {"key", "rows", "exchanges", "failed", "pid", "node"} for r in returned)
+    assert max(len(pickle.dumps(r)) for r in returned) < 400
+    for name in sorted(p.name for p in local.glob("*.parquet")):
+        a, b = pq.read_table(local / name), pq.read_table(on_ray / name)
+        keys = [(f.name, "ascending") for f in a.schema if pa.types.is_primitive(f.type) or pa.types.is_string(f.type)]
+        assert b.sort_by(keys).to_pylist() == a.sort_by(keys).to_pylist(), name
+        assert (on_ray / name).read_bytes() == (local / name).read_bytes(), name
+    assert {p.name for p in on_ray.glob("*.parquet")} == {p.name for p in local.glob("*.parquet")}
+    assert not (on_ray / ".parts").exists()
+
+
+def test_ray_resumes_from_the_parts_an_interrupted_run_left(ray, tmp_path: Path) -> None:
+    """Parts of the same stage, spec and capture (an interrupted run's) are kept on Ray as on the
+    local path: their batches are not run again, and the tables are those of an uninterrupted run."""
+    from replay.executors import RayEngine
+    from replay.pipeline import batch_refs, mark_parts, run_ref, stage_fingerprint, write_parts
+
+    local = _ingested(tmp_path, "local")
+    cfg = build_config(RunSpec(batch_rows=4))
+    validate_specs(cfg)
+    run_stage(local, STREAM, cfg, jobs=1)
+
+    run = _ingested(tmp_path, "ray")
+    path = run / "exchanges.parquet"
+    refs = batch_refs(path, cfg.batch_rows)
+    assert len(refs) > 2
+    mark_parts(run, STREAM, stage_fingerprint(run, STREAM, cfg))
+    for ref in refs[:2]:  # what an interrupted run wrote before it stopped
+        write_parts(run, STREAM, ref.key, run_ref(STREAM, path, ref, cfg))
+    engine = RayEngine()
+    seen: list[int] = []
+    engine.run_stage(run, STREAM, cfg, seen.append)
+    assert sorted(r["key"] for r in engine.returned) == [ref.key for ref in refs[2:]]
+    assert sum(seen) == pq.ParquetFile(path).metadata.num_rows
+    for table in STREAM.tables:
+        assert (run / f"{table}.parquet").read_bytes() == (local / f"{table}.parquet").read_bytes(), table
+    assert not (run / ".parts").exists()
