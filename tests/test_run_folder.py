@@ -1,8 +1,10 @@
 """The run folder under faults (issue #20): a Ctrl-C or SIGTERM during the report, two commands
-on one ``--out``, the temporary files of a killed run, a rerun after the captures changed."""
+on one ``--out``, the temporary files of a killed run, a rerun after the captures changed, and an
+audit interrupted in a folder holding an older run (no table of the old run read as complete)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -10,11 +12,18 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from procs import running, signal_when, wait_for
+from replay.audit import audit
+from replay.cli import app
+from replay.pipeline import AuditConfig
+from replay.render.json_tools import JsonToolsRenderer
 from sides_data import SAMPLES, invoke
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals and flock as on Linux")
+AGENT = SAMPLES / "coding-agent.jsonl"
+runner = CliRunner()
 
 
 def _wrapper(tmp_path: Path, patch: str) -> Path:
@@ -263,3 +272,47 @@ def test_an_interrupt_during_replay_render_ends_in_one_line_with_130(tmp_path: P
                                     f"replay report refuse it); run `replay render --run {out}` again with the same options: it resumes")
     assert not (out / ".replay.lock").exists()
     assert invoke("render", "--run", out, "--jobs", "1", "-q").exit_code == 0
+
+
+def _interrupt_at(name: str):
+    """A progress callback for :func:`replay.audit.audit` that raises KeyboardInterrupt (a Ctrl-C)
+    when stage ``name`` starts."""
+
+    @contextlib.contextmanager
+    def stage(stage_name: str, total: int | None):
+        if stage_name == name:
+            raise KeyboardInterrupt
+        yield lambda n: None
+
+    return stage
+
+
+def test_interrupted_audit_into_an_old_run_leaves_no_table_read_as_complete(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    audit([AGENT], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)))
+    assert (run / "streams.parquet").is_file()
+    with pytest.raises(KeyboardInterrupt):
+        # force: an --out holding a finished run is refused otherwise (replay.audit.prepare_out)
+        audit([SAMPLES / "model-gateway.jsonl"], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)), stage=_interrupt_at("re-stream"), force=True)
+    # the first run's streams/calls must not sit beside the second run's exchanges
+    assert not (run / "streams.parquet").exists()
+    assert not (run / "calls.parquet").exists()
+    for args in (["query", "summary", "--run", str(run)], ["report", "--run", str(run)], ["query", "--run", str(run), "--sql", "SELECT 1"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert "stopped during re-stream" in result.output and "incomplete" in result.output
+    # finishing the missing stage makes it a run again
+    result = runner.invoke(app, ["stream", "--run", str(run), "--chunkings", "whole", "-q"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["query", "summary", "--run", str(run), "--format", "json"])
+    assert result.exit_code == 0, result.output
+
+
+def test_finished_audit_is_not_marked_incomplete(tmp_path: Path) -> None:
+    import json
+
+    run = tmp_path / "run"
+    audit([AGENT], run, AuditConfig(renderer=JsonToolsRenderer(), chunkings=("whole",)))
+    assert "incomplete" not in json.loads((run / "run.json").read_text())
+    result = runner.invoke(app, ["report", "--run", str(run)])
+    assert result.exit_code == 0, result.output

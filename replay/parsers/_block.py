@@ -108,7 +108,7 @@ def read_json_block(
     so a prefix holding none from ``body_start`` on gets None at once, without decoding (a
     streamed block is read when it opens, before its end marker can have come: a failed decode,
     its exception and a :class:`JsonPrefix` scan per call); ``prefix_shortcut=False`` reads it
-    without that shortcut (the answer is the same: ``tests/test_stream_shortcuts.py`` compares them).
+    without that shortcut (the answer is the same: ``tests/test_stream_equivalence.py`` compares them).
     """
     ends = _ends(end_markers)
     if prefix_shortcut and not final and trailing is None and first_marker(text, ends, body_start)[0] < 0:

@@ -1,4 +1,5 @@
-"""The checks added with the SDK assembly and the one judge, end to end on samples/ (issue 10).
+"""The stream checks (name-repeat, call-id, finish-reason, the served gate, `improved`) end to end
+on samples/: the checks added with the SDK assembly and the one judge (issue 10).
 
 Each new check is shown by a planted faulty plugin (``file.py:Class``, written by the tests into a
 temporary folder), a subclass of the built-in Hermes parser with one fault:

@@ -1,4 +1,4 @@
-"""The render stage's shortcuts give what the full path gives.
+"""Render equivalence: the render stage's fast paths give what the full path gives.
 
 - :func:`replay.prepare.vllm.plain_chat` / ``VllmPreparer.prepare_tools``: a request it accepts
   is one ``chat_messages`` prepares without raising, with the same tools;

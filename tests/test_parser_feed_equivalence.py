@@ -1,5 +1,6 @@
-"""``feed_all`` (how the re-stream stage replays a built-in parser: :func:`replay.stream.replay_stream`)
-against the plain path it shortcuts: ``feed`` each delta and keep the events that carry anything.
+"""Feeding a parser many deltas at once equals feeding them one by one: ``feed_all`` (how the
+re-stream stage replays a built-in parser: :func:`replay.stream.replay_stream`) against the plain
+path it shortcuts: ``feed`` each delta and keep the events that carry anything.
 
 For every family configuration (``tests/families/configs``), outputs drawn from the family's own
 strategies (with end tokens, pieces of them and reasoning tags put in at drawn places) are cut

@@ -1,5 +1,5 @@
-"""Shortcuts of the re-stream stage checked against the plain way they replace: the new side's rows
-copied in Arrow (:func:`replay.pipeline.with_copies`) against the rows made as dicts
+"""Re-stream equivalence: the re-stream stage's fast paths checked against the plain way they
+replace: the new side's rows copied in Arrow (:func:`replay.pipeline.with_copies`) against the rows made as dicts
 (:func:`replay.pipeline.finish_stream` without ``copies``), the stage's tables against
 :func:`replay.pipeline.stream_exchange` on each exchange, the non-finite check of decoded JSON
 (every value walked: its text prefilter cost more and missed a case), and the shared arguments encoder against
