@@ -215,7 +215,7 @@ class _LateHermes(HermesParser):
         return out
 
 
-@pytest.mark.parametrize("spec", [None, "test_stream_shortcuts:_LateHermes"], ids=["builtin", "plugin-as-reference"])
+@pytest.mark.parametrize("spec", [None, "test_stream_equivalence:_LateHermes"], ids=["builtin", "plugin-as-reference"])
 @budget(60)
 @given(text=st.lists(pieces, max_size=5).map("".join), cuts=st.lists(st.integers(0, 60), max_size=6), truncated=st.booleans())
 def test_judge_rows_are_the_same_when_the_own_parse_is_the_reference_object_or_an_equal_copy(spec, text, cuts, truncated):
