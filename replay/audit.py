@@ -103,9 +103,9 @@ def write_report(run_dir: Path, meta: dict[str, Any], *, redact: bool = True, du
         path = Path(run_dir) / "report.md"
         # control characters of captured text made visible: `cat report.md` must not act on a terminal
         path.write_text(visible(markdown_report(con, meta, results, lines, exemplars)), encoding="utf-8")
-    except duckdb.OutOfMemoryException as exc:  # raised by a query outside run_sql (exemplars, headlines)
-        raise QueryError(out_of_memory_message(exc, con)) from exc
-    except (RuntimeError, duckdb.InterruptException) as exc:  # Ctrl-C or SIGTERM while a query ran
+    except (RuntimeError, duckdb.Error) as exc:  # a query outside run_sql (exemplars, headlines): Ctrl-C, SIGTERM, out of memory
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            raise QueryError(out_of_memory_message(exc, con)) from exc
         raise_interrupt(exc)
     finally:
         con.close()

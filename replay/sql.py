@@ -123,11 +123,19 @@ def get_query(name: str) -> Query:
 QUERY_INTERRUPTED = "Query interrupted"
 
 
+#: How DuckDB words a KeyboardInterrupt raised inside Python code it called back (a Python UDF such
+#: as ``is_json_object``, the scan of a registered Arrow table such as ``checks``): an
+#: ``InvalidInputException`` whose message ends with the exception's name.
+_PYTHON_INTERRUPT = re.compile(r"(while executing the UDF|registered as '[^']*' failed): KeyboardInterrupt\b")
+
+
 def is_interrupt(exc: BaseException) -> bool:
     """Whether ``exc`` is an interrupt: a KeyboardInterrupt, DuckDB's
-    :class:`duckdb.InterruptException`, or the RuntimeError of :data:`QUERY_INTERRUPTED`."""
+    :class:`duckdb.InterruptException`, the RuntimeError of :data:`QUERY_INTERRUPTED`, or a DuckDB
+    error carrying a KeyboardInterrupt raised in Python code the query called (:data:`_PYTHON_INTERRUPT`)."""
     return (isinstance(exc, (KeyboardInterrupt, duckdb.InterruptException))
-            or (type(exc) is RuntimeError and str(exc) == QUERY_INTERRUPTED))
+            or (type(exc) is RuntimeError and str(exc) == QUERY_INTERRUPTED)
+            or (isinstance(exc, duckdb.Error) and _PYTHON_INTERRUPT.search(str(exc)) is not None))
 
 
 def raise_interrupt(exc: BaseException) -> NoReturn:
@@ -331,13 +339,21 @@ def materialize(con: duckdb.DuckDBPyConnection, view: str) -> None:
     _execute(con, f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM {table}")
 
 
+def _query_error(exc: duckdb.Error, con: duckdb.DuckDBPyConnection) -> BaseException:
+    """What a DuckDB error of a query becomes: the KeyboardInterrupt it carries
+    (:func:`is_interrupt`), else a :class:`QueryError` (out of memory: :func:`out_of_memory_message`)."""
+    if is_interrupt(exc):
+        return KeyboardInterrupt(QUERY_INTERRUPTED)
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return QueryError(out_of_memory_message(exc, con))
+    return QueryError(str(exc))
+
+
 def _execute(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     try:
         con.execute(sql)
-    except duckdb.OutOfMemoryException as exc:
-        raise QueryError(out_of_memory_message(exc, con)) from exc
     except duckdb.Error as exc:
-        raise QueryError(str(exc)) from exc
+        raise _query_error(exc, con) from exc
 
 
 def _materialize_for(con: duckdb.DuckDBPyConnection, sql: str) -> None:
@@ -371,10 +387,8 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
         # DuckDB 2 names it to_arrow_table(); DuckDB 1 arrow()
         fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
         return fetch()
-    except duckdb.OutOfMemoryException as exc:
-        raise QueryError(out_of_memory_message(exc, con)) from exc
     except duckdb.Error as exc:
-        raise QueryError(str(exc)) from exc
+        raise _query_error(exc, con) from exc
 
 
 def run_query(con: duckdb.DuckDBPyConnection, name: str) -> pa.Table:

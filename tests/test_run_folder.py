@@ -316,3 +316,31 @@ def test_finished_audit_is_not_marked_incomplete(tmp_path: Path) -> None:
     assert "incomplete" not in json.loads((run / "run.json").read_text())
     result = runner.invoke(app, ["report", "--run", str(run)])
     assert result.exit_code == 0, result.output
+
+
+def test_a_ctrl_c_inside_a_python_udf_of_a_query_is_an_interrupt_not_a_query_error() -> None:
+    """A Ctrl-C that lands while DuckDB runs Python code of ours (the ``is_json_object`` UDF of the
+    report's queries, the scan of the registered ``checks`` table) reaches replay as DuckDB's
+    ``Invalid Input Error: Python exception occurred while executing the UDF: KeyboardInterrupt``;
+    run_sql gives it back as the KeyboardInterrupt (exit 130, one line), not a QueryError (exit 1)."""
+    import duckdb
+
+    from replay.sql import QueryError, is_interrupt, run_sql
+
+    con = duckdb.connect()
+
+    def interrupted(x: int) -> int:
+        raise KeyboardInterrupt
+
+    con.create_function("interrupted", interrupted, ["INTEGER"], "INTEGER")
+    with pytest.raises(KeyboardInterrupt):
+        run_sql(con, "SELECT interrupted(1)")
+
+    def failing(x: int) -> int:
+        raise ValueError("KeyboardInterrupt in the data is not an interrupt")
+
+    con.create_function("failing", failing, ["INTEGER"], "INTEGER")
+    with pytest.raises(QueryError):
+        run_sql(con, "SELECT failing(1)")
+    assert is_interrupt(duckdb.InvalidInputException(
+        "Invalid Input Error: counting the rows of the object registered as 'checks' failed: KeyboardInterrupt: "))
