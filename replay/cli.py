@@ -487,9 +487,11 @@ def _filters(
         _fail(str(exc), 2)
 
 
-def _finished_run(run: Optional[Path]) -> None:
+def _finished_run(run: Optional[Path], *, report: bool = False) -> None:
     """Exit 1 when ``run`` was left by a command that stopped midway (``run.json`` ``incomplete``,
-    :func:`replay.audit.mark_incomplete`): its tables must not be read as a finished run's."""
+    :func:`replay.audit.mark_incomplete`): its tables must not be read as a finished run's.
+    ``report``: the caller is ``replay report``, which finishes a run stopped during its report
+    stage (its tables are whole: the report only reads them), so that stage is let through."""
     from replay.audit import incomplete_stage
 
     if run is None:
@@ -498,6 +500,11 @@ def _finished_run(run: Optional[Path]) -> None:
         stage = incomplete_stage(run)
     except ValueError as exc:  # run.json not JSON
         _fail(str(exc))
+    if stage == "report" and report:
+        from replay.runmeta import run_writer
+
+        if not run_writer(run):
+            return
     if stage:
         from replay.runmeta import run_writer
 
@@ -1296,9 +1303,14 @@ def report(
 
     gates = _gates(fail_on)
     _hold_run(ctx, run, "report")
-    _finished_run(run)
+    _finished_run(run, report=True)
     try:
-        written = write_report(run, read_meta(run), redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+        meta = read_meta(run)
+        written = write_report(run, meta, redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
+        if meta.pop("incomplete", None) == "report":  # the report an audit was stopped in is written now: the run is finished
+            from replay.runmeta import write_meta
+
+            write_meta(run, meta)
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (during a DuckDB query too: replay.sql.raise_interrupt)

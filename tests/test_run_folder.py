@@ -344,3 +344,22 @@ def test_a_ctrl_c_inside_a_python_udf_of_a_query_is_an_interrupt_not_a_query_err
         run_sql(con, "SELECT failing(1)")
     assert is_interrupt(duckdb.InvalidInputException(
         "Invalid Input Error: counting the rows of the object registered as 'checks' failed: KeyboardInterrupt: "))
+
+
+def test_replay_report_finishes_a_run_stopped_during_its_report(tmp_path: Path) -> None:
+    """An audit stopped in its report stage left whole tables and ``incomplete: report``;
+    ``replay query`` refuses it and says ``replay report --run RUN`` finishes it, and that command
+    does (it used to refuse too, with the same advice): the report is written and the mark removed."""
+    import json
+
+    out = tmp_path / "run"
+    assert invoke("audit", SAMPLES, "--out", out, "--jobs", "1", "-q").exit_code == 0
+    meta = json.loads((out / "run.json").read_text())
+    (out / "run.json").write_text(json.dumps({**meta, "incomplete": "report"}))
+    (out / "report.md").unlink()
+    refused = invoke("query", "summary", "--run", out)
+    assert refused.exit_code == 1 and f"(or finish it: replay report --run {out})" in " ".join(refused.output.split())
+    done = invoke("report", "--run", out)
+    assert done.exit_code == 0, done.output
+    assert (out / "report.md").is_file() and "incomplete" not in json.loads((out / "run.json").read_text())
+    assert invoke("query", "summary", "--run", out).exit_code == 0
