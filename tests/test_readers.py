@@ -307,6 +307,19 @@ class ByteTok:
         return bytes(ids).decode("utf-8", "replace")
 
 
+@pytest.mark.parametrize("entries, kind", [({"not": "a list"}, "an object"), ("x", "a string"), (None, "null")])
+def test_har_whose_entries_are_not_a_list_is_an_error_not_an_empty_capture(tmp_path: Path, entries, kind) -> None:
+    src = tmp_path / "d.har"
+    src.write_text(json.dumps({"log": {"entries": entries}}))
+    stats = ingest(src, tmp_path / "run")
+    assert (stats.exchanges, stats.errors) == (0, 1)
+    [err] = read(tmp_path / "run", "ingest_errors")
+    assert (err["reason"], err["detail"]) == ("bad-field", f"HAR log.entries is {kind}, not a list of entries")
+    empty = tmp_path / "e.har"  # an empty list is an empty capture, not an error
+    empty.write_text(json.dumps({"log": {"entries": []}}))
+    assert ingest(empty, tmp_path / "run2").errors == 0
+
+
 def test_decode_steps_never_splits_a_character() -> None:
     text = "añ🦜b"
     data = list(text.encode())

@@ -122,6 +122,19 @@ def entry_record(entry: Any, number: int | None = None) -> dict | Skip:
     return rec
 
 
+_EVENT_WORDS = {"start_map": "an object", "string": "a string", "number": "a number", "boolean": "a boolean", "null": "null"}
+
+
+def _entries_kind(path: Path, backend: Any) -> str | None:
+    """None when the HAR ``path``'s ``log.entries`` is a list; else what it is, in words (``"an
+    object"``, ``"missing"``). Reads the file's events up to that key (a HAR that gave no entry)."""
+    with open_binary(path) as fh:
+        for prefix, event, _value in backend.parse(fh):
+            if prefix == "log.entries":
+                return None if event == "start_array" else _EVENT_WORDS.get(event, event)
+    return "missing"
+
+
 def read_har(path: Path, source: str, on_read: Callable[[int], None] | None = None) -> Iterator[Unit]:
     """Units of a HAR file, one per entry (rules: module docstring). ijson's C backend (yajl)
     stops with ``integer overflow`` on an integer beyond 64 bits, which is valid JSON (RFC 8259
@@ -138,6 +151,10 @@ def read_har(path: Path, source: str, on_read: Callable[[int], None] | None = No
                     n += 1
                     raw = exactjson.dumps(entry)[:400] if isinstance(entry, (dict, list)) else b""
                     yield from mapped_units(n, None, raw, entry, lambda e: [entry_record(e, n)])
+            if n == 0:  # no entry: an empty list, or no list at all (which is not an empty capture)
+                kind = _entries_kind(path, backend)
+                if kind is not None:
+                    yield failed(1, None, "bad-field", f"HAR log.entries is {kind}, not a list of entries")
             return
         except ijson.JSONError as exc:  # yajl's message draws a caret under the text on more lines
             if backend is ijson and "integer overflow" in str(exc):
