@@ -172,7 +172,10 @@ def _accumulate(acc: dict, delta: dict, track: Any = None) -> dict:
                 try:
                     ae = av[index]
                 except IndexError:
-                    av.insert(index, de)
+                    try:
+                        av.insert(index, de)
+                    except OverflowError as exc:  # an index beyond the machine's: the SDK's insert raises it too
+                        raise _SDKError(f"OverflowError: {exc}") from None
                     if track is not None and key == "tool_calls":
                         track(de, de)
                 else:

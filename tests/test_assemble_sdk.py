@@ -123,6 +123,17 @@ def test_a_repeated_name_is_concatenated_as_the_sdk_does():
     assert normal(got) == openai_snapshot(chunks)
 
 
+@pytest.mark.parametrize("index", [2**63, 10**20, -(10**20)])
+def test_a_call_index_beyond_the_machine_is_the_sdks_error(index):
+    """An index the SDK's ``list.insert`` cannot take raises OverflowError in the SDK: a client
+    error of the stream, not an ingest internal-error (found by a new-user pass)."""
+    chunks = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": index, "id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, "finish_reason": None}]}]
+    got = assemble_chat(chunks)
+    assert normal(got) == openai_snapshot(chunks)
+    assert got.error.startswith("OverflowError: ")
+
+
 # ------------------------------------------------------------------------------- generated streams
 
 NAMES = st.sampled_from(["find", "read", "bash", "é"])
