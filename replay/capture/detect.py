@@ -1,7 +1,8 @@
 """Which capture format a file holds, sniffed from its first bytes and records.
 
-:func:`detect_file` reads at most :data:`SNIFF_BYTES` decompressed bytes of a file and names one of
-:data:`FORMATS`:
+:func:`detect_file` reads :data:`SNIFF_BYTES` decompressed bytes of a file (a file starting with
+``{`` / ``[`` on to its first :data:`SNIFF_LINES` whole lines, at most :data:`SNIFF_MAX_BYTES`)
+and names one of :data:`FORMATS`:
 
 ==================  ==========================================================================
 ``v1``              capture format v1 (:mod:`replay.capture.v1`): JSON lines with ``request``
