@@ -100,6 +100,28 @@ def test_over_long_first_line_of_a_json_lines_format(tmp_path: Path) -> None:
     assert (stats.lines, stats.exchanges, stats.errors_by_reason) == (2, 1, {"line-too-long": 1})
 
 
+@pytest.mark.parametrize("first", ["cut", "deep"])
+def test_long_bad_first_line_keeps_the_lines_after_it(tmp_path: Path, first: str) -> None:
+    """A v1 file whose first line is bad and long (a 70 KB exchange cut 3 bytes short, or
+    100,000-deep nesting) followed by a 200 KB exchange: the sniffed head must not cut the second
+    line, or no line parses whole and the file is read as one document (1 line, 0 exchanges).
+    The bad line is one error (bad-json, too-deep); the 8 exchanges after it are read."""
+    samples = (ROOT / "samples" / "coding-agent.jsonl").read_text().splitlines()
+
+    def sized(n: int, rid: str) -> str:
+        rec = json.loads(samples[0])
+        rec["id"] = rid
+        rec["note"] = "x" * n  # a key v1 ignores, last: the head cuts a line after its response
+        return json.dumps(rec)
+
+    line1 = sized(70_000, "cut")[:-3] if first == "cut" else "[" * 100_000 + "]" * 100_000
+    (tmp_path / "caps.jsonl").write_text("\n".join([line1, sized(200_000, "big"), *samples]) + "\n")
+    stats = ingest(tmp_path, tmp_path / "out")
+    assert (stats.lines, stats.exchanges, stats.errors_by_reason) == (9, 8, {"bad-json" if first == "cut" else "too-deep": 1})
+    errors = pq.read_table(tmp_path / "out" / "ingest_errors.parquet").to_pylist()
+    assert [e["source_line"] for e in errors] == [1]
+
+
 def test_max_line_bytes_option(tmp_path: Path) -> None:
     """A lower limit turns a normal line into line-too-long; the next line still reads."""
     (case,) = [c for c in CASES if c.name == "crlf-lines"]

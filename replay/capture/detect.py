@@ -1,7 +1,8 @@
 """Which capture format a file holds, sniffed from its first bytes and records.
 
-:func:`detect_file` reads at most :data:`SNIFF_BYTES` decompressed bytes of a file and names one of
-:data:`FORMATS`:
+:func:`detect_file` reads :data:`SNIFF_BYTES` decompressed bytes of a file (a file starting with
+``{`` / ``[`` on to its first :data:`SNIFF_LINES` whole lines, at most :data:`SNIFF_MAX_BYTES`)
+and names one of :data:`FORMATS`:
 
 ==================  ==========================================================================
 ``v1``              capture format v1 (:mod:`replay.capture.v1`): JSON lines with ``request``
@@ -53,7 +54,7 @@ import zstandard
 from replay.capture.files import detect_compression
 from replay.capture.storage import open_input
 
-__all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "classify_record", "detect_file", "is_stored_page", "open_binary", "sniff"]
+__all__ = ["FORMATS", "SNIFF_BYTES", "SNIFF_LINES", "SNIFF_MAX_BYTES", "classify_record", "detect_file", "is_stored_page", "open_binary", "sniff"]
 
 #: Every format name ``--capture-format`` accepts.
 FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "otel", "kong", "helicone", "vllm-log", "mitmproxy", "langfuse", "openai-stored")
@@ -62,6 +63,10 @@ FORMATS = ("v1", "sse", "body", "openai-batch", "har", "serverlog", "litellm", "
 SNIFF_BYTES = 256 << 10
 #: Non-blank lines parsed to sniff a JSON-lines file.
 SNIFF_LINES = 16
+#: Most decompressed bytes read to complete the first :data:`SNIFF_LINES` lines of a file that
+#: starts with ``{`` / ``[`` (a long first line must not hide the whole lines after it); the
+#: default line limit of :data:`replay.capture.files.MAX_LINE_BYTES`.
+SNIFF_MAX_BYTES = 32 << 20
 
 _SSE_START = re.compile(rb"^(data|event|id|retry)\s*:|^:")
 #: The start of a tnetstring dictionary (a mitmproxy flow: ``<length>:<key length>:<key>``).
@@ -246,13 +251,42 @@ def open_binary(path: str | os.PathLike, on_read: Callable[[int], None] | None =
     return counted
 
 
+def _whole_lines(fh: IO[bytes], head: bytes) -> bytes:
+    """``head`` (the first :data:`SNIFF_BYTES` of ``fh``) read on until it holds
+    :data:`SNIFF_LINES` whole non-blank lines, the end of the file, or :data:`SNIFF_MAX_BYTES`
+    bytes. Only a head that starts with ``{`` / ``[`` is read on: a long first line (broken or
+    not) must not cut the lines after it, or no line parses and JSON lines pass for a document.
+    Returns the bytes read (the last line may still be cut); read faults propagate."""
+    if len(head) < SNIFF_BYTES or head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+        return head
+    *whole, tail = head.split(b"\n")
+    done = sum(1 for ln in whole if ln.strip())
+    tail_nonblank = bool(tail.strip())
+    parts, size = [head], len(head)
+    while done < SNIFF_LINES and size < SNIFF_MAX_BYTES:
+        chunk = fh.read(min(1 << 20, SNIFF_MAX_BYTES - size))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+        pieces = chunk.split(b"\n")
+        for piece in pieces[:-1]:  # each ends a line
+            if tail_nonblank or piece.strip():
+                done += 1
+            tail_nonblank = False
+        tail_nonblank = tail_nonblank or bool(pieces[-1].strip())
+    return b"".join(parts)
+
+
 def detect_file(path: str | os.PathLike) -> str:
     """The format of the capture file ``path`` (one of :data:`FORMATS`), from its first
-    :data:`SNIFF_BYTES` decompressed bytes. A file that cannot be read or decompressed is ``v1``
-    (its reader then reports the fault as an ``ingest_errors`` row)."""
+    :data:`SNIFF_BYTES` decompressed bytes, read on to whole lines when the file starts with
+    ``{`` / ``[`` (:func:`_whole_lines`, at most :data:`SNIFF_MAX_BYTES`). A file that cannot be
+    read or decompressed is ``v1`` (its reader then reports the fault as an ``ingest_errors``
+    row)."""
     try:
         with open_binary(path) as fh:
-            head = fh.read(SNIFF_BYTES)
+            head = _whole_lines(fh, fh.read(SNIFF_BYTES))
     except Exception:  # noqa: BLE001 - the reader reports the fault with its line
         return "v1"
     return sniff(head)
