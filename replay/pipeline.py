@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 from replay import exactjson
 from replay import tables
 from replay.errors import UsageError
-from replay.deadline import ReplayTimeout, deadline, deadlines_installed  # noqa: F401  (ReplayTimeout: part of this module's API)
+from replay.deadline import ReplayTimeout, deadline, deadlines_installed
 from replay.parsers import family_for_model, get_parser
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 from replay.plugin_check import check_parse_result
@@ -448,7 +448,11 @@ def plan_stream(ex: dict[str, Any], cfg: AuditConfig, resolver: ParserResolver) 
 def replay_in_process(plan: StreamPlan, cls: type, chunks: list[tuple[str, Any]], limit: float) -> SideReplay:
     """Run parser class ``cls`` on a planned exchange in this process: its whole-text parse and a
     streamed replay per chunking, each under ``limit`` seconds. Parser exceptions become the
-    entries' error texts (``Type: message``)."""
+    entries' error texts (``Type: message``). Once a streamed replay runs out of time
+    (:class:`ReplayTimeout`), the side's remaining chunkings of this exchange are not run: they get
+    the same error, so a parser that hangs costs about one ``limit`` per exchange, not one per
+    chunking (docs/sides.md: a slow replay is stopped and the audit goes on). A timeout of the
+    whole-text parse does not stop the streamed replays (``feed`` is other code)."""
     if plan.ref_parse is not None and plan.sides is not None and cls is plan.sides.reference:
         parse: Any = plan.ref_parse  # the same parser on the same text and tools: parsed once
     else:
@@ -458,13 +462,20 @@ def replay_in_process(plan: StreamPlan, cls: type, chunks: list[tuple[str, Any]]
         except Exception as exc:
             parse = f"{type(exc).__name__}: {exc}"
     streams: list[Any] = []
+    stuck: str | None = None  # the error of a replay that ran out of time: the rest are not run
     for _, deltas in chunks:
         if isinstance(deltas, ChunkingError):
             streams.append(None)
             continue
+        if stuck is not None:
+            streams.append(stuck)
+            continue
         try:
             with deadline(limit):
                 streams.append(replay_stream(cls, plan.tools, deltas, reasoning_open=plan.ro, finish_reason="length" if plan.truncated else None))
+        except ReplayTimeout as exc:
+            stuck = f"{type(exc).__name__}: {exc}"
+            streams.append(stuck)
         except Exception as exc:
             streams.append(f"{type(exc).__name__}: {exc}")
     return SideReplay(parse, streams)

@@ -67,7 +67,8 @@ writes a request line only when the worker has answered every item of the previo
     adapter reporting its framework's own, as :func:`replay.stream.replay_stream` reads it in
     process); the parent gives it to the client assembly unless the capture was truncated. The parent joins them with :func:`replay.stream.assemble_openai`, the same
     code that joins an in-process replay. ``error``: ``"Type: message"`` of what the parser
-    raised (``ReplayTimeout: took more than 0.5 s`` past the timeout). ``{"k": K, "error": E}``
+    raised (``ReplayTimeout: took more than 0.5 s`` past the timeout). After a chunking's replay times out, the item's
+    remaining chunkings are not run and carry that same error. ``{"k": K, "error": E}``
     when the whole item failed (a family this worker does not know).
 
 ``{"op": "render", "items": [{"k": K, "route": R, "model": M, "request": JSON_TEXT, "prompt": bool}, ...]}``
@@ -256,7 +257,7 @@ class Worker:
     # --- replay ----------------------------------------------------------------------------
     def replay(self, item: dict[str, Any]) -> dict[str, Any]:
         """One ``replay`` item -> its answer (never raises for a parser fault)."""
-        from replay.deadline import deadline
+        from replay.deadline import ReplayTimeout, deadline
         from replay.stream import new_parser
         from replay.plugin_check import check_parse_result
 
@@ -279,11 +280,18 @@ class Worker:
         except Exception as exc:
             out["parse"] = {"error": _err(exc)}
         streams = []
-        for lens in item.get("chunkings") or ():
+        stuck: str | None = None  # as in process (replay.pipeline.replay_in_process): after a
+        for lens in item.get("chunkings") or ():  # replay that ran out of time, the rest get its error
+            if stuck is not None:
+                streams.append({"error": stuck})
+                continue
             try:
                 with deadline(self.timeout):
                     events, finish_reason = _replay_events(new_parser(cls, tools, reasoning_open=ro), text, lens)
                 streams.append({"events": events, "finish_reason": finish_reason} if finish_reason else {"events": events})
+            except ReplayTimeout as exc:
+                stuck = _err(exc)
+                streams.append({"error": stuck})
             except Exception as exc:
                 streams.append({"error": _err(exc)})
         out["streams"] = streams

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,37 @@ def test_a_hang_the_worker_can_interrupt_is_recorded_as_in_process(tmp_path: Pat
     assert json.loads((out / "run.json").read_text())["sides"]["old"]["restarts"] == 0
     inproc = _audit(tmp_path / "in", "--old-parser", plugin, "--replay-timeout", "0.3")
     assert _old_rows(inproc) == by
+
+
+@pytest.mark.parametrize("where", [(), ("--new-python", PY)], ids=["in-process", "worker"])
+def test_a_feed_that_hangs_costs_one_timeout_per_exchange_not_per_chunking(tmp_path: Path, where: tuple[str, ...]) -> None:
+    """The new side's ``feed`` sleeps: its first replay of each exchange times out, and its other
+    chunkings (about 130 with the default chunkings) are not run but carry the same error, so the
+    audit of 2 exchanges takes about 2 timeouts, not one per chunking (docs/sides.md)."""
+    path = tmp_path / "hang.py"
+    path.write_text(
+        "import time\n"
+        "from replay.parsers.hermes import HermesParser\n"
+        "class Hang(HermesParser):\n"
+        "    def feed(self, delta):\n"
+        "        time.sleep(3600)\n"
+    )
+    capture = write_capture(tmp_path / "cap" / "c.jsonl", [["read"], ["edit"]])
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    result = invoke("audit", capture, "--out", out, "-q", "--new-parser", f"{path}:Hang", "--replay-timeout", "0.5", *where)
+    elapsed = time.monotonic() - t0
+    assert result.exit_code == 0, result.output
+    assert elapsed < 15, elapsed  # one chunking's timeout per exchange: the bound scales with exchanges
+    rows = query_json(out, "SELECT side, exchange_id, chunking, error FROM streams WHERE side IN ('old', 'new') ORDER BY side, exchange_id, chunking")
+    assert all(r["error"] is None for r in rows if r["side"] == "old")  # the built-in side is untouched
+    new = {xid: [(r["chunking"], r["error"]) for r in rows if r["side"] == "new" and r["exchange_id"] == xid] for xid in ("x0", "x1")}
+    for xid, got in new.items():
+        names = [c for c, _ in got if c != "parse"]
+        # a row for every chunking a plugin side replays (the defaults and every two-way split)
+        assert len(names) > 50 and {"whole", "char", "fixed-2", "split-1"} <= set(names), (xid, names)
+        assert dict(got)["parse"] is None  # parse() does not hang
+        assert {e for c, e in got if c != "parse"} == {"ReplayTimeout: took more than 0.5 s"}, xid
 
 
 def test_a_worker_that_cannot_restart_marks_the_rest_of_its_side(tmp_path: Path) -> None:
