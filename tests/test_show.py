@@ -142,3 +142,24 @@ def test_the_readme_examples_are_what_show_prints(samples_run: Path, xid: str):
     assert len(shown) >= 8
     for line in shown:
         assert line in text.splitlines(), line
+
+
+def test_render_exemplars_in_report_md_are_text_not_python_reprs(tmp_path) -> None:
+    """A render exemplar's lines in report.md name the leaked null paths, or ``none``, and the
+    error, or ``-``: never ``[]`` or ``None`` (found by a new-user pass after ``replay render
+    --old serializer=exclude-none``)."""
+    from typer.testing import CliRunner
+
+    from replay.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "run"
+    root = Path(__file__).resolve().parents[1]
+    assert runner.invoke(app, ["audit", str(root / "samples"), "--out", str(out), "--jobs", "1", "-q"]).exit_code == 0
+    res = runner.invoke(app, ["render", "--run", str(out), "--old", "serializer=exclude-none", "--jobs", "1", "-q"])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in (out / "report.md").read_text(encoding="utf-8").splitlines() if ": leaked nulls " in ln]
+    assert lines, "no render exemplar"
+    assert "old       exclude-none: leaked nulls none, prompt sha256 " in lines[0] and lines[0].endswith(", error -")
+    assert any(": leaked nulls 1 $.function.parameters, " in ln for ln in lines)
+    assert not any("[" in ln or "None" in ln for ln in lines)

@@ -268,13 +268,7 @@ def write_exemplars(con: Any, run_dir: Path, meta: dict[str, Any], smallest: pa.
             block = [
                 f"Exchange `{xid}` ({row['verdict']}), tools {', '.join(f'`{n}`' for n in doc['tool_names']) or 'none'}:",
                 "",
-                _code(
-                    "\n".join(
-                        f"{side:<9} {(doc[side] or {}).get('serializer')}: leaked nulls {(doc[side] or {}).get('leaked_nulls')}, "
-                        f"prompt sha256 {((doc[side] or {}).get('prompt_sha256') or '-')[:12]}, error {(doc[side] or {}).get('error')}"
-                        for side in ("old", "new", "reference")
-                    )
-                ),
+                _code("\n".join(_render_line(side, doc[side]) for side in ("old", "new", "reference"))),
             ]
         else:
             family = _rows(con, "SELECT parser FROM streams WHERE exchange_id = ? AND side = 'reference'", [xid])
@@ -362,3 +356,13 @@ def _tool_name(tool: Any) -> str | None:
     fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
     name = fn.get("name")
     return name if isinstance(name, str) else None
+
+
+def _render_line(side: str, row: dict | None) -> str:
+    """One side's line of a render exemplar in report.md: its serializer, the leaked null paths
+    (``tool index`` + JSON path, comma-separated; ``none``), the prompt's SHA-256 prefix and the
+    render error (``-`` for none), as text rather than Python reprs."""
+    row = row or {}
+    nulls = ", ".join(row.get("leaked_nulls") or []) or "none"
+    return (f"{side:<9} {row.get('serializer') or '-'}: leaked nulls {nulls}, "
+            f"prompt sha256 {(row.get('prompt_sha256') or '-')[:12]}, error {row.get('error') or '-'}")
