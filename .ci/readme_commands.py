@@ -1,7 +1,8 @@
 """Print the commands of README.md's "Set up and run" section, one a line.
 
-The section's first fenced ``bash`` block is what a new user types; ``.ci/run`` runs exactly
-these lines. Raises SystemExit when the README has no such section or block.
+The section's first fenced ``bash`` block is what a new user types; ``.ci/run`` must run exactly
+these lines, which tests/test_packaging.py checks. Raises SystemExit when the README has no such
+section or block.
 """
 
 from __future__ import annotations
