@@ -42,9 +42,10 @@ import duckdb
 
 from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_message, raise_interrupt
 from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
-# the run folder's metadata lives in replay.runmeta (light to import: `replay ingest` needs it, not the rest of this module)
-from replay.runmeta import (  # noqa: F401 - re-exported
-    RUN_FILES, RunInUseError, RunLock, changed_inputs_message, check_out_folder, clear_run, existing_run, filters_meta, incomplete_stage, mark_incomplete, read_meta, versions, write_meta,
+# the run folder lives in replay.runner.runfolder (light to import: `replay ingest` needs it, not the rest of this module)
+from replay.runner.runfolder import (  # noqa: F401 - re-exported
+    RUN_FILES, RunExistsError, RunFolder, RunInUseError, RunLock, changed_inputs_message, check_out_folder, clear_run, existing_run, filters_meta,
+    incomplete_stage, mark_incomplete, prepare_out, read_meta, versions, write_meta,
 )
 
 
@@ -155,13 +156,14 @@ def audit(
     Raises FileNotFoundError for a missing input path (or bucket, object, prefix),
     :class:`replay.capture.storage.StorageError` for a URI that cannot be listed, ValueError for a
     bad serializer or parser spec, :class:`RunExistsError` for an ``out`` holding another run
-    without ``force`` and :class:`replay.runmeta.RunInUseError` while another command writes
-    ``out`` (its :class:`replay.runmeta.RunLock`, held until this returns), before anything is
+    without ``force`` and :class:`replay.runner.runfolder.RunInUseError` while another command writes
+    ``out`` (its :class:`replay.runner.runfolder.RunLock`, held until this returns), before anything is
     written; faults in the data itself never raise (they are rows).
     """
-    run_dir = Path(out)
-    check_out_folder(run_dir)
-    with RunLock(run_dir, "replay audit"):  # RunInUseError while another command writes run_dir
+    folder = RunFolder(out, "replay audit")
+    folder.check()
+    folder.lock()  # RunInUseError while another command writes the folder
+    with folder:
         arrow_without_pandas()  # ingest's pa.array calls would import pandas into this process
         single_threaded_arrow()  # Arrow's thread pools only kept what they freed
         try:
@@ -172,13 +174,13 @@ def audit(
                 raise ValueError(f"--capture-format {capture_format}: unknown format; known: {', '.join(FORMATS)}")
             setup_render(files, cfg, engine)  # a bad template or tokenizer fails here, before anything is written
             fingerprint = audit_fingerprint(files, cfg, capture_format, hash_text, max_line_bytes, filters)
-            state = prepare_out(run_dir, fingerprint, force, files)
+            state = folder.prepare(fingerprint, force, files)
         except BaseException:
             close_pools()
             close_sides(cfg)
             raise
         try:
-            return _run(files, run_dir, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, duckdb_settings, engine, state,
+            return _run(files, folder, cfg, stage, capture_format, redact, hash_text, max_line_bytes, filters, duckdb_settings, engine, state,
                         skipped)
         finally:
             close_pools()  # the --jobs processes kept from render to re-stream
@@ -251,10 +253,6 @@ def _start_overlap(run_dir: Path, cfg: AuditConfig) -> Any:
         return None
 
 
-class RunExistsError(ValueError):
-    """``--out`` holds a run (or another audit's unfinished parts) and ``--force`` was not given."""
-
-
 def audit_fingerprint(
     files: list[Path], cfg: AuditConfig, capture_format: str | None, hash_text: bool, max_line_bytes: int, filters: Any = None
 ) -> str:
@@ -286,90 +284,30 @@ def audit_fingerprint(
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
-def _state_path(run_dir: Path) -> Path:
-    return Path(run_dir) / ".parts" / "audit.json"
-
-
-def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
-    path = _state_path(run_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(json.dumps(state, default=str), encoding="utf-8")
-    tmp.replace(path)
-
-
-def prepare_out(run_dir: str | Path, fingerprint: str, force: bool, files: list[Path] | None = None) -> dict[str, Any]:
-    """Decide what an audit does with its ``--out`` (the one rule for audit, render and stream
-    outputs; ``replay ingest`` uses :func:`existing_run` directly). ``files``: the audit's
-    capture files, to say in the refusal which of them differ from the run's ``run.json``
-    ``inputs`` (:func:`replay.runmeta.changed_inputs_message`), or that only the options
-    differ from an interrupted audit's. Returns the audit's state:
-
-    - an empty or new folder: a fresh state;
-    - an interrupted audit (``RUN/.parts/audit.json``) with the same ``fingerprint``
-      (:func:`audit_fingerprint`) and no ``force``: its state, to resume (``ingest`` holds the
-      ingest statistics when ingest had finished; the stages keep their part files);
-    - ``force``: the old run is removed (:func:`clear_run` and ``RUN/.parts``), a fresh state;
-    - otherwise (a finished run, or another audit's parts): raises :class:`RunExistsError`.
-    """
-    import shutil
-
-    folder = Path(run_dir)
-    held = existing_run(folder)
-    parts = folder / ".parts"
-    if not force:
-        try:
-            state = json.loads(_state_path(folder).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            state = None
-        if state is not None and state.get("fingerprint") == fingerprint:
-            return {**state, "resumed": True}
-        if held or parts.is_dir():
-            changed = changed_inputs_message(folder, files) if files is not None else None
-            if changed:
-                raise RunExistsError(changed)
-            if state is not None and files is not None and held:
-                raise RunExistsError(
-                    f"--out {folder} holds an interrupted audit of these captures with other options (run.json options): "
-                    "run it again with those options to resume it, give --force to replace it, or another --out"
-                )
-            what = ", ".join(held) if held else "the parts of another, unfinished audit"
-            raise RunExistsError(
-                f"--out {folder} already holds a run ({what}); give --force to replace it, or another --out "
-                "(an interrupted audit of the same captures and options resumes without --force)"
-            )
-    else:
-        clear_run(folder)
-        shutil.rmtree(parts, ignore_errors=True)
-    return {"fingerprint": fingerprint, "ingest": None}
-
-
 def _run(
-    files: list[Path], run_dir: Path, cfg: AuditConfig, stage: StageFn, capture_format: str | None,
+    files: list[Path], folder: RunFolder, cfg: AuditConfig, stage: StageFn, capture_format: str | None,
     redact: bool = True, hash_text: bool = False, max_line_bytes: int = 32 << 20, filters: Filters | None = None,
     duckdb_settings: DuckDBSettings | None = None, engine: Any = None, state: dict[str, Any] | None = None,
     skipped: list[dict] | None = None,
 ) -> AuditResult:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    state = dict(state or {"fingerprint": None, "ingest": None})
-    resumed = bool(state.pop("resumed", False))
-    if not resumed:
-        clear_run(run_dir)  # a previous run's renders/streams must never join this run's exchanges
+    run_dir = folder.path
+    state, resumed = folder.start(state)  # a previous run's renders/streams must never join this run's exchanges
     seconds: dict[str, float] = {}
-    meta: dict[str, Any] = {
+    meta = folder.meta
+    meta.update({
         "options": {**cfg.options, "capture_format": capture_format},
         "versions": versions(),
         "inputs": [input_record(f) for f in files],
-    }
+    })
 
-    mark_incomplete(run_dir, meta, "ingest")
+    folder.mark("ingest")
     t0 = time.perf_counter()
     if state.get("ingest") is not None and (run_dir / "exchanges.parquet").is_file():  # resumed after ingest ended
         meta["ingest"] = state["ingest"]
         if state.get("filters") is not None:
             meta["filters"] = state["filters"]
     else:
-        _write_state(run_dir, state)  # from here an interrupted audit can be resumed
+        folder.save_state(state)  # from here an interrupted audit can be resumed
         # the stages start on each row group as ingest writes it, on all but one of the pool's
         # processes (replay.overlap); with --parallel-ingest the pool parses the lines instead
         # the pool starts before ingest when the stages will run on it, so that its processes'
@@ -403,21 +341,21 @@ def _run(
         meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
         if filters is not None and filters.active:
             meta["filters"] = filters_meta(filters, stats)
-        _write_state(run_dir, {**state, "ingest": meta["ingest"], "filters": meta.get("filters")})
+        folder.save_state({**state, "ingest": meta["ingest"], "filters": meta.get("filters")})
     seconds["ingest"] = time.perf_counter() - t0
     release_memory()  # what ingest freed (the pool processes and the report need it)
     if resumed:
         meta["resumed"] = True
 
     n = count_exchanges(run_dir)
-    mark_incomplete(run_dir, meta, "render")
+    folder.mark("render")
     t0 = time.perf_counter()
     with stage("render", n) as advance:
         run_render(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, RENDER, cfg, advance)
     seconds["render"] = time.perf_counter() - t0
     release_memory()
 
-    mark_incomplete(run_dir, meta, "re-stream")
+    folder.mark("re-stream")
     t0 = time.perf_counter()
     with stage("re-stream", n) as advance:
         run_stream(run_dir, cfg, progress=advance) if engine is None else engine.run_stage(run_dir, STREAM, cfg, advance)
@@ -428,17 +366,11 @@ def _run(
     # and what the executors went through (pool restarts, batches retried and failed)
     meta["sides"], meta["executors"] = executor_meta(cfg, close_sides(cfg))
     meta["chunkings"] = chunking_plan(cfg)  # which sides ran which chunkings
-    mark_incomplete(run_dir, meta, "report")
+    folder.mark("report")
 
     t0 = time.perf_counter()
     meta["seconds"] = seconds
     report = write_report(run_dir, meta, redact=redact, duckdb_settings=duckdb_settings)
     seconds["report"] = time.perf_counter() - t0
-    meta.pop("incomplete", None)
-    write_meta(run_dir, meta)
-    _state_path(run_dir).unlink(missing_ok=True)  # the audit is complete: nothing to resume
-    try:
-        (run_dir / ".parts").rmdir()
-    except OSError:
-        pass
+    folder.finish(audit=True)  # run.json without the mark; the audit is complete: nothing to resume
     return AuditResult(run_dir=run_dir, meta=meta, report=report, seconds=seconds)

@@ -3,7 +3,7 @@
 Every command is a thin layer over the library (:mod:`replay.audit`, :mod:`replay.capture`,
 :mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query
 error or a spec that does not load (a plugin, an interpreter, a template), or a run folder another
-command is writing (:class:`replay.runmeta.RunLock`), 2 bad usage, before any
+command is writing (:class:`replay.runner.runfolder.RunLock`), 2 bad usage, before any
 work and in one line naming the option and what it accepts (a value not of the option's form:
 ``--replay-timeout abc``, ``--chunkings ""``, ``--capture-format xml``, ``--date 2026-13-45``, a
 bad ``--fail-on``; an existing run in ``--out`` without ``--force``), 3 a ``--fail-on`` condition
@@ -489,26 +489,23 @@ def _filters(
 
 def _finished_run(run: Optional[Path], *, report: bool = False) -> None:
     """Exit 1 when ``run`` was left by a command that stopped midway (``run.json`` ``incomplete``,
-    :func:`replay.audit.mark_incomplete`): its tables must not be read as a finished run's.
+    :meth:`replay.runner.runfolder.RunFolder.mark`): its tables must not be read as a finished run's.
     ``report``: the caller is ``replay report``, which finishes a run stopped during its report
     stage (its tables are whole: the report only reads them), so that stage is let through."""
-    from replay.audit import incomplete_stage
+    from replay.runner.runfolder import RunFolder
 
     if run is None:
         return
+    folder = RunFolder(run, "replay")
     try:
-        stage = incomplete_stage(run)
+        stage = folder.incomplete_stage()
     except ValueError as exc:  # run.json not JSON
         _fail(str(exc))
     if stage == "report" and report:
-        from replay.runmeta import run_writer
-
-        if not run_writer(run):
+        if not folder.writer():
             return
     if stage:
-        from replay.runmeta import run_writer
-
-        writer = run_writer(run)
+        writer = folder.writer()
         if writer:
             _fail(f"{run}: {writer} is writing this run (now in its {stage} stage): its tables are incomplete until it ends")
         redo = {"render": "replay render --run RUN, then replay stream --run RUN", "re-stream": "replay stream --run RUN",
@@ -518,31 +515,31 @@ def _finished_run(run: Optional[Path], *, report: bool = False) -> None:
         _fail(f"{run}: the command that wrote this run stopped during {stage} (interrupted?): its tables are incomplete; {again}")
 
 
-def _hold_run(ctx: Any, run: Path, command: str) -> None:
-    """Hold ``run``'s lock (:class:`replay.runmeta.RunLock`) while the command ``replay
-    <command>`` writes it, until the command ends (``ctx``: its click context, which releases
-    it when closed, on an error or interrupt too); exit 1 in one line, touching nothing, while
-    another command holds it. A folder that does not exist is made only for ``ingest``; the
+def _hold_run(ctx: Any, run: Path, command: str) -> Any:
+    """The :class:`replay.runner.runfolder.RunFolder` of ``run``, its lock held while the command
+    ``replay <command>`` writes it, until the command ends (``ctx``: its click context, which
+    releases it when closed, on an error or interrupt too); exit 1 in one line, touching nothing,
+    while another command holds it. A folder that does not exist is made only for ``ingest``; the
     other commands go on unlocked and fail as they do on a folder that is not a run."""
-    from replay.runmeta import RunInUseError, RunLock
+    from replay.runner.runfolder import RunFolder, RunInUseError
 
-    if command != "ingest" and not run.is_dir():
-        return
+    folder = RunFolder(run, f"replay {command}")
     try:
-        lock = RunLock(run, f"replay {command}")
+        folder.lock(create=command == "ingest")
     except RunInUseError as exc:
         _fail(str(exc))
     except OSError as exc:  # a folder this user cannot write
         _fail(f"{run}: cannot lock the run folder ({exc.strerror or exc})")
-    ctx.call_on_close(lock.release)
+    ctx.call_on_close(folder.release)
+    return folder
 
 
 def _changed_inputs(out: Path, paths: list[str]) -> str | None:
-    """:func:`replay.runmeta.changed_inputs_message` for the captures ``paths`` name, or None when
+    """:func:`replay.runner.runfolder.changed_inputs_message` for the captures ``paths`` name, or None when
     a local path does not exist or they cannot be listed (the command then fails on that)."""
     from replay.capture import discover
     from replay.capture.storage import is_uri
-    from replay.runmeta import changed_inputs_message
+    from replay.runner.runfolder import changed_inputs_message
 
     if not all(is_uri(p) or Path(p).exists() for p in paths):
         return None
@@ -565,12 +562,12 @@ def _fail(msg: str, code: int = 1) -> None:
 
 
 def _nothing_ingested(meta: dict) -> None:
-    """Exit 1 naming the files when the run ingested no exchange (:func:`replay.runmeta.nothing_ingested`);
+    """Exit 1 naming the files when the run ingested no exchange (:func:`replay.runner.runfolder.nothing_ingested`);
     first a warning line on stderr per path discovery skipped (``ingest.skipped_files``); when it
     did, print a warning line on stderr per capture file that gave none
     (``run.json`` ``ingest.files_without_exchanges``, :func:`replay.capture.ingest.no_exchange_why`),
     except a file the filters dropped records of (what was asked; the filters' sentence says what was kept)."""
-    from replay.runmeta import nothing_ingested
+    from replay.runner.runfolder import nothing_ingested
 
     stats = meta.get("ingest") or {}
     for f in stats.get("skipped_files") or []:  # what discovery left out: a link read once, a FIFO in a folder
@@ -943,24 +940,25 @@ def ingest(
 
     from replay.capture import ingest as run_ingest
     from replay.capture.files import file_size, input_record
-    from replay.runmeta import check_out_folder, clear_run, existing_run, filters_meta, mark_incomplete, versions, write_meta  # not replay.audit: its stages' imports
+    from replay.runner.runfolder import RunExistsError, RunFolder, filters_meta, versions  # not replay.audit: its stages' imports
 
     filters = _filters(model, route, since, until, sample, sample_key, limit)
     try:
-        check_out_folder(out)
+        RunFolder(out, "replay ingest").check()
     except ValueError as exc:
         _fail(str(exc))
-    _hold_run(ctx, out, "ingest")  # before the run is looked at: another command may be writing it
-    held = existing_run(out)
-    if held and not force:
-        _fail(_changed_inputs(out, paths) or f"--out {out} already holds a run ({', '.join(held)}); give --force to replace it, or another --out", 2)
+    folder = _hold_run(ctx, out, "ingest")  # before the run is looked at: another command may be writing it
+    try:
+        held = folder.refuse_existing(force, lambda: _changed_inputs(out, paths))
+    except RunExistsError as exc:
+        _fail(str(exc), 2)
     skipped: list[dict] = []
     files = _captures(paths, skipped)
     tok = _tokenizer(tokenizer)
     if held:
-        clear_run(out)
+        folder.clear()
     out.mkdir(parents=True, exist_ok=True)
-    mark_incomplete(out, {}, "ingest")
+    folder.mark("ingest")
     with _progress(quiet) as stage:
         with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
             try:
@@ -976,11 +974,11 @@ def ingest(
 
             close_pools()
     stats.skipped_files = [*skipped, *stats.skipped_files]
-    meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs}, "versions": versions(),
-            "inputs": [input_record(f) for f in files], "ingest": dataclasses.asdict(stats)}
+    meta = folder.meta = {"options": {"capture_format": capture_format, "redact": redact, "max_line_bytes": max_line_bytes, "jobs": jobs},
+                          "versions": versions(), "inputs": [input_record(f) for f in files], "ingest": dataclasses.asdict(stats)}
     if filters.active:
         meta["filters"] = filters_meta(filters, stats)
-    write_meta(out, meta)
+    folder.finish()
     console.print(plain(str(stats)))
     if filters.active:
         console.print(plain(meta["filters"]["sentence"]))
@@ -1030,20 +1028,20 @@ def _executor(cfg: Any, jobs: Optional[int], batch_rows: int) -> None:
 
 
 def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
-    _hold_run(ctx, run, "render" if which == "render" else "stream")
-    from replay.audit import mark_incomplete, read_meta, write_meta, write_report
+    folder = _hold_run(ctx, run, "render" if which == "render" else "stream")
+    from replay.audit import write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
     from replay.sides import close_sides
 
     try:
         n = count_exchanges(run)
-        meta = read_meta(run)  # a run.json that is not JSON fails here, before any table is rewritten
+        meta = folder.read_meta()  # a run.json that is not JSON fails here, before any table is rewritten
         validate_specs(cfg)
     except (FileNotFoundError, ValueError) as exc:
         close_sides(cfg)
         _fail(str(exc), 2 if isinstance(exc, UsageError) else 1)
     executor = _engine(engine, ray_address, cfg)
-    mark_incomplete(run, meta, which)
+    folder.mark(which)
     try:
         with _progress(quiet) as stage:
             with stage(which, n) as advance:
@@ -1067,7 +1065,6 @@ def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckd
         sides = close_sides(cfg)
         if executor is not None:
             executor.close()
-    meta.pop("incomplete", None)
     from replay.audit import executor_meta
 
     sides, executors = executor_meta(cfg, sides)
@@ -1086,7 +1083,7 @@ def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckd
         from replay.pipeline import chunking_plan
 
         meta["chunkings"] = chunking_plan(cfg)
-    write_meta(run, meta)
+    folder.finish()
     try:
         write_report(run, meta, duckdb_settings=duckdb_settings)
     except ValueError as exc:  # a table of the run DuckDB cannot read
@@ -1299,18 +1296,16 @@ def report(
 
     Example: replay report --run runs/samples --fail-on 'dropped-call:broken>0'
     """
-    from replay.audit import read_meta, write_report
+    from replay.audit import write_report
 
     gates = _gates(fail_on)
-    _hold_run(ctx, run, "report")
+    folder = _hold_run(ctx, run, "report")
     _finished_run(run, report=True)
     try:
-        meta = read_meta(run)
+        meta = folder.read_meta()
         written = write_report(run, meta, redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
-        if meta.pop("incomplete", None) == "report":  # the report an audit was stopped in is written now: the run is finished
-            from replay.runmeta import write_meta
-
-            write_meta(run, meta)
+        if meta.get("incomplete") == "report":  # the report an audit was stopped in is written now: the run is finished
+            folder.finish()
     except (FileNotFoundError, ValueError) as exc:  # not a run; run.json or a table unreadable
         _fail(str(exc))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (during a DuckDB query too: replay.sql.raise_interrupt)

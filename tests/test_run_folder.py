@@ -185,7 +185,7 @@ def test_only_temporary_files_no_live_process_writes_are_removed(tmp_path: Path)
     process's and a file of another name stay."""
     import os
 
-    from replay.runmeta import remove_stale_temporaries
+    from replay.runner.runfolder import remove_stale_temporaries
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -363,3 +363,64 @@ def test_replay_report_finishes_a_run_stopped_during_its_report(tmp_path: Path) 
     assert done.exit_code == 0, done.output
     assert (out / "report.md").is_file() and "incomplete" not in json.loads((out / "run.json").read_text())
     assert invoke("query", "summary", "--run", out).exit_code == 0
+
+
+def test_every_writing_command_goes_through_one_run_folder_object(tmp_path: Path, monkeypatch) -> None:
+    """``replay ingest``, ``render``, ``stream``, ``report`` and ``audit`` open, mark and finish
+    their run through :class:`replay.runner.runfolder.RunFolder` alone (issue #22: the lifecycle was
+    written three times): its marks, in order, are each command's stages, and each leaves a
+    finished ``run.json`` (no ``incomplete``) with the lock file gone."""
+    import json
+
+    from replay.runner import runfolder
+
+    seen: list[tuple[str, str]] = []
+    finished: list[str] = []
+    mark, finish = runfolder.RunFolder.mark, runfolder.RunFolder.finish
+
+    def spy_mark(self, stage):
+        seen.append((self.command, stage))
+        return mark(self, stage)
+
+    def spy_finish(self, **kw):
+        finished.append(self.command)
+        return finish(self, **kw)
+
+    monkeypatch.setattr(runfolder.RunFolder, "mark", spy_mark)
+    monkeypatch.setattr(runfolder.RunFolder, "finish", spy_finish)
+    run = tmp_path / "run"
+    for args in (["ingest", str(AGENT), "--out", str(run)], ["render", "--run", str(run), "--jobs", "1"],
+                 ["stream", "--run", str(run), "--jobs", "1"], ["audit", str(AGENT), "--out", str(tmp_path / "a"), "--jobs", "1"]):
+        got = runner.invoke(app, args)
+        assert got.exit_code == 0, got.output
+    assert seen == [("replay ingest", "ingest"), ("replay render", "render"), ("replay stream", "re-stream"),
+                    ("replay audit", "ingest"), ("replay audit", "render"), ("replay audit", "re-stream"), ("replay audit", "report")]
+    assert finished == ["replay ingest", "replay render", "replay stream", "replay audit"]
+    for folder in (run, tmp_path / "a"):
+        assert "incomplete" not in json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        assert not (folder / ".replay.lock").exists()
+    # a second ingest into the run is refused by the same object, naming the run's files
+    got = runner.invoke(app, ["ingest", str(AGENT), "--out", str(run)])
+    assert got.exit_code == 2 and "already holds a run" in got.output
+
+
+def test_run_folder_lifecycle_on_its_own(tmp_path: Path) -> None:
+    """:class:`RunFolder` by itself: lock (a second holder refused), mark, describe, finish, release."""
+    from replay.runner.runfolder import RunExistsError, RunFolder, RunInUseError
+
+    folder = RunFolder(tmp_path / "r", "replay test")
+    assert folder.lock(create=False) is False and not (tmp_path / "r").exists()
+    with folder:
+        assert folder.lock() is True
+        with pytest.raises(RunInUseError, match="replay test"):
+            RunFolder(tmp_path / "r", "replay other").lock()
+        folder.meta = {"options": {}}
+        folder.mark("render")
+        assert folder.incomplete_stage() == "render"
+        assert folder.writer() is None  # this process holds it
+        folder.finish()
+        assert folder.incomplete_stage() is None and folder.read_meta() == {"options": {}}
+        with pytest.raises(RunExistsError, match="already holds a run \\(run.json\\)"):
+            folder.refuse_existing(False)
+        assert folder.refuse_existing(True) == ["run.json"]
+    assert not (tmp_path / "r" / ".replay.lock").exists()

@@ -312,7 +312,7 @@ def file_size(path: str | os.PathLike | RemoteObject) -> int | None:
 
 def input_record(path: str | os.PathLike | RemoteObject) -> dict:
     """What ``run.json`` records of one input (``inputs``) so that a rerun can tell whether it
-    changed (:func:`replay.runmeta.inputs_changed`): ``{"path", "bytes", "mtime_ns"}`` for a local
+    changed (:func:`replay.runner.runfolder.inputs_changed`): ``{"path", "bytes", "mtime_ns"}`` for a local
     file (``path`` as its rows name it, :func:`source_name`; ``bytes`` and ``mtime_ns`` None when it
     cannot be stat'ed, ``mtime_ns`` None for a pipe read into a temporary copy, whose time says
     nothing of the input), ``{"path", "bytes", "etag"}`` for an object in a bucket (its URI, its

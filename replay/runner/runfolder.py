@@ -1,8 +1,13 @@
-"""A run folder's metadata: ``run.json`` (read, written, the ``incomplete`` mark of a command that
-has not finished), the files that make a run, and the versions recorded in it.
+"""The run folder: :class:`RunFolder`, the one object every command that writes a run uses to
+open it (check the path, take its lock, refuse or clear an older run), mark it incomplete stage by
+stage, resume an interrupted audit, finish it (write ``run.json``) and describe it; and the helpers
+it is made of: ``run.json`` (read, written, the ``incomplete`` mark of a command that has not
+finished), the files that make a run, the lock, and the versions recorded in it.
 
-Kept apart from :mod:`replay.audit` (which re-exports every name here) so that ``replay ingest``
-imports only this, not the render, stream and report stages with their libraries.
+Kept apart from :mod:`replay.audit` (which re-exports the names ``replay`` users import from it)
+so that ``replay ingest`` imports only this, not the render, stream and report stages with their
+libraries. The rules come from issue #20 (a run folder under faults) and issue #22 (one lifecycle
+instead of three copies).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 from replay.capture.filters import Filters, describe_kept
 from replay.tables import TABLES
 
-__all__ = ["LOCK_FILE", "RUN_FILES", "RunInUseError", "RunLock", "run_writer", "remove_stale_temporaries", "inputs_changed", "changed_inputs_message", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
+__all__ = ["RunFolder", "RunExistsError", "prepare_out", "LOCK_FILE", "RUN_FILES", "RunInUseError", "RunLock", "run_writer", "remove_stale_temporaries", "inputs_changed", "changed_inputs_message", "clear_run", "existing_run", "filters_meta", "incomplete_stage", "nothing_ingested", "check_out_folder", "mark_incomplete", "read_meta", "versions", "write_meta"]
 
 
 def versions() -> dict[str, str]:
@@ -356,3 +361,202 @@ def _tmp_tail(name: str) -> str:
     ``renders.parquet``, ``run.json``."""
     m = _TMP_PID.fullmatch(name)
     return m.group(2) if m else name[len(".tmp-"):]
+
+
+class RunExistsError(ValueError):
+    """``--out`` holds a run (or another audit's unfinished parts) and ``--force`` was not given."""
+
+
+def _state_path(run_dir: Path) -> Path:
+    """``RUN/.parts/audit.json``: an interrupted audit's state (fingerprint, ingest statistics)."""
+    return Path(run_dir) / ".parts" / "audit.json"
+
+
+def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
+    """Write ``state`` to :func:`_state_path` atomically (a temporary name, then ``replace``)."""
+    path = _state_path(run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_text(json.dumps(state, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def prepare_out(run_dir: str | Path, fingerprint: str, force: bool, files: list[Path] | None = None) -> dict[str, Any]:
+    """Decide what an audit does with its ``--out`` (the one rule for audit, render and stream
+    outputs; ``replay ingest`` uses :meth:`RunFolder.refuse_existing`). ``files``: the audit's
+    capture files, to say in the refusal which of them differ from the run's ``run.json``
+    ``inputs`` (:func:`changed_inputs_message`), or that only the options
+    differ from an interrupted audit's. Returns the audit's state:
+
+    - an empty or new folder: a fresh state;
+    - an interrupted audit (``RUN/.parts/audit.json``) with the same ``fingerprint``
+      (:func:`replay.audit.audit_fingerprint`) and no ``force``: its state, to resume (``ingest`` holds the
+      ingest statistics when ingest had finished; the stages keep their part files);
+    - ``force``: the old run is removed (:func:`clear_run` and ``RUN/.parts``), a fresh state;
+    - otherwise (a finished run, or another audit's parts): raises :class:`RunExistsError`.
+    """
+    import shutil
+
+    folder = Path(run_dir)
+    held = existing_run(folder)
+    parts = folder / ".parts"
+    if not force:
+        try:
+            state = json.loads(_state_path(folder).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = None
+        if state is not None and state.get("fingerprint") == fingerprint:
+            return {**state, "resumed": True}
+        if held or parts.is_dir():
+            changed = changed_inputs_message(folder, files) if files is not None else None
+            if changed:
+                raise RunExistsError(changed)
+            if state is not None and files is not None and held:
+                raise RunExistsError(
+                    f"--out {folder} holds an interrupted audit of these captures with other options (run.json options): "
+                    "run it again with those options to resume it, give --force to replace it, or another --out"
+                )
+            what = ", ".join(held) if held else "the parts of another, unfinished audit"
+            raise RunExistsError(
+                f"--out {folder} already holds a run ({what}); give --force to replace it, or another --out "
+                "(an interrupted audit of the same captures and options resumes without --force)"
+            )
+    else:
+        clear_run(folder)
+        shutil.rmtree(parts, ignore_errors=True)
+    return {"fingerprint": fingerprint, "ingest": None}
+
+
+class RunFolder:
+    """One run folder through one command's lifecycle: the only place ``replay audit``,
+    ``ingest``, ``render`` and ``stream`` open, mark, resume, finish and describe a run.
+
+    ``RunFolder(path, command)``: ``path`` the run folder (``--out`` / ``--run``), ``command``
+    what the lock file names as its writer (``"replay audit"``). Nothing is touched until a
+    method is called; :attr:`meta` is the ``run.json`` being written (a dict, filled by the
+    command). Lifecycle, in order:
+
+    - open: :meth:`check` (ValueError for a path that cannot be a folder), :meth:`lock`
+      (:class:`RunInUseError` while another command writes it, OSError when it cannot be made);
+      then :meth:`refuse_existing` (``replay ingest``: :class:`RunExistsError` for a run there
+      without ``force``), or :meth:`prepare` (``replay audit``: resume an interrupted audit of
+      the same fingerprint, else refuse or clear, :func:`prepare_out`) and :meth:`start`;
+    - :meth:`mark` each stage as it begins (``run.json`` ``incomplete``);
+    - :meth:`finish`: ``run.json`` without the mark, the resume state removed;
+    - :meth:`release` (or leaving the ``with`` block): the lock given back.
+
+    Describe: :meth:`read_meta`, :meth:`incomplete_stage`, :meth:`writer`.
+    """
+
+    def __init__(self, path: str | Path, command: str) -> None:
+        self.path = Path(path)
+        self.command = command
+        self.meta: dict[str, Any] = {}
+        self._lock: RunLock | None = None
+
+    # --- open -------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise ValueError naming the folder when it cannot be a run folder (:func:`check_out_folder`)."""
+        check_out_folder(self.path)
+
+    def lock(self, *, create: bool = True) -> bool:
+        """Take the folder's :class:`RunLock` for :attr:`command`, held until :meth:`release`.
+        ``create`` False: a folder that does not exist is not made and not locked (returns
+        False; the command then fails as on a folder that is not a run). Returns True once held.
+        Raises :class:`RunInUseError` while another process holds it, OSError when the folder or
+        its lock file cannot be made."""
+        if not create and not self.path.is_dir():
+            return False
+        self._lock = RunLock(self.path, self.command)
+        return True
+
+    def release(self) -> None:
+        """Give the lock back (:meth:`RunLock.release`); nothing when not held."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> "RunFolder":
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.release()
+
+    def held(self) -> list[str]:
+        """The run files the folder holds (:func:`existing_run`)."""
+        return existing_run(self.path)
+
+    def refuse_existing(self, force: bool, changed: Any = None) -> list[str]:
+        """For a command that replaces a run outright (``replay ingest``): the run files held
+        (:meth:`held`); raises :class:`RunExistsError` when there are some and not ``force``,
+        with ``changed()`` (a callable returning :func:`changed_inputs_message`'s sentence or
+        None) as the message when it has one. The caller clears with :meth:`clear` once its
+        inputs are known good."""
+        held = self.held()
+        if held and not force:
+            why = changed() if changed is not None else None
+            raise RunExistsError(why or f"--out {self.path} already holds a run ({', '.join(held)}); give --force to replace it, or another --out")
+        return held
+
+    def prepare(self, fingerprint: str, force: bool, files: list[Path] | None = None) -> dict[str, Any]:
+        """The audit's state for this folder (:func:`prepare_out`: resume, refuse or clear)."""
+        return prepare_out(self.path, fingerprint, force, files)
+
+    def start(self, state: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
+        """Make the folder and, unless ``state`` resumes an interrupted audit
+        (:meth:`prepare`'s ``resumed``), clear any older run in it (a previous run's renders or
+        streams must never join this run's exchanges). Returns ``(state without "resumed",
+        resumed)``."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        state = dict(state or {"fingerprint": None, "ingest": None})
+        resumed = bool(state.pop("resumed", False))
+        if not resumed:
+            self.clear()
+        return state, resumed
+
+    def clear(self) -> None:
+        """Remove the run the folder holds (:func:`clear_run`) and make the folder."""
+        clear_run(self.path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        """Record the audit's resume state (``RUN/.parts/audit.json``): from here an interrupted
+        audit of the same fingerprint resumes."""
+        _write_state(self.path, state)
+
+    # --- marks --------------------------------------------------------------------------------
+
+    def mark(self, stage: str) -> None:
+        """Record in ``run.json`` that ``stage`` has begun and not ended (:func:`mark_incomplete`
+        of :attr:`meta`)."""
+        mark_incomplete(self.path, self.meta, stage)
+
+    def finish(self, *, audit: bool = False) -> None:
+        """Write :attr:`meta` as ``run.json`` without the ``incomplete`` mark: the run is
+        complete. ``audit`` (``replay audit``, which alone resumes): also remove the audit's
+        resume state and the ``.parts`` folder when empty."""
+        self.meta.pop("incomplete", None)
+        write_meta(self.path, self.meta)
+        if not audit:
+            return
+        _state_path(self.path).unlink(missing_ok=True)
+        try:
+            (self.path / ".parts").rmdir()
+        except OSError:
+            pass
+
+    # --- describe -----------------------------------------------------------------------------
+
+    def read_meta(self) -> dict[str, Any]:
+        """``run.json`` (:func:`read_meta`; ValueError when it is not JSON); also kept as :attr:`meta`."""
+        self.meta = read_meta(self.path)
+        return self.meta
+
+    def incomplete_stage(self) -> str | None:
+        """The stage a command stopped in (:func:`incomplete_stage`), None for a finished run."""
+        return incomplete_stage(self.path)
+
+    def writer(self) -> str | None:
+        """The live process writing the folder, as its lock file names it (:func:`run_writer`)."""
+        return run_writer(self.path)
