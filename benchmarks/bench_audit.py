@@ -47,7 +47,7 @@ def write_capture(path: Path, n: int) -> int:
 CHILD = r"""
 import json, resource, sys, time
 from replay.audit import audit
-from replay.pipeline import AuditConfig
+from replay.runspec import AuditConfig
 from replay.render import JsonToolsRenderer
 cap, out, chunkings = sys.argv[1], sys.argv[2], tuple(sys.argv[3].split(","))
 cfg = AuditConfig(renderer=JsonToolsRenderer(), chunkings=chunkings, options={"chunkings": list(chunkings)})

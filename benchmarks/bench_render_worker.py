@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 import pyarrow.parquet as pq  # noqa: E402
 
 from replay.capture import discover, ingest  # noqa: E402
-from replay.pipeline import run_render, validate_specs  # noqa: E402
+from replay.runner.driver import run_render  # noqa: E402
+from replay.stages.validate import validate_specs
 from replay.runspec import RunSpec, build_config  # noqa: E402
 from replay.sides import close_sides  # noqa: E402
 

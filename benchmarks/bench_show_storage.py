@@ -28,7 +28,9 @@ def main() -> None:
     ap.add_argument("--exchanges", type=int, default=2000)
     args = ap.parse_args()
     from replay.audit import audit
-    from replay.pipeline import iter_exchanges, stage_context, RENDER_COLUMNS
+    from replay.runner.driver import iter_exchanges
+    from replay.stages.context import stage_context
+    from replay.stages.render import RENDER_COLUMNS
     from replay.render.exchange import render_rows
     from replay.runspec import RunSpec, build_config
 

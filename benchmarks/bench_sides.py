@@ -27,7 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from replay.capture import discover, ingest  # noqa: E402
-from replay.pipeline import AuditConfig, run_render, run_stream, validate_specs  # noqa: E402
+from replay.runspec import AuditConfig  # noqa: E402
+from replay.runner.driver import run_render, run_stream
+from replay.stages.validate import validate_specs
 from replay.render import JsonToolsRenderer  # noqa: E402
 from replay.sides import close_sides  # noqa: E402
 

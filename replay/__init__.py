@@ -11,7 +11,8 @@ The pieces a user imports:
 - :mod:`replay.render`   renderers (``json-tools``, Jinja chat templates through transformers)
 - :mod:`replay.parsers`  tool parsers, one module per model family, and their registry
 - :mod:`replay.stream`   chunkings, replay of a parser over a chunking, OpenAI-SDK client assembly
-- :mod:`replay.pipeline` the batch stages that write ``renders``, ``streams`` and ``calls``
+- :mod:`replay.stages` the batch stages that write ``renders``, ``streams`` and ``calls``; :mod:`replay.runner`
+  executes them (pool, Ray, part files, resume) and owns the run folder
 - :mod:`replay.sql`      DuckDB views over a run and the queries in ``queries/``
 - :mod:`replay.tables`   the Arrow schema of every table
 """

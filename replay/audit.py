@@ -3,7 +3,7 @@
 ``replay audit`` is a thin layer over :func:`audit`; a user can call it from Python the same way::
 
     from replay.audit import audit
-    from replay.pipeline import AuditConfig
+    from replay.runspec import AuditConfig
     result = audit(["captures/"], "runs/pr-123", AuditConfig())
     print(result.report.path.read_text())
 
@@ -28,11 +28,15 @@ from replay.capture.files import file_size, input_record
 from replay.capture.storage import RemoteObject
 from replay.capture.detect import FORMATS
 from replay.capture.filters import Filters, describe_kept
-from replay.memory import arrow_without_pandas, release_memory, single_threaded_arrow
-from replay.pipeline import RENDER, STREAM, AuditConfig, chunking_plan, count_exchanges, run_render, run_stream, validate_specs
+from replay.runner.memory import arrow_without_pandas, release_memory, single_threaded_arrow
+from replay.stages.stage import RENDER, STREAM
+from replay.runspec import AuditConfig
+from replay.stages.stream import chunking_plan
+from replay.runner.driver import count_exchanges, run_render, run_stream
+from replay.stages.validate import validate_specs
 import pyarrow as pa
 
-from replay.pool import PoolStats, close_pools
+from replay.runner.pool import PoolStats, close_pools
 from replay.sides import close_sides
 from replay.report import headlines, markdown_report, run_report_queries, write_exemplars, write_html_report
 from replay.report.html import html_queries
@@ -41,7 +45,7 @@ from replay.term import visible
 import duckdb
 
 from replay.sql import DuckDBSettings, QueryError, connect, out_of_memory_message, raise_interrupt
-from replay.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
+from replay.runner.progress import StageFn  # stage(name, total) -> advance(n): how a caller shows progress
 # the run folder lives in replay.runner.runfolder (light to import: `replay ingest` needs it, not the rest of this module)
 from replay.runner.runfolder import (  # noqa: F401 - re-exported
     RUN_FILES, RunExistsError, RunFolder, RunInUseError, RunLock, changed_inputs_message, check_out_folder, clear_run, existing_run, filters_meta,
@@ -67,11 +71,11 @@ class AuditResult:
 def executor_meta(cfg: Any, sides: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """``(sides, executors)`` for ``run.json``: ``sides`` (:func:`replay.sides.close_sides` of this
     process) with the worker restarts and incidents of the pool processes added
-    (:func:`replay.pool.merge_worker_meta`), and per stage what its executor went through
+    (:func:`replay.runner.pool.merge_worker_meta`), and per stage what its executor went through
     (``{"render": {"engine": "pool", "jobs": 2, "pool_restarts": 1, "batches_retried": 2,
     "batches_failed": 1}, ...}``; ``engine`` ``local`` for this process, ``ray`` with
     ``batches_failed`` for Ray)."""
-    from replay.pool import merge_worker_meta
+    from replay.runner.pool import merge_worker_meta
 
     executors = {stage: (s.as_dict() if hasattr(s, "as_dict") else dict(s)) for stage, s in cfg.executor_stats.items()}
     return merge_worker_meta(sides, cfg.pool_workers), executors
@@ -140,7 +144,7 @@ def audit(
     discovered ``paths``), recorded in ``run.json`` ``ingest.skipped_files`` with those this call's
     discovery leaves out.
 
-    ``cfg``: the sides and chunkings (:class:`replay.pipeline.AuditConfig`). ``stage``: optional
+    ``cfg``: the sides and chunkings (:class:`replay.runspec.AuditConfig`). ``stage``: optional
     progress callback (see :data:`StageFn`). ``capture_format``: read every capture as this format
     (:data:`replay.capture.detect.FORMATS`; None: detect per file); server logs holding only token
     ids are decoded with ``cfg.tokenizer``. ``redact``: mask message text in the exemplars.
@@ -149,8 +153,8 @@ def audit(
     ``filters``: which exchanges to keep (:class:`replay.capture.filters.Filters`), recorded with
     what they kept in ``run.json`` ``filters`` (:func:`filters_meta`).
     ``duckdb_settings``: the report queries' memory limit, threads and spill folder. ``engine``:
-    what runs the render and re-stream stages (:class:`replay.executors.RayEngine`; None: this
-    process or the ``--jobs`` pool, :func:`replay.pipeline.run_stage`).
+    what runs the render and re-stream stages (:class:`replay.runner.executors.RayEngine`; None: this
+    process or the ``--jobs`` pool, :func:`replay.runner.driver.run_stage`).
     ``force``: replace a run ``out`` already holds (:func:`prepare_out`).
     Returns an :class:`AuditResult`.
     Raises FileNotFoundError for a missing input path (or bucket, object, prefix),
@@ -205,7 +209,7 @@ def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> Non
     ``replay audit`` makes) before any work, building the renderers and tokenizer only where
     they render: when the stages will run on the ``--jobs`` pool (:func:`_pool_renders`), the
     pool's first process is started now and its build is the check
-    (:func:`replay.pool.render_check`; its ``run.json`` words are recorded), and this process
+    (:func:`replay.runner.pool.render_check`; its ``run.json`` words are recorded), and this process
     never loads them (a chat template and a tokenizer: memory and start-up time in this process
     for nothing, since the pool renders); else (``--jobs 1``, a small capture,
     ``--engine ray``) they are built here. A stage that still runs here (a filtered run left one
@@ -215,7 +219,7 @@ def setup_render(files: list[Path], cfg: AuditConfig, engine: Any = None) -> Non
     if not cfg.deferred:
         return
     if _builds_render_objects(cfg) and _pool_renders(files, cfg, engine):
-        from replay.pool import render_check
+        from replay.runner.pool import render_check
 
         words = render_check(cfg.spec, cfg.jobs)  # starts the pool's first process; _run starts what else it needs
         if words is not None:
@@ -228,7 +232,7 @@ def _builds_render_objects(cfg: AuditConfig) -> bool:
     """Whether ``cfg``'s spec names render objects worth building only where they render (a chat
     template, a tokenizer, a renderer or reference encoder: :data:`replay.runspec.BUILT_FROM` but
     ``--date``). Without one, building here is cheap and imports nothing, where asking the
-    pool (:func:`replay.pool.render_check`) kept ingest waiting for its first process to start."""
+    pool (:func:`replay.runner.pool.render_check`) kept ingest waiting for its first process to start."""
     from replay.runspec import BUILT_FROM
 
     spec = cfg.spec
@@ -236,16 +240,16 @@ def _builds_render_objects(cfg: AuditConfig) -> bool:
 
 
 def _overlapping(cfg: AuditConfig) -> bool:
-    """Whether the stages run during ingest when they run on the pool (:mod:`replay.overlap`):
+    """Whether the stages run during ingest when they run on the pool (:mod:`replay.runner.overlap`):
     ``cfg.overlap`` (not ``--no-overlap``) and no ``--parallel-ingest`` (the pool parses then)."""
     return bool(cfg.overlap) and not cfg.parallel_ingest
 
 
 def _start_overlap(run_dir: Path, cfg: AuditConfig) -> Any:
-    """An :class:`replay.overlap.Overlap` of ``cfg``'s stages during ingest into ``run_dir``
+    """An :class:`replay.runner.overlap.Overlap` of ``cfg``'s stages during ingest into ``run_dir``
     (starting ``--jobs`` - 1 pool processes), or None when its work folder cannot be made (the
     stages then run after ingest)."""
-    from replay.overlap import Overlap
+    from replay.runner.overlap import Overlap
 
     try:
         return Overlap(run_dir, cfg)
@@ -309,7 +313,7 @@ def _run(
     else:
         folder.save_state(state)  # from here an interrupted audit can be resumed
         # the stages start on each row group as ingest writes it, on all but one of the pool's
-        # processes (replay.overlap); with --parallel-ingest the pool parses the lines instead
+        # processes (replay.runner.overlap); with --parallel-ingest the pool parses the lines instead
         # the pool starts before ingest when the stages will run on it, so that its processes'
         # start-up overlaps this one's reading: N-1 of them by the Overlap's drains (the last one
         # when ingest ends: idle, it only added to the peak), else all N now
@@ -319,13 +323,13 @@ def _run(
         cfg.executor_stats["ingest"] = ingest_pool if pooled else {"engine": "local", "jobs": 1}
         overlap = _start_overlap(run_dir, cfg) if on_pool and _overlapping(cfg) else None
         if on_pool and overlap is None:
-            from replay.pool import prestart
+            from replay.runner.pool import prestart
 
             prestart(cfg.spec, cfg.jobs)
         try:
             with stage("ingest", sum(file_size(f) or 0 for f in files)) as advance:
                 # row groups of at most batch_rows exchanges: each stage batch is then one row group,
-                # which a pool process reads alone (replay.pipeline.batch_refs); with the stages' pool
+                # which a pool process reads alone (replay.runner.driver.batch_refs); with the stages' pool
                 # started, its processes parse the capture's lines too (the same rows and row groups)
                 stats = ingest(files, run_dir, progress=advance, capture_format=capture_format, tokenizer=cfg.ingest_tokenizer(),
                                redact=hash_text, max_line_bytes=max_line_bytes, filters=filters, batch_rows=cfg.batch_rows,

@@ -1,7 +1,7 @@
 """The ``replay`` command line: options in, one library call, output out.
 
 Every command is a thin layer over the library (:mod:`replay.audit`, :mod:`replay.capture`,
-:mod:`replay.pipeline`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query
+:mod:`replay.stages`, :mod:`replay.runner`, :mod:`replay.sql`, :mod:`replay.report`). Exit codes: 0 done, 1 a query
 error or a spec that does not load (a plugin, an interpreter, a template), or a run folder another
 command is writing (:class:`replay.runner.runfolder.RunLock`), 2 bad usage, before any
 work and in one line naming the option and what it accepts (a value not of the option's form:
@@ -692,7 +692,7 @@ def _config(
     date: Optional[str] = None,
     defer: bool = False,
 ) -> Any:
-    """The run's :class:`replay.pipeline.AuditConfig`, built by the library from a
+    """The run's :class:`replay.runspec.AuditConfig`, built by the library from a
     :class:`replay.runspec.RunSpec` of these options; fails (exit 1) with the library's message,
     which names the option. ``sides``: ``{side: SideSpec}`` (:func:`_resolve_sides`), whose fields
     become the spec's per-side fields (:func:`replay.side.spec_fields`) and whose values as given
@@ -721,9 +721,9 @@ def _config(
 
 
 def _progress(quiet: bool) -> Any:
-    """Progress on stderr (:func:`replay.progress.reporter`): a bar per stage on a terminal, a
+    """Progress on stderr (:func:`replay.runner.progress.reporter`): a bar per stage on a terminal, a
     plain line every ~10 s elsewhere, nothing when ``quiet``."""
-    from replay.progress import reporter
+    from replay.runner.progress import reporter
 
     return reporter(quiet)
 
@@ -750,7 +750,7 @@ def _engine(engine: str, ray_address: Optional[str], cfg: Any) -> Any:
         if ray_address:
             _fail("--ray-address needs --engine ray", 2)
         return None
-    from replay.executors import RayEngine
+    from replay.runner.executors import RayEngine
 
     cfg.options.update(engine="ray", ray_address=ray_address)
     return RayEngine(address=ray_address)
@@ -970,7 +970,7 @@ def ingest(
                 _fail(f"interrupted during ingest: {out} is incomplete (run.json says so; replay query and replay report "
                       "refuse it); run the ingest again with --force", 130)
         if jobs > 1:
-            from replay.pool import close_pools
+            from replay.runner.pool import close_pools
 
             close_pools()
     stats.skipped_files = [*skipped, *stats.skipped_files]
@@ -1030,7 +1030,8 @@ def _executor(cfg: Any, jobs: Optional[int], batch_rows: int) -> None:
 def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
     folder = _hold_run(ctx, run, "render" if which == "render" else "stream")
     from replay.audit import write_report
-    from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
+    from replay.runner.driver import count_exchanges, run_render, run_stream
+    from replay.stages.validate import validate_specs
     from replay.sides import close_sides
 
     try:
@@ -1046,20 +1047,20 @@ def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckd
         with _progress(quiet) as stage:
             with stage(which, n) as advance:
                 if executor is not None:
-                    from replay.pipeline import RENDER, STREAM
+                    from replay.stages.stage import RENDER, STREAM
 
                     got = executor.run_stage(run, RENDER if which == "render" else STREAM, cfg, advance)
                     counts = got["renders"] if which == "render" else (got["streams"], got["calls"])
                 else:
                     counts = run_render(run, cfg, progress=advance) if which == "render" else run_stream(run, cfg, progress=advance)
-    except ValueError as exc:  # replay.executors.EngineError: Ray missing or unreachable
+    except ValueError as exc:  # replay.runner.executors.EngineError: Ray missing or unreachable
         _fail(str(exc))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: run.json keeps saying the stage is incomplete
         command = "render" if which == "render" else "stream"
         _fail(f"interrupted during {which}: {run} is incomplete (run.json says so; replay query and replay report refuse it); "
               f"run `replay {command} --run {run}` again with the same options: it resumes", 130)
     finally:
-        from replay.pool import close_pools
+        from replay.runner.pool import close_pools
 
         close_pools()
         sides = close_sides(cfg)
@@ -1080,7 +1081,7 @@ def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckd
         given["sides"] = merge_stage((meta.get("options") or {}).get("sides") or {}, given["sides"], which)
     meta["options"] = {**meta.get("options", {}), **given}
     if which == "re-stream":
-        from replay.pipeline import chunking_plan
+        from replay.stages.stream import chunking_plan
 
         meta["chunkings"] = chunking_plan(cfg)
     folder.finish()

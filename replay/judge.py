@@ -1,6 +1,6 @@
 """One judge: the per-row facts of the re-stream stage, computed where the rows are made.
 
-The re-stream stage (:mod:`replay.pipeline`) replays each side's tool parser; this module turns
+The re-stream stage (:mod:`replay.stages.stream`) replays each side's tool parser; this module turns
 what a side got into its ``streams`` and ``calls`` rows (:data:`replay.tables.STREAMS`,
 :data:`replay.tables.CALLS`), with every fact the verdicts need already computed, so that the SQL
 (``queries/_verdict_pairs.sql``) only counts. Per row (a side's whole-text parse, chunking
@@ -108,7 +108,7 @@ def same_result(content: str, reasoning: str, calls: list[tuple[str | None, str 
 
 def reference_rows(plan: Any, whole: Any, parser_name: str, markers: Any) -> None:
     """Append the reference side's ``parse`` row and its calls to ``plan`` (a
-    :class:`replay.pipeline.StreamPlan`) from its whole-text parse ``whole``, and keep the
+    :class:`replay.stages.stream.StreamPlan`) from its whole-text parse ``whole``, and keep the
     reference's calls and content on the plan for :func:`judge_side`."""
     memo = _memo(plan)
     xid = plan.xid
@@ -165,7 +165,7 @@ def judge_side(plan: Any, side: str, pname: str, chunks: list[tuple[str, Any]], 
     parse row, then a row per chunking, with the facts of the module docstring.
 
     ``chunks``: ``[(chunking, deltas or ChunkingError), ...]``; ``rep``: the side's
-    :class:`replay.pipeline.SideReplay` (its parse: a ParseResult or the error text; per chunking
+    :class:`replay.stages.stream.SideReplay` (its parse: a ParseResult or the error text; per chunking
     an :class:`replay.stream.Assembled`, the error text, or None for a chunking not cut)."""
     xid = plan.xid
     memo = _memo(plan)

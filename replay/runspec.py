@@ -2,7 +2,7 @@
 is declared once), and the config built from it (:class:`AuditConfig`, derived from RunSpec's
 fields, with the objects they name).
 
-A stage's batch function (:func:`replay.pipeline.render_batch`, :func:`replay.pipeline.stream_batch`)
+A stage's batch function (:func:`replay.stages.render.render_batch`, :func:`replay.stages.stream.stream_batch`)
 takes a :class:`RunSpec` and builds, once per process, what the spec names: the renderers (a chat
 template file, a ``--renderer`` / ``--reference-encoder`` spec), the tokenizer, the chunkings, the
 serializers and parsers (:func:`config_for`). A spec is what an executor sends to a pool process
@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-#: ``chunkings`` value that means "the defaults", chosen per side (:func:`replay.pipeline.side_chunkings`).
+#: ``chunkings`` value that means "the defaults", chosen per side (:func:`replay.stages.stream.side_chunkings`).
 DEFAULT = None
 
 
@@ -35,7 +35,7 @@ class RunSpec:
     model name). ``old_parser``/``new_parser``/``reference_parser``: default to the family's
     built-in parser. ``chunkings``: names understood by :func:`replay.stream.split`, or
     ``split-all``; every side replays exactly these. None (the default): each side gets
-    :func:`replay.pipeline.side_chunkings` (a built-in parser ``recorded`` and ``whole``; any other
+    :func:`replay.stages.stream.side_chunkings` (a built-in parser ``recorded`` and ``whole``; any other
     parser the synthetic chunkings and ``split-all``, with ``token`` when a tokenizer is given).
     ``old_python``/``new_python``: run that side's serializer and parser in this interpreter
     (:mod:`replay.sides`), with ``old_pythonpath``/``new_pythonpath`` (tuples of directories)
@@ -154,7 +154,7 @@ class AuditConfig:
     renderers and tokenizer (a chat template and a ``tokenizer.json``: transformers' imports and
     the first renders' caches, in memory and start-up time) are built at their first
     read in this process (:meth:`load_render`), or never when the ``--jobs`` pool renders: then a
-    pool process builds them and reports the options (:func:`replay.pool.render_check`, which
+    pool process builds them and reports the options (:func:`replay.runner.pool.render_check`, which
     :meth:`set_render_words` records). :attr:`has_tokenizer` answers without building.
     """
 
@@ -163,14 +163,14 @@ class AuditConfig:
     old_renderer: Any = _RenderObject()  # --old-chat-template / --old-renderer (None: renderer)
     new_renderer: Any = _RenderObject()  # --new-chat-template / --new-renderer (None: renderer)
     tokenizer: Any = _RenderObject()
-    jobs: int = 1  # processes the batch functions run on (replay.pool); 1: this process
+    jobs: int = 1  # processes the batch functions run on (replay.runner.pool); 1: this process
     # parse the capture-v1 lines on the stages' pool too (replay audit --parallel-ingest); False: in this process
     parallel_ingest: bool = False
     # run render and re-stream on each row group as ingest writes it, on the pool's other processes
-    # (replay.overlap; replay audit --no-overlap turns it off); only with a prestarted --jobs pool
+    # (replay.runner.overlap; replay audit --no-overlap turns it off); only with a prestarted --jobs pool
     overlap: bool = True
-    # what the executors went through, per stage ({"render": {...}, "stream": {...}}, replay.pool.PoolStats.as_dict
-    # or replay.executors.RayEngine's), and the pool processes' side-worker counts by pid: for run.json and the report
+    # what the executors went through, per stage ({"render": {...}, "stream": {...}}, replay.runner.pool.PoolStats.as_dict
+    # or replay.runner.executors.RayEngine's), and the pool processes' side-worker counts by pid: for run.json and the report
     executor_stats: dict[str, Any] = field(default_factory=dict)
     pool_workers: dict[int, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # as given on the command line, for run.json
@@ -206,14 +206,14 @@ class AuditConfig:
         self.old_renderer = setup.old_renderer
         self.new_renderer = setup.new_renderer
         self.tokenizer = setup.tokenizer
-        self.render_words = words  # what a pool process reports to the parent (replay.pool.render_check)
+        self.render_words = words  # what a pool process reports to the parent (replay.runner.pool.render_check)
         self.set_render_words(words)
 
     def set_render_words(self, words: dict[str, Any]) -> None:
         """Put the render setup's words for ``run.json`` (:func:`render_objects`' second value:
         renderer names, paths, special-token sources) into ``options`` where
         :func:`build_config` left their place; the render objects stay as they are (deferred, when
-        a pool process built them and reported these, :func:`replay.pool.render_check`)."""
+        a pool process built them and reported these, :func:`replay.runner.pool.render_check`)."""
         if _RENDER_SLOT not in self.options:
             return
         merged: dict[str, Any] = {}
@@ -300,7 +300,7 @@ def build_config(spec: RunSpec, *, load: bool = True) -> AuditConfig:
     cannot be loaded, and for a bad ``--date`` (ImportError and OSError are given as ValueError
     with the option first too); :class:`replay.errors.UnknownNameError` for a renderer name that is
     no built-in. Spec strings of serializers and parsers are not resolved here
-    (:func:`replay.pipeline.validate_specs` does, once per run).
+    (:func:`replay.stages.validate.validate_specs` does, once per run).
     """
     day = _day(spec)  # a bad --date fails here either way
     options: dict[str, Any] = {}

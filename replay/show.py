@@ -292,7 +292,7 @@ def _show(con: Any, run_dir: Path, ex: dict[str, Any], meta: dict[str, Any], mas
 
 
 def _prompts(con: Any, shown: Shown, ex: dict[str, Any], spec: Any, red: Any) -> None:
-    from replay.pipeline import stage_context
+    from replay.stages.context import stage_context
     from replay.render.exchange import render_rows
 
     rows = {r["side"]: r for r in _rows(con, "SELECT side, serializer, renderer, prompt_sha256, prompt_chars, prompt_tokens, error, "
@@ -356,7 +356,8 @@ def _streams(con: Any, shown: Shown, ex: dict[str, Any], red: Any) -> None:
 
 
 def _smallest(con: Any, shown: Shown, ex: dict[str, Any], spec: Any, meta: dict[str, Any], red: Any) -> None:
-    from replay.pipeline import ParserResolver, prompt_opens_reasoning
+    from replay.stages.context import ParserResolver
+    from replay.stages.stream import prompt_opens_reasoning
     from replay.prepare import openai_tools
     from replay.runspec import config_for
     from replay.report.exemplars import cut_at

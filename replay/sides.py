@@ -144,7 +144,7 @@ def render_spec(cfg: Any, side: str) -> dict[str, Any] | None:
 
 
 def side_specs(cfg: Any) -> dict[str, SideSpec]:
-    """The three sides of an :class:`replay.pipeline.AuditConfig`. The reference side always
+    """The three sides of an :class:`replay.runspec.AuditConfig`. The reference side always
     runs (and renders) in process. Raises :class:`SideError` as :func:`render_spec` does."""
     import json
 

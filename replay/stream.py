@@ -173,7 +173,7 @@ def parse_chunkings(value: str) -> tuple[str, ...]:
     """``--chunkings`` text -> the chunking names, in order. Raises :class:`ChunkingError` for an
     empty list, an empty name (both silently meant the defaults once) or an unknown name.
     ``token`` (which needs a tokenizer, checked with it: :func:`replay.runspec.spec_from_options`)
-    and ``split-all`` (every ``split-K``: :data:`replay.pipeline.SPLIT_ALL`) are accepted as
+    and ``split-all`` (every ``split-K``: :data:`replay.stages.stream.SPLIT_ALL`) are accepted as
     names."""
     names = tuple(c.strip() for c in value.split(","))
     if not any(names):

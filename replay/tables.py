@@ -111,7 +111,7 @@ RENDERS = pa.schema(
         pa.field("error", pa.string()),  # why this side could not serialize or render; null when it did
         # token ids compared with the reference's (--reference-encoder with token ids, same tokenizer):
         pa.field("prompt_ids_sha256", pa.string()),  # SHA-256 of the ids as little-endian int32; null: not compared by ids
-        pa.field("tokens_differing", pa.int64()),  # tokens in the span where the ids differ from the reference's (pipeline.tokens_differing); 0: equal
+        pa.field("tokens_differing", pa.int64()),  # tokens in the span where the ids differ from the reference's (replay.stages.render.tokens_differing); 0: equal
         pa.field("preparer", pa.string()),  # the side's request preparer (replay.prepare): vllm, sglang, trtllm, as-sent, plugin:...
         # the leaked nulls reach the model: the prompt rendered without the leaked keys differs
         # (replay.render.exchange); null when there is no leak or the side failed

@@ -33,7 +33,7 @@ writes a request line only when the worker has answered every item of the previo
 
     ``parsers``: for every built-in family of this worker, the parser class the side uses on it
     (the spec's class where it applies, by the rule of
-    :meth:`replay.pipeline.ParserResolver`), with its ``name`` and ``markers``. On failure:
+    :meth:`replay.stages.context.ParserResolver`), with its ``name`` and ``markers``. On failure:
     ``{"ok": false, "error": "..."}``.
 
     With ``"render": RENDER`` the worker also builds the side's render components, as
@@ -280,7 +280,7 @@ class Worker:
         except Exception as exc:
             out["parse"] = {"error": _err(exc)}
         streams = []
-        stuck: str | None = None  # as in process (replay.pipeline.replay_in_process): after a
+        stuck: str | None = None  # as in process (replay.stages.stream.replay_in_process): after a
         for lens in item.get("chunkings") or ():  # replay that ran out of time, the rest get its error
             if stuck is not None:
                 streams.append({"error": stuck})
@@ -308,7 +308,7 @@ class _Elsewhere:
 
 class _RenderConfig:
     """What :func:`replay.render.exchange.render_rows` reads of a
-    :class:`replay.pipeline.AuditConfig`, for the one side a worker renders: that side's renderer
+    :class:`replay.runspec.AuditConfig`, for the one side a worker renders: that side's renderer
     (``setup``: a :class:`replay.render.options.RenderSetup` built here), tokenizer, preparer and
     serializer spec; the reference's renderer is this side's when ``as_reference`` (the audit's
     side renders with the reference's own renderer object), else a stand-in never rendered."""

@@ -130,7 +130,7 @@ def test_big_ints_survive_the_audit(tmp_path: Path) -> None:
     assert [json.loads(t["tool_json"]) for t in tools] == [TOOL, TOOL]
 
     # every side's prompt, re-rendered from the run's options as `replay show` does, is the prompt judged
-    from replay.pipeline import stage_context
+    from replay.stages.context import stage_context
     from replay.render.exchange import render_rows
     from replay.show import spec_from_options
 

@@ -18,7 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from replay.cli import app
-from replay.pipeline import AuditConfig, render_exchange, tokens_differing
+from replay.runspec import AuditConfig
+from replay.stages.render import render_exchange, tokens_differing
 from replay.render.base import RenderError
 from replay.render.chat_template import ChatTemplateRenderer
 from replay.render.encoder import EncoderRenderer

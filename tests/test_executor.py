@@ -13,8 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from replay.capture import ingest
-from replay.pipeline import STREAM, Stage, run_render, run_stage, run_stream, validate_specs
-from replay.pool import close_pools
+from replay.stages.stage import STREAM, Stage
+from replay.runner.driver import run_render, run_stage, run_stream
+from replay.stages.validate import validate_specs
+from replay.runner.pool import close_pools
 from replay.runspec import RunSpec, build_config
 from replay.sides import close_sides
 from sides_data import SAMPLES, invoke, write_capture
@@ -206,7 +208,7 @@ def test_batches_are_cut_within_row_groups_and_read_by_reference(tmp_path: Path)
     of 3: each row group is cut into batches of 3 and 2, keyed in file order, never spanning two
     row groups; read_batch gives exactly the rows of each slice; a pool of 2 processes reading
     their own batches writes the rows of one process."""
-    from replay.pipeline import batch_refs, read_batch
+    from replay.runner.driver import batch_refs, read_batch
 
     files = [write_capture(tmp_path / "cap" / "c.jsonl", NAMES * 2)]  # 12 exchanges: row groups 5, 5, 2
     one, two = tmp_path / "one", tmp_path / "two"
@@ -248,7 +250,7 @@ def test_arrow_without_pandas_keeps_pandas_out_and_importable() -> None:
 
     code = (
         "import sys\n"
-        "from replay.memory import arrow_without_pandas\n"
+        "from replay.runner.memory import arrow_without_pandas\n"
         "import pyarrow as pa\n"
         "assert arrow_without_pandas() is True\n"
         "pa.array(['a']); pa.RecordBatch.from_pylist([{'a': 1}]); pa.Table.from_pylist([{'a': 1}])\n"
@@ -270,7 +272,7 @@ def test_an_audit_starts_its_pool_before_ingest_and_the_stages_reuse_it(tmp_path
     one pool made in the whole audit, and the rows of a `--jobs 1` audit. With `--parallel-ingest`
     ingest parses on that pool too (run.json `executors.ingest`), for the same rows."""
     import replay.audit as audit_mod
-    import replay.pool as pool_mod
+    import replay.runner.pool as pool_mod
     from replay.audit import audit
 
     made: list[int] = []

@@ -1,4 +1,4 @@
-"""--engine ray (replay.executors.RayEngine): the same stage functions, one Ray task per batch
+"""--engine ray (replay.runner.executors.RayEngine): the same stage functions, one Ray task per batch
 that reads its rows from the run folder and writes its own parts, write the same rows as the
 in-process driver (issue 9, item 6; issue 22, item 4), on a local Ray of 2 CPUs and on a local
 cluster of 3 nodes. Skipped when Ray cannot be imported (it is the optional extra `ray`) or
@@ -15,7 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from replay.cli import app
-from replay.pipeline import RENDER, STREAM, run_stage, validate_specs
+from replay.stages.stage import RENDER, STREAM
+from replay.runner.driver import run_stage
+from replay.stages.validate import validate_specs
 from replay.runspec import RunSpec, build_config
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -49,7 +51,7 @@ def _ingested(tmp_path: Path, name: str) -> Path:
 
 
 def test_ray_writes_the_rows_the_local_driver_writes(ray, tmp_path: Path) -> None:
-    from replay.executors import RayEngine
+    from replay.runner.executors import RayEngine
 
     local = _ingested(tmp_path, "local")
     cfg = build_config(RunSpec(batch_rows=16))  # several batches, so the part order matters
@@ -85,8 +87,8 @@ def test_cli_audit_engine_ray(ray, tmp_path: Path) -> None:
 
 
 def test_engine_without_a_spec_is_refused(tmp_path: Path) -> None:
-    from replay.executors import EngineError, RayEngine
-    from replay.pipeline import AuditConfig
+    from replay.runner.executors import EngineError, RayEngine
+    from replay.runspec import AuditConfig
 
     with pytest.raises(EngineError, match="RunSpec"):
         RayEngine().run_stage(tmp_path, RENDER, AuditConfig())
@@ -97,7 +99,7 @@ def test_the_default_path_does_not_import_ray() -> None:
     import subprocess
     import sys
 
-    code = "import sys, replay.cli, replay.audit, replay.pipeline, replay.executors; assert 'ray' not in sys.modules, 'ray imported'"
+    code = "import sys, replay.cli, replay.audit, replay.stages.stage, replay.runner.driver, replay.runner.executors; assert 'ray' not in sys.modules, 'ray imported'"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-1000:]
 
@@ -106,7 +108,7 @@ def _planted(fault: str):
     """The re-stream stage's function with a planted fault on the batch holding ``agent-02``:
     ``raise`` raises (every time), ``exit`` kills the Ray worker process. Defined here, so Ray
     pickles it by value to its workers."""
-    from replay.pipeline import STREAM, Stage
+    from replay.stages.stage import STREAM, Stage
 
     def function(batch, spec):
         if "agent-02" in batch.column("exchange_id").to_pylist():
@@ -128,7 +130,7 @@ def test_a_ray_task_that_fails_costs_its_batch_not_the_audit(ray, tmp_path: Path
     """A batch whose function fails twice (a raise, or a dead worker process after Ray's retry)
     gets rows carrying the error, as a pool process that died twice does; every other batch's
     rows are those of the local driver, and the failure is counted for run.json."""
-    from replay.executors import RayEngine
+    from replay.runner.executors import RayEngine
 
     local = _ingested(tmp_path, "local")
     cfg = build_config(RunSpec(batch_rows=4))
@@ -191,7 +193,7 @@ def test_ray_workers_write_their_own_parts_on_a_cluster_of_several_nodes(tmp_pat
 
     import ray
 
-    from replay.executors import RayEngine
+    from replay.runner.executors import RayEngine
 
     local = _ingested(tmp_path, "local")
     cfg = build_config(RunSpec(batch_rows=4))  # 13 batches of the two captures: spread over the nodes
@@ -231,8 +233,8 @@ def test_ray_workers_write_their_own_parts_on_a_cluster_of_several_nodes(tmp_pat
 def test_ray_resumes_from_the_parts_an_interrupted_run_left(ray, tmp_path: Path) -> None:
     """Parts of the same stage, spec and capture (an interrupted run's) are kept on Ray as on the
     local path: their batches are not run again, and the tables are those of an uninterrupted run."""
-    from replay.executors import RayEngine
-    from replay.pipeline import batch_refs, mark_parts, run_ref, stage_fingerprint, write_parts
+    from replay.runner.executors import RayEngine
+    from replay.runner.driver import batch_refs, mark_parts, run_ref, stage_fingerprint, write_parts
 
     local = _ingested(tmp_path, "local")
     cfg = build_config(RunSpec(batch_rows=4))

@@ -102,7 +102,7 @@ def _describe(graph: dict[str, set[str]], found: list[list[str]]) -> str:
 
 def test_no_import_cycles_among_replay_modules():
     graph = import_graph(ROOT)
-    assert len(graph) > 50 and "replay.pipeline" in graph["replay.audit"]  # the walk sees the package
+    assert len(graph) > 50 and "replay.runner.driver" in graph["replay.audit"]  # the walk sees the package
     found = cycles(graph)
     assert found == [], "import cycles: " + _describe(graph, found)
 
@@ -110,11 +110,11 @@ def test_no_import_cycles_among_replay_modules():
 def test_a_planted_cycle_is_found(tmp_path):
     shutil.copytree(ROOT / "replay", tmp_path / "replay", ignore=shutil.ignore_patterns("__pycache__"))
     tables = tmp_path / "replay" / "tables.py"
-    # a deferred import, as the old cycles were written: replay.pipeline imports replay.tables
-    tables.write_text(tables.read_text(encoding="utf-8") + "\n\ndef _planted():\n    from replay.pipeline import run_stage\n", encoding="utf-8")
+    # a deferred import, as the old cycles were written: replay.runner.driver imports replay.tables
+    tables.write_text(tables.read_text(encoding="utf-8") + "\n\ndef _planted():\n    from replay.runner.driver import run_stage\n", encoding="utf-8")
     graph = import_graph(tmp_path)
     found = cycles(graph)
-    assert any({"replay.tables", "replay.pipeline"} <= set(c) for c in found), found
+    assert any({"replay.tables", "replay.runner.driver"} <= set(c) for c in found), found
     # and one through a relative import inside a package
     (tmp_path / "replay" / "parsers" / "base.py").write_text(
         (ROOT / "replay" / "parsers" / "base.py").read_text(encoding="utf-8") + "\n\ndef _planted():\n    from .hermes import HermesParser\n",

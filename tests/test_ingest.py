@@ -749,7 +749,7 @@ def test_jobs_2_writes_the_same_rows_as_jobs_1(tmp_path: Path, filters) -> None:
     """``ingest(jobs=2)`` parses the batches on a process pool: the tables, their order and the
     counts are those of ``jobs=1`` (duplicate ids renamed and ``limit`` applied in reading order)."""
     from replay.capture.filters import Filters
-    from replay.pool import close_pools
+    from replay.runner.pool import close_pools
 
     caps = _capture_folder(tmp_path)
     f = Filters(**filters) if filters else None
@@ -785,7 +785,7 @@ def test_jobs_2_cuts_batches_into_items_and_writes_the_same_files(tmp_path: Path
     formats of ``samples/formats`` (parsed in the parent, in their turn), and no work file is left."""
     import sys
 
-    from replay.pool import close_pools
+    from replay.runner.pool import close_pools
 
     monkeypatch.setattr(sys.modules["replay.capture.ingest"], "_POOL_ITEM_BYTES", item_bytes)
     caps = _capture_folder(tmp_path)
@@ -811,7 +811,7 @@ def test_a_pool_process_that_dies_costs_its_items_records_not_the_ingest(tmp_pat
     their file and line; every other item's rows are written as with ``jobs=1``; the ingest ends."""
     import sys
 
-    from replay.pool import PoolStats, close_pools
+    from replay.runner.pool import PoolStats, close_pools
 
     (tmp_path / "ingest_killer.py").write_text(
         "import os\n"

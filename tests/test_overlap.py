@@ -1,4 +1,4 @@
-"""Render and re-stream during ingest (:mod:`replay.overlap`, issue 9: ``--jobs 2`` wall time): a
+"""Render and re-stream during ingest (:mod:`replay.runner.overlap`, issue 9: ``--jobs 2`` wall time): a
 batch run by a drain while ingest writes gives the parts the stages would write for it, an audit
 whose batches all ran during ingest writes the rows of one without, and a batch a drain fails on,
 a drain process that dies, or parts an interrupted ingest left never change a row."""
@@ -18,9 +18,9 @@ import pytest
 import replay.audit as audit_mod
 from replay.audit import audit
 from replay.capture import discover, ingest
-from replay.overlap import STAGES, Overlap, run_file, write_batch_file
-from replay.pipeline import BatchRef, parts_dir, part_name, run_ref, write_atomic
-from replay.pool import close_pools
+from replay.runner.overlap import STAGES, Overlap, run_file, write_batch_file
+from replay.runner.driver import BatchRef, parts_dir, part_name, run_ref, write_atomic
+from replay.runner.pool import close_pools
 from replay.runspec import RunSpec, build_config
 from replay.sides import close_sides
 from procs import running, wait_for
@@ -71,7 +71,7 @@ def test_a_batch_run_from_its_file_gives_the_parts_the_stages_write(tmp_path: Pa
 def test_a_batch_with_null_tool_lists_reads_its_requests_as_the_row_group_does(tmp_path: Path) -> None:
     """A batch whose ``tools_json`` holds nulls (files of older versions; a request the tool list
     could not be cut from): the file says how many (``tools_nulls``) and the re-stream stage gets
-    ``request_json`` too, as :func:`replay.pipeline.stage_columns` gives it for such a row group,
+    ``request_json`` too, as :func:`replay.runner.driver.stage_columns` gives it for such a row group,
     so those rows' tools come from their requests: the same rows as from Parquet."""
     run, seen = _in_memory(tmp_path)
     key, batch = next((k, b) for k, b in seen if b.num_rows == 4 and all(v is not None for v in b.column("tools_json").to_pylist()))
@@ -176,7 +176,7 @@ def test_a_drain_process_that_dies_leaves_its_batches_to_the_stages(tmp_path: Pa
     """The drain's process is killed (SIGKILL, as the OOM killer does) after row group 2: ingest
     goes on, the broken pool is replaced, the stages run what the drain did not, and the tables
     are unchanged."""
-    from replay.pool import _KEPT
+    from replay.runner.pool import _KEPT
 
     offer = Overlap.offer
 
@@ -241,13 +241,13 @@ def _slow_audit(tmp_path: Path) -> tuple[list[str], Path]:
     (tmp_path / "run_cli.py").write_text(
         "import sys, time\n"
         "if __name__ == '__main__':  # the spawned pool processes import this file too\n"
-        "    import replay.audit, replay.overlap\n"
+        "    import replay.audit, replay.runner.overlap\n"
         "    replay.audit.PRESTART_BYTES = 0\n"
-        "    offer = replay.overlap.Overlap.offer\n"
+        "    offer = replay.runner.overlap.Overlap.offer\n"
         "    def slow(self, key, batch):\n"
         "        offer(self, key, batch)\n"
         "        time.sleep(1)\n"
-        "    replay.overlap.Overlap.offer = slow\n"
+        "    replay.runner.overlap.Overlap.offer = slow\n"
         "    from replay.cli import app\n"
         "    sys.argv = ['replay'] + sys.argv[1:]\n"
         "    sys.exit(app())\n")
@@ -301,7 +301,7 @@ def test_an_audit_without_render_objects_does_not_wait_for_the_pool_to_check_the
     built in the audit's own process (~0.05 s, nothing imported), not checked through the pool's
     first process (``render_check`` waits ~0.6-1 s for it to start, while ingest could run); a
     spec naming a chat template is still checked there."""
-    import replay.pool as pool
+    import replay.runner.pool as pool
 
     asked: list[object] = []
     monkeypatch.setattr(pool, "render_check", lambda spec, jobs: asked.append(spec) or None)

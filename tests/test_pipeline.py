@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from replay.pipeline import AuditConfig, ParserResolver, openai_tools, prompt_opens_reasoning, render_exchange, stream_exchange
+from replay.runspec import AuditConfig
+from replay.stages.context import ParserResolver
+from replay.stages.rows import openai_tools
+from replay.stages.stream import prompt_opens_reasoning, stream_exchange
+from replay.stages.render import render_exchange
 from replay.render import JsonToolsRenderer
 from replay.tools import get_serializer
 
@@ -106,7 +110,8 @@ def test_arguments_that_utf8_cannot_hold_are_written_not_lost(tmp_path):
     import pyarrow.parquet as pq
 
     from replay import tables
-    from replay.pipeline import rows_table, write_atomic
+    from replay.stages.rows import rows_table
+    from replay.runner.driver import write_atomic
 
     text = '<tool_call>{"name": "f", "arguments": {"a": "\\ud800"}}</tool_call>'
     cfg = AuditConfig(chunkings=("whole",))
@@ -140,7 +145,8 @@ def test_judge_side_compares_each_call_with_the_reference_by_json_value() -> Non
     (spacing, key order and 1 vs 1.0 ignored); other arguments, another name, text that is not
     JSON, or an index the reference does not have is a mismatch (``matches_whole`` False)."""
     from replay.parsers.base import ParseResult, ToolCall
-    from replay.pipeline import SideReplay, StreamPlan, judge_side
+    from replay.stages.stream import SideReplay, StreamPlan
+    from replay.judge import judge_side
     from replay.stream import Assembled, AssembledCall
 
     plan = StreamPlan(xid="x1", text="t", ref_calls=[ToolCall("read", '{"path": "a.py", "n": 1}'), ToolCall("ls", "{}")])
@@ -160,7 +166,7 @@ def test_a_sides_chunkings_are_cut_at_the_reference_markers_and_its_own() -> Non
     """plan_stream cuts each side's chunkings (and the report's exemplars re-cut them) at the
     reference family's markers followed by that side's parser's own markers."""
     from replay.parsers.hermes import HermesParser
-    from replay.pipeline import _Sides
+    from replay.stages.context import _Sides
     from replay.sides import RemoteParser
 
     class Extra(HermesParser):
@@ -178,7 +184,7 @@ def test_default_chunkings_per_side_builtin_and_plugin():
     whole; a plugin side the synthetic chunkings plus split-all (every two-way split, none cut
     inside a marker); --chunkings forces one set on both sides."""
     from replay.parsers.hermes import HermesParser
-    from replay.pipeline import chunking_plan, plan_stream
+    from replay.stages.stream import chunking_plan, plan_stream
     from replay.stream import two_way_splits
 
     class Plugin(HermesParser):  # same family name: replaces only Hermes' parser

@@ -1,5 +1,5 @@
-"""Faults of the ``--jobs N`` pool (:mod:`replay.pool`) met from the outside: a pool process that
-dies while the caller of :func:`replay.pool.map_batches` is busy with a result it was given."""
+"""Faults of the ``--jobs N`` pool (:mod:`replay.runner.pool`) met from the outside: a pool process that
+dies while the caller of :func:`replay.runner.pool.map_batches` is busy with a result it was given."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_a_process_that_dies_while_the_caller_holds_a_result_is_retried_not_rais
     Now every batch still gets its result: the killer alone through ``on_failed``, the others
     computed in the next pool, each exactly once."""
     from replay.capture.ingest import IngestSpec
-    from replay.pool import PoolStats, close_pools, map_batches
+    from replay.runner.pool import PoolStats, close_pools, map_batches
 
     (tmp_path / "pool_killer.py").write_text(
         "import os, time\n"

@@ -1,6 +1,6 @@
 """What keeps a ``--jobs`` pool process small (its RSS counts toward the audit's peak).
 
-- :func:`replay.memory.glibc_allocators`: Arrow allocates through glibc, and glibc's mmap
+- :func:`replay.runner.memory.glibc_allocators`: Arrow allocates through glibc, and glibc's mmap
   threshold stays fixed (a freed large block no longer raises it, which sent every later block
   up to that size to the heap);
 - the ingest tables' Parquet pages are small (:data:`replay.capture.ingest.PAGE_BYTES`), so a
@@ -39,7 +39,7 @@ libc.mallinfo2.restype = MI
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]
 if sys.argv[1] == "pool":
-    from replay.memory import glibc_allocators
+    from replay.runner.memory import glibc_allocators
     glibc_allocators()
 import pyarrow as pa
 libc.free(libc.malloc(4 << 20))
@@ -64,7 +64,7 @@ def test_glibc_allocators_keep_large_blocks_mapped_and_arrow_on_glibc() -> None:
 def test_a_pool_process_runs_with_the_glibc_allocators(tmp_path: Path) -> None:
     code = r"""
 import json
-from replay.pool import _shared, close_pools
+from replay.runner.pool import _shared, close_pools
 from replay.runspec import RunSpec
 
 def probe():
@@ -103,14 +103,15 @@ import json, sys
 from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
-from replay import pipeline
+from replay.runner import driver as pipeline
+from replay.stages.render import RENDER_COLUMNS
 pa.set_memory_pool(pa.system_memory_pool())  # counts exactly what the reader holds
 path = Path(sys.argv[1]) / "run" / "exchanges.parquet"
 rg = pq.ParquetFile(path).metadata.row_group(0)
 col = [rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema == "request_json"][0]
 pool = pa.default_memory_pool()
 base = pool.bytes_allocated()
-for b in pipeline.read_slices(path, pipeline.batch_refs(path, 512)[0], pipeline.RENDER_COLUMNS):
+for b in pipeline.read_slices(path, pipeline.batch_refs(path, 512)[0], RENDER_COLUMNS):
     del b
 print(json.dumps({"request_json": col.total_uncompressed_size, "peak": pool.max_memory() - base}))
 """

@@ -1,4 +1,4 @@
-"""Progress on stderr (replay.progress): the plain line form used when stderr is not a terminal (CI,
+"""Progress on stderr (replay.runner.progress): the plain line form used when stderr is not a terminal (CI,
 logs), with the clock injected instead of sleeping; --quiet silences it (issue 9, item 7)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from replay.cli import app
-from replay.progress import LineProgress, reporter, status_line
+from replay.runner.progress import LineProgress, reporter, status_line
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""``replay.pipeline.read_slices`` / ``run_ref``: a stage batch decoded from its row group a slice at
+"""``replay.runner.driver.read_slices`` / ``run_ref``: a stage batch decoded from its row group a slice at
 a time gives the slices of :data:`SLICE_ROWS` rows cut from ``read_batch``'s whole batch (the same columns,
 values and order), and a stage run on them writes the same tables. Checked on row groups cut into
 several batches (starts inside a row group), slices that do not divide a batch, a file without
@@ -13,7 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from replay.capture.ingest import ingest
-from replay.pipeline import RENDER, STREAM, STREAM_COLUMNS, BatchRef, batch_refs, read_batch, read_slices, run_ref
+from replay.stages.stage import RENDER, STREAM
+from replay.stages.stream import STREAM_COLUMNS
+from replay.runner.driver import BatchRef, batch_refs, read_batch, read_slices, run_ref
 from replay.runspec import RunSpec
 
 TOOL = {"type": "function", "function": {"name": "read_file", "description": "Read a file.",
@@ -81,9 +83,9 @@ def test_without_tools_json_or_with_a_null_the_requests_are_read(run, tmp_path):
 
 @pytest.mark.parametrize("stage", [RENDER, STREAM], ids=lambda s: s.name)
 def test_a_stage_on_slices_writes_the_tables_of_the_whole_batch(run, stage, monkeypatch):
-    import replay.pipeline as pipeline
+    import replay.runner.driver as driver
 
-    monkeypatch.setattr(pipeline, "SLICE_ROWS", 3)
+    monkeypatch.setattr(driver, "SLICE_ROWS", 3)
     path = run / "exchanges.parquet"
     spec = RunSpec(batch_rows=7)
     for ref in batch_refs(path, 7):

@@ -2,7 +2,7 @@
 
 - :func:`replay.prepare.vllm.plain_chat` / ``VllmPreparer.prepare_tools``: a request it accepts
   is one ``chat_messages`` prepares without raising, with the same tools;
-- :func:`replay.pipeline._decode_sharing_tools`: the request it decodes is ``orjson.loads`` of
+- :func:`replay.stages.rows._decode_sharing_tools`: the request it decodes is ``orjson.loads`` of
   the body, whatever the body holds (nested members of the same text, duplicate keys, spacing);
 - the render stage writes the same rows with both shortcuts and without them.
 """
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay import pipeline as P
+from replay.stages import render as P, rows as R
 from replay.prepare.base import PrepareError
 from replay.prepare.vllm import NotBuilt, VllmPreparer, chat_messages, plain_chat
 from replay.runspec import RunSpec, build_config
@@ -153,7 +153,7 @@ def test_decode_sharing_tools_is_orjson_loads_of_the_body(body, text):
     except orjson.JSONDecodeError:
         want = ("raised",)
     try:
-        got = P._decode_sharing_tools(memoryview(body), text)
+        got = R._decode_sharing_tools(memoryview(body), text)
     except orjson.JSONDecodeError:
         got = "raised"
     if got is None:  # the caller decodes the whole body
@@ -164,7 +164,7 @@ def test_decode_sharing_tools_is_orjson_loads_of_the_body(body, text):
 
 def test_decode_sharing_tools_shares_the_list_and_is_used_for_the_usual_body():
     body, text = next(_bodies())
-    a, b = P._decode_sharing_tools(body, text), P._decode_sharing_tools(bytes(body), text)
+    a, b = R._decode_sharing_tools(body, text), R._decode_sharing_tools(bytes(body), text)
     assert a is not None and a == orjson.loads(body) and a["tools"] is b["tools"]
 
 

@@ -1,7 +1,7 @@
 """``replay audit`` builds the chat template and tokenizer only in the processes that render.
 
 When the stages run on the ``--jobs`` pool, the audit's own process checks the render options
-through the pool's first process (:func:`replay.pool.render_check`) and never imports
+through the pool's first process (:func:`replay.runner.pool.render_check`) and never imports
 ``tokenizers`` or transformers itself (they cost ~190 MiB of its RSS on the bench for nothing);
 with ``--jobs 1`` (or a run whose stages stay in process) it builds them itself. Either way the
 tables and ``run.json`` options are the same, and a bad template or tokenizer fails before

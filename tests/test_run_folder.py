@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from procs import running, signal_when, wait_for
 from replay.audit import audit
 from replay.cli import app
-from replay.pipeline import AuditConfig
+from replay.runspec import AuditConfig
 from replay.render.json_tools import JsonToolsRenderer
 from sides_data import SAMPLES, invoke
 
@@ -249,11 +249,11 @@ def test_a_rerun_after_the_captures_changed_says_which_changed(tmp_path: Path) -
 
 #: ``replay render``'s stage waits (after touching MARK) for a signal.
 HELD_STAGE = (
-    "import replay.pipeline\n"
+    "import replay.runner.driver\n"
     "def held(*a, **k):\n"
     "    Path({mark!r}).touch()\n"
     "    time.sleep(60)\n"
-    "replay.pipeline.run_render = held\n"
+    "replay.runner.driver.run_render = held\n"
 )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from replay.errors import UsageError
-from replay.pipeline import AuditConfig as PipelineAuditConfig
+from replay.runspec import AuditConfig as PipelineAuditConfig
 from replay.runspec import BUILT_FROM, STAGE_OPTIONS, AuditConfig, RunSpec, build_config, spec_from_options
 from replay.stream import ChunkingError, parse_chunkings
 
@@ -20,7 +20,7 @@ from replay.stream import ChunkingError, parse_chunkings
 def test_audit_config_has_every_stage_option_of_run_spec_with_its_default():
     spec_fields = {f.name: f for f in dataclasses.fields(RunSpec)}
     cfg_fields = {f.name: f for f in dataclasses.fields(AuditConfig)}
-    assert PipelineAuditConfig is AuditConfig  # the public path replay.pipeline.AuditConfig
+    assert PipelineAuditConfig is AuditConfig  # the public path replay.runspec.AuditConfig
     assert set(STAGE_OPTIONS) == set(spec_fields) - BUILT_FROM
     assert BUILT_FROM <= set(spec_fields)
     for name in STAGE_OPTIONS:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from replay.deadline import ReplayTimeout, deadline, deadlines_installed
-from replay.pipeline import _bodies, decode_request, exchange_rows
+from replay.stages.rows import _bodies, decode_request, exchange_rows
 from replay.prepare.base import deep
 from replay.render.exchange import _tools_digest
 

@@ -149,7 +149,7 @@ def test_audit_of_a_bucket_equals_the_local_audit(s3, tmp_path) -> None:
 
 def test_changed_object_changes_the_fingerprint(s3) -> None:
     from replay.audit import audit_fingerprint
-    from replay.pipeline import AuditConfig
+    from replay.runspec import AuditConfig
 
     cfg = AuditConfig()
     s3.pipe(f"{BUCKET}/fp/a.jsonl", b'{"request": {"x": 1}}\n')

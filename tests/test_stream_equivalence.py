@@ -1,7 +1,7 @@
 """Re-stream equivalence: the re-stream stage's fast paths checked against the plain way they
-replace: the new side's rows copied in Arrow (:func:`replay.pipeline.with_copies`) against the rows made as dicts
-(:func:`replay.pipeline.finish_stream` without ``copies``), the stage's tables against
-:func:`replay.pipeline.stream_exchange` on each exchange, the non-finite check of decoded JSON
+replace: the new side's rows copied in Arrow (:func:`replay.stages.rows.with_copies`) against the rows made as dicts
+(:func:`replay.stages.stream.finish_stream` without ``copies``), the stage's tables against
+:func:`replay.stages.stream.stream_exchange` on each exchange, the non-finite check of decoded JSON
 (every value walked: its text prefilter cost more and missed a case), and the shared arguments encoder against
 ``json.dumps``."""
 
@@ -20,7 +20,10 @@ from replay import tables
 from replay.parsers._jsonscan import TOO_DEEP, _checked, _has_non_finite, dumps_arguments
 from replay.parsers.hermes import HermesParser
 from replay.stream import replay_stream
-from replay.pipeline import AuditConfig, ParserResolver, rows_table, stream_batch, stream_exchange, with_copies
+from replay.runspec import AuditConfig
+from replay.stages.context import ParserResolver
+from replay.stages.rows import rows_table, with_copies
+from replay.stages.stream import stream_batch, stream_exchange
 
 TOOL = {"type": "function", "function": {"name": "read", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
 
@@ -224,7 +227,7 @@ def test_judge_rows_are_the_same_when_the_own_parse_is_the_reference_object_or_a
     copy of that parse (another object) it compares them: the rows must be the same."""
     import copy
 
-    from replay.pipeline import plan_stream, replay_in_process
+    from replay.stages.stream import plan_stream, replay_in_process
     from replay.judge import judge_side
     from replay.deadline import deadlines_installed
 
@@ -273,7 +276,7 @@ def _rows(schema: pa.Schema):
 
 def _from_pylist(rows, schema):
     """The rule rows_table had: Table.from_pylist, lone surrogates escaped on failure."""
-    from replay.pipeline import _utf8_safe
+    from replay.stages.rows import _utf8_safe
 
     try:
         return pa.Table.from_pylist(rows, schema=schema)

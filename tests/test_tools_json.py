@@ -13,7 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from replay.capture.ingest import ingest
-from replay.pipeline import STREAM_COLUMNS, BatchRef, exchange_rows, exchange_tools, read_batch
+from replay.stages.stream import STREAM_COLUMNS
+from replay.runner.driver import BatchRef, read_batch
+from replay.stages.rows import exchange_rows, exchange_tools
 from replay.prepare.base import openai_tools
 
 SK = "sk-proj-4f9Qx2LmN8pR7sT1vW3yZ5aB6cD0eF"

@@ -275,7 +275,7 @@ def test_worker_imports_nothing_heavy() -> None:
         "out = io.BytesIO()\n"
         "serve(io.BytesIO(b''.join(json.dumps(r).encode() + b'\\n' for r in reqs)), out)\n"
         "assert len(out.getvalue().splitlines()) == 3, out.getvalue()\n"
-        "heavy = {'typer', 'duckdb', 'pyarrow', 'transformers', 'rich', 'jinja2', 'zstandard', 'replay.pipeline', 'replay.cli'}\n"
+        "heavy = {'typer', 'duckdb', 'pyarrow', 'transformers', 'rich', 'jinja2', 'zstandard', 'replay.stages.stream', 'replay.runner.driver', 'replay.cli'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     got = subprocess.run([PY, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

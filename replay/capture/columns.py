@@ -2,7 +2,7 @@
 
 ``pa.array`` of a Python list asks pyarrow's pandas shim whether the list is array-like, and the
 shim imports pandas to know (start-up time and memory of a ``replay ingest`` that has no other
-use for it); :func:`replay.memory.arrow_without_pandas` settles the shim once, so every column here is
+use for it); :func:`replay.arrowenv.arrow_without_pandas` settles the shim once, so every column here is
 ``pa.array`` itself, with its type checks (``TypeError``/``ArrowTypeError`` for a value of another
 type, ``OverflowError`` past a column's range, ``UnicodeEncodeError`` for a lone surrogate).
 The one builder of our own is :func:`text_view_column`, for the large request texts (``pa.array``
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from replay.memory import arrow_without_pandas
+from replay.arrowenv import arrow_without_pandas
 
 __all__ = ["batch_from_rows", "numpy_column", "take", "text_column", "text_view_column"]
 

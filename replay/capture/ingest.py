@@ -359,7 +359,7 @@ def _parquet_writer(path: Path, schema: pa.Schema, batches: pa.Schema | None = N
 @dataclass(frozen=True)
 class IngestSpec:
     """What :func:`ingest_batch` needs besides its batch: plain values, picklable, so that a pool
-    process (``--jobs``, :mod:`replay.pool`) gets it once. ``redact``: hash message text
+    process (``--jobs``, :mod:`replay.runner.pool`) gets it once. ``redact``: hash message text
     (``--redact``); ``filters``: the stateless filters (model, route, since/until, sample) applied
     per record; ``limit`` is applied where the batches are joined, in reading order."""
 
@@ -418,7 +418,7 @@ def ingest_batch(batch: LineBatch, spec: IngestSpec) -> dict[str, Any]:
 
 
 def failed_batch(batch: LineBatch, message: str) -> dict[str, Any]:
-    """The result of a batch whose pool process died twice (:func:`replay.pool.map_batches`):
+    """The result of a batch whose pool process died twice (:func:`replay.runner.pool.map_batches`):
     every record of it an ``ingest_errors`` row ``internal-error`` carrying ``message``."""
     rows = _Rows(IngestSpec())
     for e in batch.entries:
@@ -493,7 +493,7 @@ def ingest_shared(item: SharedLines, _pool_spec: Any = None) -> dict[str, Any]:
     """:func:`ingest_batch` of a :class:`SharedLines` item, run in a pool process: the lines are
     read from ``item.blob`` and the three tables written to ``item.out`` as three Arrow IPC
     streams back to back (nothing large is pickled back). ``_pool_spec``: the pool's own run spec
-    (:func:`replay.pool.map_batches` passes it; unused: ingest needs only ``item.spec``).
+    (:func:`replay.runner.pool.map_batches` passes it; unused: ingest needs only ``item.spec``).
     Returns the result of :func:`ingest_batch` with each table replaced by ``"ipc"``: the file
     and the byte offsets ``[start, end)`` of its three streams. Raises ``OSError`` when a file
     cannot be read or written."""
@@ -770,16 +770,16 @@ def ingest(
     groups and the counts do not depend on ``jobs`` (a pool process that dies twice on an item
     turns its records into ``internal-error`` rows). Records of the other formats are parsed in
     this process whatever ``jobs`` is (their readers keep state across records). ``pool_spec``:
-    the run spec of a pool already started (:func:`replay.pool.prestart`) to parse on, as
+    the run spec of a pool already started (:func:`replay.runner.pool.prestart`) to parse on, as
     ``replay audit`` passes its stages' one; None: a pool of its own (each process costs its
-    start-up, so a small capture is faster with ``jobs=1``; :func:`replay.pool.close_pools` ends it).
-    ``pool_stats``: a :class:`replay.pool.PoolStats` the pool's restarts and failed items are
+    start-up, so a small capture is faster with ``jobs=1``; :func:`replay.runner.pool.close_pools` ends it).
+    ``pool_stats``: a :class:`replay.runner.pool.PoolStats` the pool's restarts and failed items are
     counted in (``run.json`` ``executors.ingest`` of an audit); they are not :class:`IngestStats`,
     which do not depend on ``jobs``. ``on_exchanges(key, batch)``: called after each row group of
     ``exchanges.parquet`` is written, with its index in the file (0, 1, ...) and its rows (a
     record batch of ``request_json`` as ``string_view``, ``tools_json`` dictionary-encoded, else
     :data:`replay.tables.EXCHANGES`), as ``replay audit`` starts its stages on them
-    (:mod:`replay.overlap`); what it raises stops the ingest.
+    (:mod:`replay.runner.overlap`); what it raises stops the ingest.
 
     Reading stays in this process: a zstd or gzip stream cannot be decompressed from the middle
     (zstd frames can, but writers put a whole capture in one frame), so one file is split into
@@ -930,9 +930,9 @@ def _shm_dir(fallback: Path, need: int = 0, shm: Path = Path("/dev/shm")) -> Pat
 
 def _shm_need(jobs: int) -> int:
     """Bytes of work files a parallel ingest of ``jobs`` processes may hold at once: the items in
-    flight (:data:`replay.pool.IN_FLIGHT` a process) and a spare, each its lines and its tables
+    flight (:data:`replay.runner.pool.IN_FLIGHT` a process) and a spare, each its lines and its tables
     back, with room to spare."""
-    from replay.pool import IN_FLIGHT
+    from replay.runner.pool import IN_FLIGHT
 
     return 4 * _POOL_ITEM_BYTES * (jobs * IN_FLIGHT + 1)
 
@@ -940,7 +940,7 @@ def _shm_need(jobs: int) -> int:
 def _remove_stale_work_dirs(where: Path, prefix: str = "replay-ingest") -> list[Path]:
     """Remove the work folders ``<prefix>-<pid>-*`` in ``where`` whose process no longer exists
     (the parallel ingest's, ``replay-ingest``, as :func:`_on_pool` names them; the stages run
-    during ingest, ``replay-stages``, :mod:`replay.overlap`): a ``replay`` killed with SIGKILL
+    during ingest, ``replay-stages``, :mod:`replay.runner.overlap`): a ``replay`` killed with SIGKILL
     (or the OOM killer) cannot remove its own, and in ``/dev/shm`` each held its work files in
     memory until reboot. A folder of a live process, or of a pid this user may not signal
     (another user's), is left alone. Returns the folders removed."""
@@ -973,7 +973,7 @@ _POOL_FUNCTION: Callable[[SharedLines, Any], dict[str, Any]] = ingest_shared
 def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: int, pool_spec: Any, out: Path,
              pool_stats: Any = None) -> None:
     """Run ``batches`` through :func:`ingest_batch` on a pool of ``jobs`` processes
-    (:func:`replay.pool.map_batches`, the pool of ``pool_spec`` when given, so that an audit's
+    (:func:`replay.runner.pool.map_batches`, the pool of ``pool_spec`` when given, so that an audit's
     stages pool, already started, parses its ingest too; else one of ``spec``) and write them to
     ``sink`` in reading order, the same results as in this process.
 
@@ -985,14 +985,14 @@ def _on_pool(batches: Iterator[LineBatch], spec: IngestSpec, sink: _Sink, jobs: 
     lines), copies lines out and writes Parquet. A batch holding readers' records (HAR, OTel,
     SSE, server logs, LiteLLM, Batch: their readers keep state across records, and the records
     are dicts already) is parsed here, in its turn, and so are the items met while the pool's
-    processes are still starting (:func:`replay.pool.started`: an audit's pool builds the run's
+    processes are still starting (:func:`replay.runner.pool.started`: an audit's pool builds the run's
     renderers and parsers first, which would leave this process waiting). A pool process that dies is retried once
     alone, then its item's records become ``internal-error`` rows (:func:`failed_batch`);
-    ``pool_stats`` (a :class:`replay.pool.PoolStats`, or None) counts them."""
+    ``pool_stats`` (a :class:`replay.runner.pool.PoolStats`, or None) counts them."""
     import shutil
     import tempfile
 
-    from replay.pool import map_batches, started
+    from replay.runner.pool import map_batches, started
 
     on = pool_spec if pool_spec is not None else spec
     shm = _shm_dir(out, _shm_need(jobs))

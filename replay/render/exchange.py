@@ -77,7 +77,7 @@ class RenderPlan:
 
 
 def render_plan(cfg: Any) -> RenderPlan:
-    """The :class:`RenderPlan` of an :class:`replay.pipeline.AuditConfig`, built once and kept on
+    """The :class:`RenderPlan` of an :class:`replay.runspec.AuditConfig`, built once and kept on
     it (``cfg._render_plan``). Side renderers default to ``cfg.renderer``; preparers to
     :data:`replay.prepare.DEFAULT_PREPARER`. Raises the spec errors of
     :func:`replay.prepare.get_preparer`."""
@@ -217,7 +217,7 @@ def _tools_digest(client_tools: Any, prepared_tools: Any, shared: tuple[Any, str
     None when they cannot be written.
 
     ``shared``: ``(route, tools_json)`` when the request's tools are the shared decode of that
-    text (:func:`replay.pipeline.decode_request`): the client list is then the same for every
+    text (:func:`replay.stages.rows.decode_request`): the client list is then the same for every
     exchange with that key, and a list handed on as it is is written once per process
     (:data:`_DIGESTS`)."""
     try:
@@ -286,7 +286,7 @@ def render_rows(
     ``model`` and ``server_prompt_token_ids`` when present). ``serializers``: ``{side: callable}``;
     ``pre``: ``{side: serialized tools | None | WorkerError}`` for sides serialized out of process
     (each serialized what its preparer made of the declarations, :func:`prepared_tools`). ``ids_plan``: ``(tokenizer,
-    vocabulary)`` of a token-id comparison (:func:`replay.pipeline._ids_plan`). ``prompts``: when
+    vocabulary)`` of a token-id comparison (:func:`replay.stages.render._ids_plan`). ``prompts``: when
     given, each side's prompt text is put there by side (``replay show`` re-renders one exchange;
     the stage keeps only hashes). ``sides``: the sides to render (an out-of-process side's worker
     renders its own alone: no ``served`` row then). ``pre[side]`` may also be a
@@ -316,7 +316,7 @@ def render_rows(
         ]
     id_tok, ref_vocab = ids_plan
     tools_only = prompts is None and all(getattr(chosen[s][0], "tools_only", False) for s in sides)
-    tools_key = ex.get("_tools_key")  # the request's tools are the shared decode of this text (replay.pipeline.decode_request)
+    tools_key = ex.get("_tools_key")  # the request's tools are the shared decode of this text (replay.stages.rows.decode_request)
     done: dict[tuple[Any, ...], dict[str, Any]] = {}
     prepared_cache: dict[tuple[str, str], Any] = {}
     digests: dict[int, bytes | None] = {}  # id(prepared tools) -> _tools_digest, once per exchange

@@ -3,7 +3,7 @@
 
 This package only reads tables (DuckDB views over the run's Parquet, :mod:`replay.sql`) and the
 run's ``run.json``; the per-row facts it words are computed by the stages (:mod:`replay.judge`,
-:mod:`replay.pipeline`), so nothing here imports a stage, a parser or a renderer.
+:mod:`replay.stages`), so nothing here imports a stage, a parser or a renderer.
 
 - :mod:`replay.report.markdown`: the rich summary table, the headline sentences, the verdict
   section and the whole ``report.md``;

@@ -331,7 +331,7 @@ def _alive(pid: int) -> bool:
 
 def remove_stale_temporaries(run_dir: str | Path) -> list[Path]:
     """Remove the temporary files that no live process is writing in the run folder ``run_dir``:
-    ``.tmp-<pid>-<name>`` (:func:`replay.pipeline.write_atomic`, :func:`replay.pipeline.merge_parts`,
+    ``.tmp-<pid>-<name>`` (:func:`replay.runner.driver.write_atomic`, :func:`replay.runner.driver.merge_parts`,
     ingest's tables, the stages' markers) whose pid is this process or no longer exists, and
     ``.tmp-<name>`` (``.parts/.tmp-audit.json``); in ``RUN/`` only those of :data:`RUN_FILES`,
     in ``RUN/.parts/`` and its table folders every one. Called by :class:`RunLock` once it holds

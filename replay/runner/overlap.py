@@ -3,7 +3,7 @@
 
 ``replay audit --jobs N`` ingests in its own process (reading and decompressing a capture is
 serial, :func:`replay.capture.ingest`) while the pool it started for the stages
-(:func:`replay.pool.prestart`) would wait: on 2 cores a third of the audit's wall time ran on one
+(:func:`replay.runner.pool.prestart`) would wait: on 2 cores a third of the audit's wall time ran on one
 core. With :class:`Overlap`::
 
     ingest (this process) --row group k of exchanges.parquet written--> WORK/k.arrow
@@ -13,14 +13,14 @@ core. With :class:`Overlap`::
         functions on it a slice at a time, write part k of each of their tables
         (RUN/.parts/<table>/part-k.parquet, atomically), remove the file, claim the next
     ingest done --> the drains stop after the file they hold; the parts they wrote are marked
-        with each stage's fingerprint (replay.pipeline.mark_parts) and replay.pipeline.run_stage
+        with each stage's fingerprint (replay.runner.driver.mark_parts) and replay.runner.driver.run_stage
         runs only the batches without parts, on the whole pool, as when it resumes an audit.
 
 N-1 processes, not N: ingest holds a core, and its batch buffers are
 alive with theirs. A row group that finds :data:`QUEUE` files waiting is not sent (ingest never
 waits for the pool): the stages run it afterwards. Nothing here changes a row: a part is the one
-:func:`replay.pipeline.run_ref` writes for that batch (the same columns,
-:func:`replay.pipeline.stage_columns`; the same slices of :data:`replay.pipeline.SLICE_ROWS`; the
+:func:`replay.runner.driver.run_ref` writes for that batch (the same columns,
+:func:`replay.runner.driver.stage_columns`; the same slices of :data:`replay.runner.driver.SLICE_ROWS`; the
 same batch functions and spec), so the tables do not depend on whether a batch ran during ingest.
 """
 
@@ -37,7 +37,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from replay.pipeline import RENDER, SLICE_ROWS, STREAM, Stage, batch_refs, mark_parts, parts_dir, part_name, stage_columns, stage_fingerprint, write_parts
+from replay.stages.stage import RENDER, STREAM, Stage
+from replay.runner.driver import SLICE_ROWS, batch_refs, mark_parts, parts_dir, part_name, stage_columns, stage_fingerprint, write_parts
 
 #: The stages run during ingest, in the order each slice goes through them.
 STAGES: tuple[Stage, ...] = (RENDER, STREAM)
@@ -82,8 +83,8 @@ def run_file(run_dir: Path, key: int, path: Path, spec: Any) -> int:
     ``key`` of each stage's tables in ``run_dir``. Returns the batch's exchanges (rows).
 
     Each record batch is read into memory alone (no mapping of the file: its pages would count in
-    this process's RSS) and given to each stage's function with the columns :func:`replay.pipeline.stage_columns` names for the whole
-    batch, as :func:`replay.pipeline.run_ref` gives a row group's slices."""
+    this process's RSS) and given to each stage's function with the columns :func:`replay.runner.driver.stage_columns` names for the whole
+    batch, as :func:`replay.runner.driver.run_ref` gives a row group's slices."""
     outs: dict[str, list[dict[str, pa.Table]]] = {stage.name: [] for stage in STAGES}
     rows = 0
     with pa.OSFile(str(path)) as fh:
@@ -106,9 +107,9 @@ def run_file(run_dir: Path, key: int, path: Path, spec: Any) -> int:
 def write_batch_file(batch: pa.RecordBatch, path: Path) -> int:
     """Write the columns of ``batch`` (rows of ``exchanges`` as ingest has them,
     :func:`replay.capture.ingest` ``on_exchanges``) that :data:`STAGES` read to ``path``, as the
-    Arrow IPC stream :func:`run_file` reads: a record batch per :data:`replay.pipeline.SLICE_ROWS`
+    Arrow IPC stream :func:`run_file` reads: a record batch per :data:`replay.runner.driver.SLICE_ROWS`
     rows, ``request_json`` as ``string`` (as Parquet gives it back, so that
-    :func:`replay.pipeline.exchange_rows` takes the same path), and the batch's count of null
+    :func:`replay.stages.rows.exchange_rows` takes the same path), and the batch's count of null
     ``tools_json`` in the schema metadata (``tools_nulls``). Returns the bytes written. Raises
     ``OSError`` when ``path`` cannot be written (a full /dev/shm)."""
     names = _columns(batch.schema.names)
@@ -127,13 +128,13 @@ def write_batch_file(batch: pa.RecordBatch, path: Path) -> int:
 
 
 def drain(item: tuple[str, str], spec: Any) -> list[tuple[int, int]]:
-    """A pool work item (:func:`replay.pool._call`): ``item`` = ``(run folder, work folder)``.
+    """A pool work item (:func:`replay.runner.pool._call`): ``item`` = ``(run folder, work folder)``.
     Claim the waiting files of the work folder one at a time (:func:`_claim`) and run each
     (:func:`run_file`) until the folder holds :data:`STOP` or is gone; returns ``[(key, rows)]``
     of the batches done. A batch that raises is left to the stages (its parts are not all written,
-    so :func:`replay.pipeline.run_stage` runs it again and its own fault handling applies)."""
-    from replay.memory import release_above
-    from replay.pool import RELEASE_ABOVE
+    so :func:`replay.runner.driver.run_stage` runs it again and its own fault handling applies)."""
+    from replay.runner.memory import release_above
+    from replay.runner.pool import RELEASE_ABOVE
 
     run_dir, work = Path(item[0]), Path(item[1])
     done: list[tuple[int, int]] = []
@@ -156,9 +157,9 @@ def drain(item: tuple[str, str], spec: Any) -> list[tuple[int, int]]:
 
 
 class Overlap:
-    """The render and re-stream stages of ``cfg`` (an :class:`replay.pipeline.AuditConfig` with a
+    """The render and re-stream stages of ``cfg`` (an :class:`replay.runspec.AuditConfig` with a
     run spec and ``jobs`` > 1) run during ingest into ``run_dir``, on ``jobs - 1`` processes of
-    the stages' pool (:func:`replay.pool._shared`; they start as each gets its drain, and the
+    the stages' pool (:func:`replay.runner.pool._shared`; they start as each gets its drain, and the
     others at :meth:`finish`: an idle process during ingest added to the audit's peak). :meth:`offer` is ingest's ``on_exchanges``
     (:func:`replay.capture.ingest`); :meth:`finish`, once ingest has renamed
     ``exchanges.parquet`` into place, stops the drains and marks their parts;
@@ -169,7 +170,7 @@ class Overlap:
 
     def __init__(self, run_dir: Path, cfg: Any) -> None:
         from replay.capture.ingest import _remove_stale_work_dirs, _shm_dir
-        from replay.pool import _call, _shared
+        from replay.runner.pool import _call, _shared
 
         self.run_dir = Path(run_dir)
         self.cfg = cfg
@@ -211,13 +212,13 @@ class Overlap:
 
     def finish(self) -> dict[str, int]:
         """Stop the drains (each ends after its current batch), wait for them, and mark the
-        parts they wrote as the stages' own (:func:`replay.pipeline.mark_parts`, with the
+        parts they wrote as the stages' own (:func:`replay.runner.driver.mark_parts`, with the
         fingerprint of the ``exchanges.parquet`` ingest has just written), after checking each
         against the file's row groups (a part whose row count is not its batch's is removed).
         Returns ``{"batches": done, "exchanges": their rows, "offered": row groups written,
         "sent": queued}``, for ``run.json``. A drain whose process died breaks the pool: it is
         dropped (the stages start a new one) and its batches are left to the stages."""
-        from replay.pool import _KEPT, _noop, _shared
+        from replay.runner.pool import _KEPT, _noop, _shared
 
         try:  # the rest of the pool starts now, while the drains end their batches (a process per no-op)
             pool = _shared(self.cfg.jobs, self.cfg.spec)

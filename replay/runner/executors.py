@@ -1,21 +1,21 @@
 """Executors: what moves a stage's batches through its batch function.
 
-A stage (:class:`replay.pipeline.Stage`) is a function ``(pa.RecordBatch, RunSpec) -> {table:
+A stage (:class:`replay.stages.stage.Stage`) is a function ``(pa.RecordBatch, RunSpec) -> {table:
 pa.Table}`` over batches of ``exchanges.parquet``; an executor only moves batches. The in-process
-driver and the process pool are :func:`replay.pipeline.run_stage`; this module runs the same
+driver and the process pool are :func:`replay.runner.driver.run_stage`; this module runs the same
 functions on Ray (``--engine ray``), the way the pool does::
 
-    exchanges.parquet footer --replay.pipeline.batch_refs--> one BatchRef per batch (row group, rows)
+    exchanges.parquet footer --replay.runner.driver.batch_refs--> one BatchRef per batch (row group, rows)
         --> one Ray task per batch: (stage, run folder, BatchRef, RunSpec)
-            the task reads its rows from RUN/exchanges.parquet (replay.pipeline.run_ref) and
+            the task reads its rows from RUN/exchanges.parquet (replay.runner.driver.run_ref) and
             writes its own part files RUN/.parts/<table>/part-NNNNNN.parquet (write_atomic)
         --> back to the driver: the part's key, row counts, the task's pid and node (a few bytes)
         --> the driver joins each table's parts in key order into RUN/<table>.parquet
-            (replay.pipeline.merge_parts), as the local path does
+            (replay.runner.driver.merge_parts), as the local path does
 
 so ``--engine ray`` writes the same part files, under the same keys, as ``--jobs``, and the same
 tables; no batch's rows pass through the driver. Parts of an interrupted run of the same stage,
-spec and capture are kept and their batches not run again (:func:`replay.pipeline.stage_fingerprint`),
+spec and capture are kept and their batches not run again (:func:`replay.runner.driver.stage_fingerprint`),
 as on the local path. Ray is imported only here and only when asked for: the default path never
 pays its import or start-up.
 
@@ -53,26 +53,26 @@ def _import_ray() -> Any:
 
 #: Ray's own retries of a batch's task whose worker process died (then the driver writes the
 #: batch's rows with the error, :meth:`RayEngine.run_stage`): one, as the process pool retries a
-#: batch once (:mod:`replay.pool`).
+#: batch once (:mod:`replay.runner.pool`).
 TASK_RETRIES = 1
 
 
 def ray_part(stage: Any, run_dir: str, ref: Any, spec: Any) -> dict[str, Any]:
     """One batch of a stage in a Ray worker (the body of the task :class:`RayEngine` submits):
-    read the batch ``ref`` (a :class:`replay.pipeline.BatchRef`) of ``run_dir``'s
+    read the batch ``ref`` (a :class:`replay.runner.driver.BatchRef`) of ``run_dir``'s
     ``exchanges.parquet`` a slice at a time, run ``stage.function`` on it with ``spec`` (the run's
     :class:`replay.runspec.RunSpec`; its objects are built once per worker process,
     :func:`replay.runspec.config_for`) and write its part files in ``RUN/.parts/`` here, in the
-    worker (:func:`replay.pipeline.stage_part`, what a pool process runs).
+    worker (:func:`replay.runner.driver.stage_part`, what a pool process runs).
 
     A function that raises is run once more; when it raises again the batch's rows are
-    :func:`replay.pipeline.failed_batch`'s, carrying the error (as for a pool process that died
+    :func:`replay.stages.stage.failed_batch`'s, carrying the error (as for a pool process that died
     twice), written here too, and the audit goes on.
 
     Returns only metadata, never rows: ``{"key": batch key, "rows": {table: row count},
     "exchanges": the batch's exchanges, "failed": bool, "pid": this worker's pid, "node": its Ray
     node id (hex)}``."""
-    from replay.pipeline import stage_part
+    from replay.runner.driver import stage_part
 
     item = (stage, run_dir, ref)
     failed = False
@@ -82,7 +82,8 @@ def ray_part(stage: Any, run_dir: str, ref: Any, spec: Any) -> dict[str, Any]:
         try:
             rows = stage_part(item, spec)
         except Exception as exc:  # noqa: BLE001
-            from replay.pipeline import failed_batch, read_batch, write_parts
+            from replay.stages.stage import failed_batch
+            from replay.runner.driver import read_batch, write_parts
             from replay.runspec import config_for
 
             failed = True
@@ -133,28 +134,26 @@ class RayEngine:
         return ray
 
     def run_stage(self, run_dir: Path, stage: Any, cfg: Any, progress: Optional[Callable[[int], None]] = None) -> dict[str, int]:
-        """Run ``stage`` (:class:`replay.pipeline.Stage`) over the run's exchanges on Ray: one
-        task per batch of :func:`replay.pipeline.batch_refs` (``cfg.batch_rows`` rows within a
+        """Run ``stage`` (:class:`replay.stages.stage.Stage`) over the run's exchanges on Ray: one
+        task per batch of :func:`replay.runner.driver.batch_refs` (``cfg.batch_rows`` rows within a
         row group), each reading its rows from ``RUN/exchanges.parquet`` and writing its own
         part files (:func:`ray_part`); then join each table's parts in key order into
-        ``RUN/<table>.parquet`` (:func:`replay.pipeline.merge_parts`), as
-        :func:`replay.pipeline.run_stage` does, and remove the parts. ``cfg``: an
-        :class:`replay.pipeline.AuditConfig` built from a RunSpec (``cfg.spec``), which is what
+        ``RUN/<table>.parquet`` (:func:`replay.runner.driver.merge_parts`), as
+        :func:`replay.runner.driver.run_stage` does, and remove the parts. ``cfg``: an
+        :class:`replay.runspec.AuditConfig` built from a RunSpec (``cfg.spec``), which is what
         the workers get. ``progress`` is called with each batch's exchange count as it ends (and
         at once for the batches a resumed run already has). Returns ``{table: rows}``. Raises
         :class:`EngineError` (Ray missing or unreachable, no spec).
 
         Resume: parts of the same stage, spec and ``exchanges.parquet``
-        (:func:`replay.pipeline.stage_fingerprint`) are kept, their batches not run again.
+        (:func:`replay.runner.driver.stage_fingerprint`) are kept, their batches not run again.
         A batch the stage function raised on twice gets the error on its rows in its worker
         (:func:`ray_part`); a batch whose worker process died (Ray retries the task
-        :data:`TASK_RETRIES` time) gets them here (:func:`replay.pipeline.failed_batch`), as the
+        :data:`TASK_RETRIES` time) gets them here (:func:`replay.stages.stage.failed_batch`), as the
         pool's parent does. Both are counted in ``cfg.executor_stats[stage.name]``
         (``batches_failed``)."""
-        from replay.pipeline import (
-            batch_refs, count_exchanges, failed_batch, merge_parts, read_batch, remove_parts, resumable_keys,
-            stage_fingerprint, write_parts,
-        )
+        from replay.runner.driver import batch_refs, count_exchanges, merge_parts, read_batch, remove_parts, resumable_keys, stage_fingerprint, write_parts
+        from replay.stages.stage import failed_batch
 
         spec = getattr(cfg, "spec", None)
         if spec is None:

@@ -2,7 +2,7 @@
 
 :func:`map_batches` sends work items (a stage's: a reference to a slice of a row group of
 ``exchanges.parquet``, which the process reads and whose part files it writes itself,
-:func:`replay.pipeline.stage_part`; ingest's: a batch of capture lines) to a
+:func:`replay.runner.driver.stage_part`; ingest's: a batch of capture lines) to a
 :class:`concurrent.futures.ProcessPoolExecutor` of ``jobs`` processes started with ``spawn`` (no
 state inherited from the parent: each process builds, once, what the run spec names, in
 :func:`_init`, and an out-of-process side gets its own worker in each pool process). Results
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 #: ingest's batches of lines do; a stage's items are row-group references, a few bytes each).
 IN_FLIGHT = 2
 
-#: A pool process gives what a batch freed back to the OS (:func:`replay.memory.release_memory`)
+#: A pool process gives what a batch freed back to the OS (:func:`replay.runner.memory.release_memory`)
 #: only when its RSS is above this after the batch: below it the freed pages are what the next
 #: batch reuses, where trimming after every batch made each batch fault them in again (more
 #: system CPU for the same peak; figures: ``benchmarks/RESULTS.md``).
@@ -42,7 +42,7 @@ def _init(spec: Any) -> None:
     import os
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    from replay.memory import arrow_without_pandas, glibc_allocators, single_threaded_arrow
+    from replay.runner.memory import arrow_without_pandas, glibc_allocators, single_threaded_arrow
 
     glibc_allocators()  # Arrow on glibc, a fixed mmap threshold: a batch's freed pages are reused, not kept per allocator
     arrow_without_pandas()  # pa.array would import pandas into every process, which no stage uses
@@ -218,8 +218,8 @@ def _call(function: Callable[[Any, Any], dict[str, Any]], batch: Any, spec: Any)
     """Run ``function(batch, spec)`` in a pool process (``function`` pickles by reference); return
     its result with this process's side-worker counts (:func:`_worker_counts`). Afterwards, when
     this process's RSS is above :data:`RELEASE_ABOVE`, give what the batch freed back to the OS
-    (:func:`replay.memory.release_memory`): the pool processes count toward the audit's peak RSS."""
-    from replay.memory import release_above
+    (:func:`replay.runner.memory.release_memory`): the pool processes count toward the audit's peak RSS."""
+    from replay.runner.memory import release_above
 
     try:
         got = function(batch, spec)
