@@ -23,7 +23,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, ContextManager
 
-from replay.capture import discover, ingest
+from replay.capture import discover
+from replay.runner.ingest import ingest  # the capture readers, with the --jobs pool of the runner
 from replay.capture.files import file_size, input_record
 from replay.capture.storage import RemoteObject
 from replay.capture.detect import FORMATS

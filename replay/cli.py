@@ -938,7 +938,7 @@ def ingest(
     """
     import dataclasses
 
-    from replay.capture import ingest as run_ingest
+    from replay.runner.ingest import ingest as run_ingest
     from replay.capture.files import file_size, input_record
     from replay.runner.runfolder import RunExistsError, RunFolder, filters_meta, versions  # not replay.audit: its stages' imports
 

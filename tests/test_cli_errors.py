@@ -416,7 +416,7 @@ def test_a_capture_file_that_gave_no_exchange_is_named_on_stderr_and_in_run_json
 def test_files_without_exchanges_do_not_depend_on_jobs_and_count_filtered_records(tmp_path: Path) -> None:
     """The per-file counts come from the batches each file gave (also on a pool), and a file whose
     records the filters all dropped says so."""
-    from replay.capture import ingest
+    from replay.runner.ingest import ingest  # --jobs: the runner's pool
     from replay.capture.filters import Filters
 
     caps = tmp_path / "caps"
@@ -438,7 +438,7 @@ def test_non_utf8_bytes_in_a_base64_har_body_are_an_error_of_their_entry(tmp_pat
     import base64
 
     from bad_inputs import _BODY, har, har_entry
-    from replay.capture import ingest
+    from replay.runner.ingest import ingest  # --jobs: the runner's pool
 
     bad = _BODY.encode().replace(b'"content":null', b'"content":"caf\xe9"', 1)  # Latin-1 where UTF-8 belongs
     assert b"\xe9" in bad
@@ -476,7 +476,7 @@ def test_a_batch_output_read_with_its_input_is_not_a_file_without_exchanges(tmp_
     """A Batch output file is read with its input (its records count under the input's file), so
     it is not listed, nor warned about, as an empty capture file ("empty (no lines)" was printed
     for `samples/formats/batch-output.jsonl` on the README's first command)."""
-    from replay.capture import ingest
+    from replay.runner.ingest import ingest  # --jobs: the runner's pool
 
     formats = Path(__file__).resolve().parent.parent / "samples" / "formats"
     files = [formats / "batch-input.jsonl", formats / "batch-output.jsonl"]

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from replay.runner.ingest import ingest as runner_ingest  # the --jobs pool is the runner's
 from replay.capture import IngestStats, discover, ingest
 from replay.capture.files import CorruptStream, TruncatedStream, open_lines
 from replay.capture.v1 import CaptureError, parse_line
@@ -755,7 +756,7 @@ def test_jobs_2_writes_the_same_rows_as_jobs_1(tmp_path: Path, filters) -> None:
     f = Filters(**filters) if filters else None
     s1 = ingest(caps, tmp_path / "j1", batch_rows=4, filters=f)
     try:
-        s2 = ingest(caps, tmp_path / "j2", batch_rows=4, filters=f, jobs=2)
+        s2 = runner_ingest(caps, tmp_path / "j2", batch_rows=4, filters=f, jobs=2)
     finally:
         close_pools()
     assert s1 == s2
@@ -787,14 +788,14 @@ def test_jobs_2_cuts_batches_into_items_and_writes_the_same_files(tmp_path: Path
 
     from replay.runner.pool import close_pools
 
-    monkeypatch.setattr(sys.modules["replay.capture.ingest"], "_POOL_ITEM_BYTES", item_bytes)
+    monkeypatch.setattr(sys.modules["replay.runner.ingest"], "_POOL_ITEM_BYTES", item_bytes)
     caps = _capture_folder(tmp_path)
     paths = [caps, *sorted(p for p in (SAMPLES / "formats").iterdir() if p.is_file() and not p.name.endswith(".py")),
              SAMPLES / "malformed.jsonl", SAMPLES / "coding-agent.jsonl"]
     s1 = ingest(paths, tmp_path / "j1", batch_rows=8)
     before = set(Path("/dev/shm").iterdir()) if Path("/dev/shm").is_dir() else set()
     try:
-        s2 = ingest(paths, tmp_path / "j2", batch_rows=8, jobs=2)
+        s2 = runner_ingest(paths, tmp_path / "j2", batch_rows=8, jobs=2)
     finally:
         close_pools()
     assert s1 == s2 and s1.exchanges > 40 and s1.errors > 5 and s1.duplicate_ids > 0 and len(s1.formats) > 3
@@ -815,7 +816,7 @@ def test_a_pool_process_that_dies_costs_its_items_records_not_the_ingest(tmp_pat
 
     (tmp_path / "ingest_killer.py").write_text(
         "import os\n"
-        "from replay.capture.ingest import ingest_shared\n"
+        "from replay.runner.ingest import ingest_shared\n"
         "def killer(item, spec):\n"
         "    if any(b'boom' in e[3] for e in item.line_batch().entries if e[0] == 'line'):\n"
         "        os._exit(3)\n"
@@ -823,7 +824,7 @@ def test_a_pool_process_that_dies_costs_its_items_records_not_the_ingest(tmp_pat
     monkeypatch.syspath_prepend(str(tmp_path))  # the spawned pool processes import it too
     import ingest_killer
 
-    mod = sys.modules["replay.capture.ingest"]
+    mod = sys.modules["replay.runner.ingest"]
     monkeypatch.setattr(mod, "_POOL_FUNCTION", ingest_killer.killer)
     monkeypatch.setattr(mod, "_POOL_ITEM_BYTES", 1)
     recs = [{**EX_RESPONSE, "id": f"k{i}"} for i in range(6)]
@@ -832,7 +833,7 @@ def test_a_pool_process_that_dies_costs_its_items_records_not_the_ingest(tmp_pat
     cap.write_bytes(jl(*recs))
     stats = PoolStats()
     try:
-        got = ingest([cap], tmp_path / "j2", jobs=2, pool_stats=stats)
+        got = runner_ingest([cap], tmp_path / "j2", jobs=2, pool_stats=stats)
     finally:
         close_pools()
     assert (stats.restarts, stats.failed) == (1, 1) and stats.retried >= 1
@@ -850,7 +851,8 @@ def test_parts_of_a_batch_join_as_the_batch() -> None:
     (``late_errors``, each part's last rows) after them, as one batch gives them; counts summed."""
     import pyarrow as pa
 
-    from replay.capture.ingest import IngestSpec, LineBatch, _combine, ingest_batch
+    from replay.capture.ingest import IngestSpec, LineBatch, ingest_batch
+    from replay.runner.ingest import _combine
 
     lines = [orjson.dumps({**EX_RESPONSE, "id": f"x{i}"}) if i % 3 else b"[%d]" % i for i in range(9)]
     whole = ingest_batch(LineBatch("f", [("line", i + 1, i * 10, raw) for i, raw in enumerate(lines)]), IngestSpec())

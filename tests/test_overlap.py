@@ -267,7 +267,7 @@ def test_sigterm_during_an_overlapping_ingest_leaves_no_work_folder_and_no_proce
 
     import psutil
 
-    from replay.capture.ingest import _shm_dir
+    from replay.runner.ingest import _shm_dir
 
     dead = subprocess.Popen(["true"])
     dead.wait()

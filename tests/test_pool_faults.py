@@ -59,7 +59,7 @@ def _slow_ingest(tmp_path: Path) -> tuple[list[str], Path, Path, Path]:
     pids.mkdir()
     (tmp_path / "slow_ingest.py").write_text(
         "import os, time\n"
-        "from replay.capture.ingest import ingest_shared\n"
+        "from replay.runner.ingest import ingest_shared\n"
         f"PIDS = {str(pids)!r}\n"
         "def slow(item, spec):\n"
         "    open(os.path.join(PIDS, str(os.getpid())), 'w').close()\n"
@@ -72,8 +72,8 @@ def _slow_ingest(tmp_path: Path) -> tuple[list[str], Path, Path, Path]:
         f"sys.path.insert(0, {str(tmp_path)!r})\n"
         "if __name__ == '__main__':  # the spawned pool processes import this file too\n"
         "    import slow_ingest\n"
-        "    import replay.capture.ingest\n"
-        "    m = sys.modules['replay.capture.ingest']  # the package's `ingest` is the function\n"
+        "    import replay.runner.ingest\n"
+        "    m = sys.modules['replay.runner.ingest']\n"
         "    m._POOL_FUNCTION = slow_ingest.slow\n"
         "    m._POOL_ITEM_BYTES = 1\n"
         "    from replay.cli import app\n"
@@ -164,7 +164,7 @@ def test_pool_processes_end_when_their_parent_is_killed(tmp_path: Path) -> None:
     /dev/shm."""
     import signal
 
-    from replay.capture.ingest import _remove_stale_work_dirs, _shm_dir
+    from replay.runner.ingest import _remove_stale_work_dirs, _shm_dir
 
     proc, out, _stderr = _signal_slow_ingest(tmp_path, signal.SIGKILL, 15)
     left = list(_shm_dir(out).glob(f"replay-ingest-{proc.pid}-*"))
@@ -179,7 +179,7 @@ def test_only_work_folders_of_dead_processes_are_removed(tmp_path: Path) -> None
     import os
     import subprocess
 
-    from replay.capture.ingest import _remove_stale_work_dirs
+    from replay.runner.ingest import _remove_stale_work_dirs
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -219,7 +219,7 @@ def test_the_work_files_go_to_the_run_folder_when_dev_shm_is_too_small(tmp_path:
     there free (:func:`_shm_need`), else the run folder."""
     import os
 
-    from replay.capture.ingest import _shm_dir, _shm_need
+    from replay.runner.ingest import _shm_dir, _shm_need
 
     shm, run = tmp_path / "shm", tmp_path / "run"
     shm.mkdir()

@@ -169,7 +169,7 @@ class Overlap:
     ``run_dir`` by an earlier, interrupted ingest are removed first: only this ingest's are marked."""
 
     def __init__(self, run_dir: Path, cfg: Any) -> None:
-        from replay.capture.ingest import _remove_stale_work_dirs, _shm_dir
+        from replay.runner.ingest import _remove_stale_work_dirs, _shm_dir
         from replay.runner.pool import _call, _shared
 
         self.run_dir = Path(run_dir)
