@@ -1,5 +1,6 @@
-"""No import cycles among the ``replay.*`` modules (issue 9, part 5), and every module imports on its
-own in a fresh interpreter.
+"""No import cycles among the ``replay.*`` modules (issue 9, part 5), the layering of issue 22
+(``replay.capture`` and ``replay.stages`` never import ``replay.runner``), and every module
+imports on its own in a fresh interpreter.
 
 The graph is read from the source with :mod:`ast`: an edge for every ``import`` / ``from ... import``
 of a ``replay`` module, at module level *and* inside functions (a deferred import is how the old
@@ -18,6 +19,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,6 +125,42 @@ def test_a_planted_cycle_is_found(tmp_path):
     )
     found = cycles(import_graph(tmp_path))
     assert any({"replay.parsers.base", "replay.parsers.hermes"} <= set(c) for c in found), found
+
+
+#: Packages that must not import the runner (issue #22): the capture readers and the stages are
+#: pure functions of their inputs; the runner executes them, never the reverse.
+BELOW_RUNNER = ("replay.capture", "replay.stages")
+
+
+def runner_imports(graph: dict[str, set[str]], below: tuple[str, ...] = BELOW_RUNNER) -> list[str]:
+    """``"module -> runner module"`` for every edge from a module of ``below`` (the packages and
+    their submodules) into ``replay.runner`` (the package or a submodule), sorted."""
+    def inside(mod: str, pkg: str) -> bool:
+        return mod == pkg or mod.startswith(pkg + ".")
+
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() if any(inside(m, b) for b in below)
+                  for d in deps if inside(d, "replay.runner"))
+
+
+def test_capture_and_stages_do_not_import_the_runner():
+    graph = import_graph(ROOT)
+    assert {"replay.stages.render", "replay.stages.stream", "replay.runner.driver", "replay.runner.pool"} <= set(graph)
+    assert runner_imports(graph) == []
+    # the other direction is the point: the runner runs the stages and reads captures
+    assert "replay.stages.stage" in graph["replay.runner.driver"] and "replay.capture.ingest" in graph["replay.runner.ingest"]
+
+
+@pytest.mark.parametrize("module, planted", [
+    ("stages/render.py", "\n\ndef _planted():\n    from replay.runner.pool import map_batches\n"),
+    ("capture/ingest.py", "\nfrom replay.runner import pool\n"),
+    ("stages/rows.py", "\nimport replay.runner.driver\n"),
+])
+def test_a_planted_runner_import_below_the_runner_is_found(tmp_path, module, planted):
+    shutil.copytree(ROOT / "replay", tmp_path / "replay", ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / "replay" / module
+    target.write_text(target.read_text(encoding="utf-8") + planted, encoding="utf-8")
+    found = runner_imports(import_graph(tmp_path))
+    assert len(found) == 1 and found[0].startswith("replay." + module[:-3].replace("/", ".") + " -> replay.runner"), found
 
 
 def test_cycles_of_a_small_graph():
