@@ -263,7 +263,8 @@ def audit_fingerprint(
 ) -> str:
     """SHA-256 hex of what an audit's results depend on: each capture's path, size and mtime (an
     object in a bucket: its URI, size and ETag), the
-    ingest options (filters included) and the run spec (``cfg.spec``, else ``cfg.options``) with the batch size. An
+    ingest options (filters included) and the run spec (``cfg.spec`` without how it is executed,
+    :meth:`replay.runspec.RunSpec.results_key`; else ``cfg.options``) with the batch size. An
     interrupted audit resumes only under the same fingerprint."""
     import hashlib
 
@@ -283,7 +284,7 @@ def audit_fingerprint(
         "hash_text": hash_text,
         "max_line_bytes": max_line_bytes,
         "filters": repr(filters),
-        "spec": repr(cfg.spec) if cfg.spec is not None else json.dumps(cfg.options, sort_keys=True, default=str),
+        "spec": cfg.spec.results_key() if cfg.spec is not None else json.dumps(cfg.options, sort_keys=True, default=str),
         "batch_rows": cfg.batch_rows,
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()

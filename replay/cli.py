@@ -691,6 +691,13 @@ def _config(
     renderer_spec: Optional[str] = None,
     date: Optional[str] = None,
     defer: bool = False,
+    *,
+    jobs: Optional[int] = None,
+    batch_rows: int = 512,
+    recorded: Optional[dict[str, Any]] = None,
+    execution: Optional[dict[str, Any]] = None,
+    engine: str = "local",
+    ray_address: Optional[str] = None,
 ) -> Any:
     """The run's :class:`replay.runspec.AuditConfig`, built by the library from a
     :class:`replay.runspec.RunSpec` of these options; fails (exit 1) with the library's message,
@@ -700,23 +707,41 @@ def _config(
     options' values (``FILE`` or ``PATTERN=FILE``; ``replay stream`` passes one tokenizer path).
     ``defer``: leave the renderers and tokenizer unbuilt (``replay audit``:
     :func:`replay.audit.setup_render` checks them up front and builds them only in the processes
-    that render)."""
+    that render).
+
+    Every option is resolved here, once, into the spec (``--jobs``, default the CPU count;
+    ``--batch-rows``; ``execution``: ``parallel_ingest`` and ``overlap`` of ``replay audit``) and
+    into ``run.json`` ``options`` (``recorded``: the command's other options as given, after the
+    sides, ``jobs`` and ``batch_rows``, then ``overlap``/``parallel_ingest`` when not their
+    defaults, then the engine): the config is not written to afterwards
+    (:class:`replay.runspec.AuditConfig` refuses it)."""
     from replay.runspec import build_config, spec_from_options
     from replay.side import sides_json, spec_fields
 
     fields = spec_fields(sides)
+    execution = dict(execution or {})
+    jobs = jobs if jobs is not None else (os.cpu_count() or 1)
+    # run.json options as given, in the order they were always written
+    given: dict[str, Any] = {"old_pythonpath": fields.get("old_pythonpath"), "new_pythonpath": fields.get("new_pythonpath"), "sides": sides_json(sides)}
+    given.update(recorded or {})
+    given.update(jobs=jobs, batch_rows=batch_rows)
+    if not execution.get("overlap", True):
+        given["overlap"] = False
+    if execution.get("parallel_ingest"):
+        given["parallel_ingest"] = True
+    if engine == "ray":
+        given.update(engine="ray", ray_address=ray_address)
     try:
         spec = spec_from_options(
             chat_templates=chat_template, tokenizers=tokenizer, chunkings=chunkings,
             renderer=renderer_spec, date=date, parser=parser, replay_timeout=replay_timeout, **fields,
+            jobs=jobs, batch_rows=batch_rows, **execution,
         )
-        cfg = build_config(spec, load=not defer)
+        cfg = build_config(spec, load=not defer, recorded=given)
     except UsageError as exc:  # a name that is no built-in: a bad option value
         _fail(str(exc), 2)
     except ValueError as exc:
         _fail(str(exc))
-    # as given
-    cfg.options.update(old_pythonpath=fields.get("old_pythonpath"), new_pythonpath=fields.get("new_pythonpath"), sides=sides_json(sides))
     return cfg
 
 
@@ -744,15 +769,14 @@ def _duckdb(memory: Optional[str], threads: Optional[int], temp: Optional[Path])
 
 
 def _engine(engine: str, ray_address: Optional[str], cfg: Any) -> Any:
-    """The stage executor of ``--engine``/``--ray-address`` (None: this process); recorded in
-    ``cfg.options`` for run.json. Exits 2 for ``--ray-address`` without ``--engine ray``."""
+    """The stage executor of ``--engine``/``--ray-address`` (None: this process); ``run.json``
+    records them from :func:`_config`. Exits 2 for ``--ray-address`` without ``--engine ray``."""
     if engine != "ray":
         if ray_address:
             _fail("--ray-address needs --engine ray", 2)
         return None
     from replay.runner.executors import RayEngine
 
-    cfg.options.update(engine="ray", ray_address=ray_address)
     return RayEngine(address=ray_address)
 
 
@@ -851,17 +875,11 @@ def audit(
         old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
         old_render_in=old_render_in, new_render_in=new_render_in,
     ))
-    cfg = _config(side_specs, chat_template, tokenizer, parser, chunkings, replay_timeout, renderer_spec=renderer, date=date, defer=True)
+    cfg = _config(side_specs, chat_template, tokenizer, parser, chunkings, replay_timeout, renderer_spec=renderer, date=date, defer=True,
+                  jobs=jobs, batch_rows=batch_rows, recorded=dict(redact=redact, max_line_bytes=max_line_bytes),
+                  execution=dict(parallel_ingest=parallel_ingest, overlap=overlap), engine=engine, ray_address=ray_address)
     if redact and exemplar_text:
         _fail("--redact (hash message text at ingest) and --exemplar-text (show it in the exemplars) contradict each other", 2)
-    cfg.options.update(redact=redact, max_line_bytes=max_line_bytes)
-    _executor(cfg, jobs, batch_rows)
-    cfg.parallel_ingest = parallel_ingest
-    cfg.overlap = overlap
-    if not overlap:
-        cfg.options.update(overlap=False)
-    if parallel_ingest:
-        cfg.options.update(parallel_ingest=True)
     skipped: list[dict] = []
     files = _captures(paths, skipped)  # listed once: the audit reads exactly these (a bucket may change meanwhile)
     run_dir = out or _default_out()
@@ -1015,18 +1033,6 @@ def _threads_of(duckdb_threads: Optional[int], jobs: Optional[int]) -> Optional[
     return min(jobs, MAX_DEFAULT_THREADS)
 
 
-def _executor(cfg: Any, jobs: Optional[int], batch_rows: int) -> None:
-    """Set ``--jobs`` (default: the CPU count) and ``--batch-rows`` on the config and its spec;
-    both go to ``run.json`` options."""
-    import dataclasses
-
-    cfg.jobs = jobs if jobs is not None else (os.cpu_count() or 1)
-    cfg.batch_rows = batch_rows
-    if cfg.spec is not None:
-        cfg.spec = dataclasses.replace(cfg.spec, batch_rows=batch_rows)
-    cfg.options.update(jobs=cfg.jobs, batch_rows=batch_rows)
-
-
 def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
     folder = _hold_run(ctx, run, "render" if which == "render" else "stream")
     from replay.audit import write_report
@@ -1158,8 +1164,8 @@ def render(
         old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
         old_render_in=old_render_in, new_render_in=new_render_in,
     ))
-    cfg = _config(side_specs, chat_template, tokenizer, None, None, renderer_spec=renderer, date=date)
-    _executor(cfg, jobs, batch_rows)
+    cfg = _config(side_specs, chat_template, tokenizer, None, None, renderer_spec=renderer, date=date,
+                  jobs=jobs, batch_rows=batch_rows, engine=engine, ray_address=ray_address)
     _stage_command(ctx, "render", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
 
 
@@ -1201,8 +1207,8 @@ def stream(
         old_parser=old_parser, new_parser=new_parser, reference_parser=reference_parser,
         old_python=old_python, new_python=new_python, old_pythonpath=old_pythonpath, new_pythonpath=new_pythonpath,
     ))
-    cfg = _config(side_specs, None, tokenizer, parser, chunkings, replay_timeout)
-    _executor(cfg, jobs, batch_rows)
+    cfg = _config(side_specs, None, tokenizer, parser, chunkings, replay_timeout,
+                  jobs=jobs, batch_rows=batch_rows, engine=engine, ray_address=ray_address)
     _stage_command(ctx, "re-stream", run, cfg, quiet, _duckdb(duckdb_memory, _threads_of(duckdb_threads, jobs), duckdb_temp), engine, ray_address)
 
 

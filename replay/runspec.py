@@ -79,10 +79,24 @@ class RunSpec:
     old_render_in: str = "audit"  # "python": the old side renders in old_python's interpreter (replay.sides.render_spec)
     new_render_in: str = "audit"
     batch_rows: int = 512  # exchanges per record batch: the unit of a part file, of --jobs and of resume
+    # how the run is executed (EXECUTION_FIELDS): the tables do not depend on them, nor do the fingerprints
+    jobs: int = 1  # processes the batch functions run on (replay.runner.pool); 1: this process
+    parallel_ingest: bool = False  # parse the capture-v1 lines on the stages' pool too (replay audit --parallel-ingest)
+    overlap: bool = True  # run the stages on each row group as ingest writes it (replay.runner.overlap; --no-overlap)
 
     def replace(self, **changes: Any) -> "RunSpec":
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
+
+    def results_key(self) -> str:
+        """The spec as text without how it is executed (:data:`EXECUTION_FIELDS` at their
+        defaults): what the stages' fingerprints hash, so that an interrupted run resumes under
+        another ``--jobs``."""
+        return repr(dataclasses.replace(self, **{f.name: f.default for f in dataclasses.fields(self) if f.name in EXECUTION_FIELDS}))
+
+
+#: RunSpec fields that say how a run is executed, not what it computes (the tables do not depend on them).
+EXECUTION_FIELDS: frozenset[str] = frozenset({"jobs", "parallel_ingest", "overlap"})
 
 
 #: The RunSpec fields :func:`build_config` builds objects from (the render setup,
@@ -97,7 +111,7 @@ BUILT_FROM: frozenset[str] = frozenset(
 #: The RunSpec fields the stages read as they are: the fields :class:`AuditConfig` shares with it.
 STAGE_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunSpec) if f.name not in BUILT_FROM)
 #: Stage options ``run.json`` records with the executor's (``--jobs``), not with the spec's.
-_EXECUTOR_OPTIONS = frozenset({"batch_rows"})
+_EXECUTOR_OPTIONS = frozenset({"batch_rows", *EXECUTION_FIELDS})
 
 
 def _stage_options(cls: type) -> type:
@@ -163,18 +177,26 @@ class AuditConfig:
     old_renderer: Any = _RenderObject()  # --old-chat-template / --old-renderer (None: renderer)
     new_renderer: Any = _RenderObject()  # --new-chat-template / --new-renderer (None: renderer)
     tokenizer: Any = _RenderObject()
-    jobs: int = 1  # processes the batch functions run on (replay.runner.pool); 1: this process
-    # parse the capture-v1 lines on the stages' pool too (replay audit --parallel-ingest); False: in this process
-    parallel_ingest: bool = False
-    # run render and re-stream on each row group as ingest writes it, on the pool's other processes
-    # (replay.runner.overlap; replay audit --no-overlap turns it off); only with a prestarted --jobs pool
-    overlap: bool = True
     # what the executors went through, per stage ({"render": {...}, "stream": {...}}, replay.runner.pool.PoolStats.as_dict
     # or replay.runner.executors.RayEngine's), and the pool processes' side-worker counts by pid: for run.json and the report
     executor_stats: dict[str, Any] = field(default_factory=dict)
     pool_workers: dict[int, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # as given on the command line, for run.json
     spec: Any = None  # the RunSpec this config was built from (None: built by hand, in process only)
+
+    def __post_init__(self) -> None:
+        self.__dict__["_options_set"] = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Attributes are settable but the options (:data:`STAGE_OPTIONS` and ``spec``): those
+        are resolved once, into the :class:`RunSpec` this config is built from (issue #22: ``--jobs``
+        was written onto the config after the command line and read in five places). Raises
+        ``dataclasses.FrozenInstanceError`` naming the option."""
+        if self.__dict__.get("_options_set") and (name in STAGE_OPTIONS or name == "spec"):
+            raise dataclasses.FrozenInstanceError(
+                f"AuditConfig.{name} is an option: give it in the RunSpec (spec.replace({name}=...)) and build the config from it"
+            )
+        object.__setattr__(self, name, value)
 
     def serializer_specs(self) -> dict[str, str]:
         """``{side: serializer spec}`` for old, new and reference."""
@@ -286,7 +308,7 @@ def _day(spec: RunSpec) -> Any:
     return parse_date(spec.date) if spec.date is not None else DEFAULT_DATE
 
 
-def build_config(spec: RunSpec, *, load: bool = True) -> AuditConfig:
+def build_config(spec: RunSpec, *, load: bool = True, recorded: dict[str, Any] | None = None) -> AuditConfig:
     """The :class:`AuditConfig` a spec names, with its renderers and tokenizer built and
     ``options`` (for ``run.json``: each RunSpec field in order, the render setup's words for the
     :data:`BUILT_FROM` ones) filled in; ``cfg.spec`` is ``spec``.
@@ -295,6 +317,9 @@ def build_config(spec: RunSpec, *, load: bool = True) -> AuditConfig:
     checked here, the render objects are built at their first read in this process
     (:meth:`AuditConfig.load_render`) and ``options`` holds their words once they are
     (or once :meth:`AuditConfig.set_render_words` records a pool process's).
+
+    ``recorded``: what else the command line gives ``run.json`` ``options`` (values as given,
+    ``jobs``, the engine), merged last into ``options`` (a key already there keeps its place).
 
     Raises ValueError naming the option for a tokenizer, chat template, renderer or encoder that
     cannot be loaded, and for a bad ``--date`` (ImportError and OSError are given as ValueError
@@ -311,6 +336,7 @@ def build_config(spec: RunSpec, *, load: bool = True) -> AuditConfig:
             options.setdefault(_RENDER_SLOT, None)  # once, at the first render option
         elif f.name not in _EXECUTOR_OPTIONS:
             options[f.name] = _recorded(getattr(spec, f.name))
+    options.update(recorded or {})
     cfg = AuditConfig(**{name: getattr(spec, name) for name in STAGE_OPTIONS}, options=options, spec=spec)
     cfg.__dict__["_deferred"] = True
     if load:

@@ -36,8 +36,7 @@ def _rows(run: Path, table: str) -> list[dict]:
 
 
 def _stages(run: Path, spec: RunSpec, jobs: int) -> None:
-    cfg = build_config(spec)
-    cfg.jobs = jobs
+    cfg = build_config(spec.replace(jobs=jobs))
     validate_specs(cfg)
     try:
         run_render(run, cfg)
@@ -287,8 +286,7 @@ def test_an_audit_starts_its_pool_before_ingest_and_the_stages_reuse_it(tmp_path
     capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
     runs = {}
     for jobs, parallel in ((2, False), (1, False), (2, True)):
-        cfg = build_config(RunSpec(batch_rows=2, chunkings=("whole", "char")))
-        cfg.jobs, cfg.parallel_ingest = jobs, parallel
+        cfg = build_config(RunSpec(batch_rows=2, chunkings=("whole", "char"), jobs=jobs, parallel_ingest=parallel))
         res = audit([capture], tmp_path / f"j{jobs}{parallel}", cfg)
         runs[jobs, parallel] = res.run_dir
         if jobs == 2 and not parallel:

@@ -97,8 +97,7 @@ def test_a_batch_with_null_tool_lists_reads_its_requests_as_the_row_group_does(t
 
 
 def _audit(out: Path, *, overlap: bool = True) -> dict:
-    cfg = build_config(SPEC)
-    cfg.jobs, cfg.overlap = 2, overlap
+    cfg = build_config(SPEC.replace(jobs=2, overlap=overlap))
     try:
         return audit([SAMPLES], out, cfg).meta
     finally:
@@ -209,8 +208,7 @@ def test_parts_an_interrupted_ingest_left_are_never_marked_as_this_ingests(tmp_p
     import json
 
     out = tmp_path / "run"
-    cfg = build_config(SPEC)
-    cfg.jobs = 2
+    cfg = build_config(SPEC.replace(jobs=2))
     files = discover([SAMPLES])
     state = {"fingerprint": audit_mod.audit_fingerprint(files, cfg, None, False, 32 << 20, None), "ingest": None}
     (out / ".parts").mkdir(parents=True)
@@ -305,13 +303,11 @@ def test_an_audit_without_render_objects_does_not_wait_for_the_pool_to_check_the
 
     asked: list[object] = []
     monkeypatch.setattr(pool, "render_check", lambda spec, jobs: asked.append(spec) or None)
-    cfg = build_config(SPEC, load=False)
-    cfg.jobs = 2
+    cfg = build_config(SPEC.replace(jobs=2), load=False)
     audit_mod.setup_render(discover([SAMPLES]), cfg)
     assert asked == [] and not cfg.deferred
     close_pools()
-    templated = build_config(RunSpec(batch_rows=4, chat_template=str(SAMPLES / "templates" / "agent-new.jinja")), load=False)
-    templated.jobs = 2
+    templated = build_config(RunSpec(batch_rows=4, jobs=2, chat_template=str(SAMPLES / "templates" / "agent-new.jinja")), load=False)
     try:
         audit_mod.setup_render(discover([SAMPLES]), templated)
         assert asked == [templated.spec]

@@ -92,10 +92,9 @@ def test_a_hanging_parser_is_stopped_and_recorded(tmp_path):
             while True:
                 pass
 
-    cfg = AuditConfig(chunkings=("whole",), replay_timeout=0.2)
+    cfg = AuditConfig(chunkings=("whole",), replay_timeout=0.2, old_parser="hang")
     resolver = ParserResolver(cfg)
     resolver.plugins["hang"] = Hangs
-    cfg.old_parser = "hang"
     streams, _ = stream_exchange(exchange(server_output_text=CALL), cfg, resolver)
     old = {r["chunking"]: r for r in streams if r["side"] == "old"}
     assert old["parse"].get("error") is None and old["parse"]["calls_streamed"] == 1

@@ -32,9 +32,9 @@ from replay.runspec import build_config, spec_from_options
 
 args = json.loads(sys.argv[1])
 A.PRESTART_BYTES = args["prestart_bytes"]  # the samples are small: start the pool before ingest as for a large capture
-spec = spec_from_options(chat_templates=[args["template"]], tokenizers=[args["tokenizer"]], chunkings="whole,char", batch_rows=args["batch_rows"])
+spec = spec_from_options(chat_templates=[args["template"]], tokenizers=[args["tokenizer"]], chunkings="whole,char", batch_rows=args["batch_rows"],
+                         jobs=args["jobs"])
 cfg = build_config(spec, load=False)
-cfg.jobs, cfg.batch_rows = args["jobs"], args["batch_rows"]
 try:
     result = A.audit(args["captures"], args["out"], cfg)
 except ValueError as exc:

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from replay.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
 from replay.runspec import AuditConfig as PipelineAuditConfig
-from replay.runspec import BUILT_FROM, STAGE_OPTIONS, AuditConfig, RunSpec, build_config, spec_from_options
+from replay.runspec import BUILT_FROM, EXECUTION_FIELDS, STAGE_OPTIONS, AuditConfig, RunSpec, build_config, spec_from_options
 from replay.stream import ChunkingError, parse_chunkings
 
 
@@ -48,7 +50,7 @@ def test_build_config_copies_and_records_every_stage_option():
     cfg = build_config(spec)
     for name, value in changes.items():
         assert getattr(cfg, name) == value, name
-        if name != "batch_rows":  # recorded with --jobs by the executor options
+        if name not in ("batch_rows", *EXECUTION_FIELDS):  # recorded with --jobs by the executor options
             assert cfg.options[name] == (list(value) if isinstance(value, tuple) else value), name
     assert cfg.spec is spec and cfg.renderer is not None and cfg.options["renderer"] == "json-tools"
 
@@ -81,3 +83,49 @@ def test_parse_chunkings():
     for bad, msg in (("", "empty"), ("whole,,char", "has an empty name"), ("whole,nope", "unknown chunking 'nope'")):
         with pytest.raises(ChunkingError, match=msg):
             parse_chunkings(bad)
+
+
+def test_options_are_resolved_once_into_the_spec_and_the_config_refuses_them_after():
+    """Issue #22: ``--jobs`` and the other options go into the frozen RunSpec; an AuditConfig built
+    from it carries them and refuses to be given one afterwards (``cfg.jobs = 2`` raised nothing
+    and was read in five places); its per-process state (built objects, executor stats) stays settable."""
+    spec = RunSpec(jobs=3, parallel_ingest=True, overlap=False, batch_rows=7)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.jobs = 2  # type: ignore[misc]
+    cfg = build_config(spec)
+    assert (cfg.jobs, cfg.parallel_ingest, cfg.overlap, cfg.batch_rows) == (3, True, False, 7)
+    for name, value in (("jobs", 2), ("overlap", True), ("old_parser", "hermes"), ("batch_rows", 1), ("spec", None)):
+        with pytest.raises(dataclasses.FrozenInstanceError, match=f"AuditConfig.{name} is an option"):
+            setattr(cfg, name, value)
+    assert cfg.jobs == 3 and cfg.spec is spec
+    cfg.executor_stats["render"] = {"engine": "local"}  # what the executors went through: state, not options
+    cfg.renderer = cfg.renderer
+    # how it runs is not what it computes: the fingerprints hash the spec without it
+    assert spec.results_key() == RunSpec(batch_rows=7).results_key() != RunSpec(batch_rows=8).results_key()
+    # not recorded with the spec's options in run.json (the command line records them, as given)
+    assert not {"jobs", "parallel_ingest", "overlap", "batch_rows"} & set(cfg.options)
+    assert build_config(RunSpec(), recorded={"jobs": 4, "sides": {}}).options["jobs"] == 4
+
+
+def test_the_cli_builds_its_config_once_with_jobs_in_the_spec(tmp_path, monkeypatch):
+    """``replay audit --jobs 1 --batch-rows 5 --no-overlap`` puts them in the spec it builds the
+    config from (one build_config call), and run.json records them as before."""
+    import json
+
+    import replay.runspec as runspec
+    from typer.testing import CliRunner
+
+    from replay.cli import app
+
+    built = []
+    real = runspec.build_config
+    monkeypatch.setattr(runspec, "build_config", lambda spec, **kw: built.append(spec) or real(spec, **kw))
+    out = tmp_path / "run"
+    got = CliRunner().invoke(app, ["audit", str(ROOT / "samples" / "coding-agent.jsonl"), "--out", str(out), "--jobs", "1",
+                                   "--batch-rows", "5", "--no-overlap"])
+    assert got.exit_code == 0, got.output
+    assert [(s.jobs, s.batch_rows, s.overlap, s.parallel_ingest) for s in built] == [(1, 5, False, False)]
+    options = json.loads((out / "run.json").read_text(encoding="utf-8"))["options"]
+    assert (options["jobs"], options["batch_rows"], options["overlap"]) == (1, 5, False) and "parallel_ingest" not in options
+    keys = list(options)
+    assert keys.index("sides") < keys.index("redact") < keys.index("jobs") < keys.index("batch_rows") < keys.index("overlap") < keys.index("capture_format")

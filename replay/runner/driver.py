@@ -302,7 +302,7 @@ def stage_fingerprint(run_dir: Path, stage: Stage, cfg: AuditConfig) -> str:
     st = ex.stat()
     what = {
         "stage": stage.name,
-        "spec": repr(cfg.spec) if cfg.spec is not None else json.dumps(cfg.options, sort_keys=True, default=str),
+        "spec": cfg.spec.results_key() if cfg.spec is not None else json.dumps(cfg.options, sort_keys=True, default=str),
         "batch_rows": cfg.batch_rows,
         "exchanges": [st.st_size, st.st_mtime_ns],
     }
