@@ -29,6 +29,10 @@ replay (a tool parser's events turned into the chunks a server would send, :func
 Besides what the client sees, each assembled call carries facts the judge counts
 (:mod:`replay.judge`): how many deltas sent it a non-empty name (``names_sent``), and the ids sent
 for it in order (``ids_sent``). Every function here is pure and never raises on a list of dicts.
+
+One concern at over 600 lines: the client assembly of every route, the OpenAI and Anthropic SDKs'
+accumulators mirrored side by side, so that the served side and every replay are joined by one
+set of rules (the SDKs are the oracle of its tests).
 """
 
 from __future__ import annotations

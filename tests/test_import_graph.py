@@ -195,3 +195,32 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
     done = subprocess.run([sys.executable, "-c", _FRESH, *names], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [], done.stderr
+
+
+#: A module longer than this says in its docstring why it is one concern (issue #22).
+MAX_LINES = 600
+
+
+def long_modules_without_reason(root: Path, package: str = "replay") -> list[str]:
+    """``"module (N lines)"`` for every module of ``package`` over :data:`MAX_LINES` lines whose
+    docstring does not say it is one concern (the words ``one concern``, any case)."""
+    out = []
+    for name, (path, _pkg) in sorted(module_files(root, package).items()):
+        text = path.read_text(encoding="utf-8")
+        n = text.count("\n")
+        if n > MAX_LINES and "one concern" not in (ast.get_docstring(ast.parse(text)) or "").lower():
+            out.append(f"{name} ({n} lines)")
+    return out
+
+
+def test_no_module_over_600_lines_without_its_reason():
+    assert long_modules_without_reason(ROOT) == []
+
+
+def test_a_long_module_without_its_reason_is_found(tmp_path):
+    (tmp_path / "replay").mkdir()
+    (tmp_path / "replay" / "__init__.py").write_text('"""pkg"""\n')
+    (tmp_path / "replay" / "big.py").write_text('"""Many things."""\n' + "x = 1\n" * MAX_LINES)
+    (tmp_path / "replay" / "ok.py").write_text('"""Many lines: one concern, the grammar."""\n' + "x = 1\n" * MAX_LINES)
+    (tmp_path / "replay" / "small.py").write_text('"""Short."""\n' + "x = 1\n" * 10)
+    assert long_modules_without_reason(tmp_path) == [f"replay.big ({MAX_LINES + 1} lines)"]

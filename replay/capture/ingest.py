@@ -17,6 +17,11 @@ with ``redact=True`` message text hashed), whatever reader made it; a line longe
 
 Rows go out in record batches of the :mod:`replay.tables` schemas as they fill (by row count and
 by bytes), so memory does not grow with the size of the capture.
+
+One concern at over 600 lines: the ingest stage of one process, from planned files to the three
+tables (batches read, ``ingest_batch`` on each, ids made unique, ``limit`` applied, the tables
+written atomically, every line accounted for); its parallel engine is the runner's
+(:mod:`replay.runner.ingest`), and the readers are their own modules.
 """
 
 from __future__ import annotations

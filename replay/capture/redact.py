@@ -70,6 +70,11 @@ names, non-JSON joins, ``finish_reason``, and the ``served_*`` columns of
 :mod:`replay.capture.served`, computed from the captured text before this module runs). What they cannot do: re-streaming (dropped calls,
 argument mismatches, replay fidelity) and the served-vs-reference prompt comparison need the raw
 completion and the logged prompt; capture without ``--redact`` in a place allowed to hold them.
+
+One concern at over 600 lines: the privacy rule applied to every row at ingest. The three secret
+rules, the ``--redact`` hashing and the column plan share one gate scan per row (the key shapes'
+literal parts found in one pass over the capture line), so they are read and tested together:
+split, a new column or capture format could pass one rule and miss another.
 """
 
 from __future__ import annotations

@@ -31,6 +31,10 @@ Rules:
   than ``"[DONE]"`` (null without ``stream``).
 
 Every fault raises :class:`CaptureError` with one of :data:`REASONS`.
+
+One concern at over 600 lines: the v1 line format, from a line's bytes to its rows (fields, streams
+assembled, the server's logged text, the errors a line can have), which every other capture
+format is normalised into; kept whole so the format's rules read in one place.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@
   text received so far that is not yet decided) and return the
   :class:`~replay.parsers.base.StreamDelta` it completes. Calls are made into deltas only through
   :meth:`StreamParser._emit_call` (one place, which the tests override to plant bugs).
+
+One concern at over 600 lines: the one grammar engine every family parser builds on (whole-text
+block loop, streaming engine, feed/finish); split, a family's streaming and whole-text paths
+could drift apart, which is what the family suite checks they never do.
 """
 
 from __future__ import annotations
