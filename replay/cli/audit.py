@@ -124,9 +124,9 @@ def audit(
     except (OSError, ValueError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
-        from replay.audit import incomplete_stage
+        from replay.runner.runfolder import RunFolder
 
-        _fail(f"interrupted during {incomplete_stage(run_dir) or 'start-up'}: {run_dir} is incomplete (run.json says so; "
+        _fail(f"interrupted during {RunFolder(run_dir, 'replay audit').incomplete_stage() or 'start-up'}: {run_dir} is incomplete (run.json says so; "
               "replay query and replay report refuse it); run the audit again", 130)
     finally:
         if executor is not None:
