@@ -271,6 +271,7 @@ def test_an_audit_starts_its_pool_before_ingest_and_the_stages_reuse_it(tmp_path
     one pool made in the whole audit, and the rows of a `--jobs 1` audit. With `--parallel-ingest`
     ingest parses on that pool too (run.json `executors.ingest`), for the same rows."""
     import replay.audit as audit_mod
+    import replay.runner.plan as plan_mod
     import replay.runner.pool as pool_mod
     from replay.audit import audit
 
@@ -282,7 +283,7 @@ def test_an_audit_starts_its_pool_before_ingest_and_the_stages_reuse_it(tmp_path
         return real(jobs, spec)
 
     monkeypatch.setattr(pool_mod, "_pool", counting)
-    monkeypatch.setattr(audit_mod, "PRESTART_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PRESTART_BYTES", 0)
     capture = write_capture(tmp_path / "cap" / "c.jsonl", NAMES)
     runs = {}
     for jobs, parallel in ((2, False), (1, False), (2, True)):

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import replay.audit as audit_mod
+import replay.runner.plan as plan_mod
 from replay.audit import audit
 from replay.capture import discover, ingest
 from replay.runner.overlap import STAGES, Overlap, run_file, write_batch_file
@@ -128,7 +129,7 @@ def _consumed(work: Path, seconds: float = 60) -> None:
 @pytest.fixture
 def pooled(monkeypatch: pytest.MonkeyPatch) -> None:
     """The samples (a few KB) start the pool as a capture of 8 MiB would."""
-    monkeypatch.setattr(audit_mod, "PRESTART_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PRESTART_BYTES", 0)
 
 
 def test_an_audit_whose_batches_all_ran_during_ingest_writes_the_same_rows(tmp_path: Path, without: Path, pooled: None,
@@ -239,8 +240,8 @@ def _slow_audit(tmp_path: Path) -> tuple[list[str], Path]:
     (tmp_path / "run_cli.py").write_text(
         "import sys, time\n"
         "if __name__ == '__main__':  # the spawned pool processes import this file too\n"
-        "    import replay.audit, replay.runner.overlap\n"
-        "    replay.audit.PRESTART_BYTES = 0\n"
+        "    import replay.audit, replay.runner.overlap, replay.runner.plan\n"
+        "    replay.runner.plan.PRESTART_BYTES = 0\n"
         "    offer = replay.runner.overlap.Overlap.offer\n"
         "    def slow(self, key, batch):\n"
         "        offer(self, key, batch)\n"
@@ -304,12 +305,12 @@ def test_an_audit_without_render_objects_does_not_wait_for_the_pool_to_check_the
     asked: list[object] = []
     monkeypatch.setattr(pool, "render_check", lambda spec, jobs: asked.append(spec) or None)
     cfg = build_config(SPEC.replace(jobs=2), load=False)
-    audit_mod.setup_render(discover([SAMPLES]), cfg)
+    plan_mod.setup_render(discover([SAMPLES]), cfg)
     assert asked == [] and not cfg.deferred
     close_pools()
     templated = build_config(RunSpec(batch_rows=4, jobs=2, chat_template=str(SAMPLES / "templates" / "agent-new.jinja")), load=False)
     try:
-        audit_mod.setup_render(discover([SAMPLES]), templated)
+        plan_mod.setup_render(discover([SAMPLES]), templated)
         assert asked == [templated.spec]
     finally:
         close_pools()

@@ -31,7 +31,8 @@ import replay.audit as A
 from replay.runspec import build_config, spec_from_options
 
 args = json.loads(sys.argv[1])
-A.PRESTART_BYTES = args["prestart_bytes"]  # the samples are small: start the pool before ingest as for a large capture
+import replay.runner.plan as P
+P.PRESTART_BYTES = args["prestart_bytes"]  # the samples are small: start the pool before ingest as for a large capture
 spec = spec_from_options(chat_templates=[args["template"]], tokenizers=[args["tokenizer"]], chunkings="whole,char", batch_rows=args["batch_rows"],
                          jobs=args["jobs"])
 cfg = build_config(spec, load=False)

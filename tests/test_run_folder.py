@@ -149,14 +149,14 @@ def test_a_second_command_on_a_run_folder_being_written_is_refused_at_once(tmp_p
 #: Ingest stops for good (after touching MARK) once it has written its first row group: its
 #: temporary tables ``RUN/.tmp-<pid>-*.parquet`` are then on disk, for a SIGKILL to leave.
 STUCK_INGEST = (
-    "import replay.audit\n"
-    "ingest = replay.audit.ingest\n"
+    "import replay.runner.plan\n"
+    "ingest = replay.runner.plan.ingest\n"
     "def stuck(key, batch):\n"
     "    Path({mark!r}).touch()\n"
     "    time.sleep(120)\n"
     "def held(*a, **k):\n"
     "    return ingest(*a, **{{**k, 'on_exchanges': stuck}})\n"
-    "replay.audit.ingest = held\n"
+    "replay.runner.plan.ingest = held\n"
 )
 
 

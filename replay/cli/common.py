@@ -256,7 +256,7 @@ def _config(
     go to ``run.json`` ``options.sides``; ``chat_template`` / ``tokenizer``: the repeatable
     options' values (``FILE`` or ``PATTERN=FILE``; ``replay stream`` passes one tokenizer path).
     ``defer``: leave the renderers and tokenizer unbuilt (``replay audit``:
-    :func:`replay.audit.setup_render` checks them up front and builds them only in the processes
+    :func:`replay.runner.plan.setup_render` checks them up front and builds them only in the processes
     that render).
 
     Every option is resolved here, once, into the spec (``--jobs``, default the CPU count;

@@ -56,7 +56,7 @@ def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckd
         sides = close_sides(cfg)
         if executor is not None:
             executor.close()
-    from replay.audit import executor_meta
+    from replay.runner.plan import executor_meta
 
     sides, executors = executor_meta(cfg, sides)
     meta["executors"] = {**meta.get("executors", {}), **executors}

@@ -391,7 +391,7 @@ _FAILED_WHERE = {"ingest_errors": "detail LIKE 'WorkerError%'"}
 
 def executor_lines(executors: dict[str, Any]) -> list[str]:
     """A sentence per stage whose executor lost a process or a batch (``run.json`` ``executors``:
-    :func:`replay.audit.executor_meta`): the pool's restarts, the batches run again alone and
+    :func:`replay.runner.plan.executor_meta`): the pool's restarts, the batches run again alone and
     those that failed again, whose rows carry the error; on Ray, the batches whose task failed
     after its retry. Nothing for a stage that went through cleanly."""
     out = []

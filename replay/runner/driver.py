@@ -357,7 +357,7 @@ def run_stage(
     this process the function gets ``cfg`` itself (its sides, opened by :func:`validate_specs`,
     are reused). The rows and their order do not depend on ``jobs``. What the pool went through
     (restarts, batches retried and failed, its processes' side-worker restarts) is kept in
-    ``cfg.executor_stats[stage.name]`` and ``cfg.pool_workers`` (:func:`replay.audit.executor_meta`
+    ``cfg.executor_stats[stage.name]`` and ``cfg.pool_workers`` (:func:`replay.runner.plan.executor_meta`
     puts it in ``run.json``).
 
     Resume: parts left by an interrupted run of the same stage, spec and ``exchanges.parquet``
@@ -387,7 +387,7 @@ def run_stage(
             return write_parts(run_dir, stage, key, failed_batch(stage, batch, cfg, message))
 
         stats = PoolStats(workers=cfg.pool_workers)
-        cfg.executor_stats[stage.name] = stats  # as_dict() when recorded (replay.audit.executor_meta)
+        cfg.executor_stats[stage.name] = stats  # as_dict() when recorded (replay.runner.plan.executor_meta)
         # the processes read their own batches and write their own parts: only (stage, run, ref)
         # goes out and {table: rows} comes back, so this process holds no batch
         items = ((ref.key, (stage, str(run_dir), ref)) for ref in todo)

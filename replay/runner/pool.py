@@ -93,7 +93,7 @@ def render_check(spec: Any, jobs: int) -> dict[str, Any] | None:
     message (else ValueError), e.g. ``ValueError("--tokenizer x: ...")``: what
     :func:`replay.runspec.build_config` raises in this process. This is how ``replay audit``
     checks the render options up front without loading them in its own process
-    (:func:`replay.audit.setup_render`)."""
+    (:func:`replay.runner.plan.setup_render`)."""
     pool = _shared(jobs, spec)
     try:
         status, words, message = pool.submit(_render_words, spec).result()

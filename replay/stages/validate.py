@@ -92,7 +92,7 @@ def validate_specs(cfg: AuditConfig) -> None:
         if chunking == SPLIT_ALL:
             continue
         if chunking == "token" and getattr(cfg, "deferred", False) and _has_tokenizer(cfg):
-            continue  # the tokenizer is checked where it is built (replay.audit.setup_render), not loaded here for this
+            continue  # the tokenizer is checked where it is built (replay.runner.plan.setup_render), not loaded here for this
         try:
             check_chunking(chunking, tokenizer=cfg.tokenizer if chunking == "token" else None)  # only token reads it
         except ChunkingError as exc:
