@@ -49,6 +49,7 @@ from replay import exactjson
 from replay import tables
 from replay.errors import UsageError
 from replay.deadline import ReplayTimeout, deadline, deadlines_installed
+from replay.adapters import is_per_family_spec, per_family_parser
 from replay.parsers import family_for_model, get_parser
 from replay.parsers.base import CallDelta, ParseResult, StreamDelta, ToolCall
 from replay.plugin_check import check_parse_result
@@ -291,6 +292,8 @@ class ParserResolver:
         replaces every family's."""
         if spec is None:
             return get_parser(family)
+        if is_per_family_spec(spec):  # parser=sglang: the framework's own parser for this family
+            return per_family_parser(spec, family)
         if spec not in self.plugins:
             self.plugins[spec] = get_parser(spec)
         cls = self.plugins[spec]
@@ -1539,7 +1542,7 @@ def validate_specs(cfg: AuditConfig) -> None:
             if spec.parser is not None and spec.side == "reference":
                 _reference_parser(spec.parser)
             elif spec.parser is not None:
-                _named(f"--{spec.side}-parser", spec.parser, get_parser)
+                _named(f"--{spec.side}-parser", spec.parser, per_family_parser if is_per_family_spec(spec.parser) else get_parser)
     if cfg.parser is not None:
         _named("--parser", cfg.parser, get_parser)
     from replay.prepare import get_preparer
