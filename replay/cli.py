@@ -1370,5 +1370,7 @@ def _main(version: Annotated[bool, typer.Option("--version", help="Print the ver
         raise typer.Exit()
 
 
+from replay import matrix_cli as _matrix_cli  # noqa: E402,F401  (registers `replay matrix` on app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()
