@@ -52,11 +52,10 @@ def matrix(
     from replay.matrix import matrix_sides, run_matrix
     from replay.report.markdown import rich_table
     from replay.report.matrix import LEGEND, FAULTS_SHOWN, headline
-    from replay.side import SideError
 
     try:
         chosen = matrix_sides(sides, baseline)
-    except SideError as exc:
+    except UsageError as exc:  # SideError, MatrixError: the sides file or --baseline
         _cli._fail(str(exc), 2)
     files = _cli._captures(paths)
     run_dir = out or Path("runs") / time.strftime("matrix-%Y%m%d-%H%M%S")

@@ -1,0 +1,161 @@
+"""``replay matrix`` (replay/matrix.py, queries/matrix*.sql, replay/report/matrix.py) on the bundled
+samples: three sides, the first two run as one pair of the stages and the third with the built-in
+partner whose rows are dropped, checked against a two-side ``replay audit`` of the same captures
+(its old and new are two of the matrix's sides: each side's per-exchange judgement must be the
+same whichever pair and role it ran in), and the sides-file errors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from replay.cli import app
+from replay.matrix import MatrixError, matrix_connect, matrix_sides, pairs
+from replay.sql import connect, run_query, run_sql
+
+runner = CliRunner()
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+#: A parser that drops the last call of every Hermes completion when streamed (test_report_html's).
+PLUGIN = '''
+from replay.parsers.base import StreamDelta
+from replay.parsers.hermes import HermesParser
+
+
+class DropLast(HermesParser):
+    def __init__(self, tools=None, **kw):
+        super().__init__(tools, **kw)
+        self._held = []
+
+    def feed(self, delta):
+        d = super().feed(delta)
+        self._held.extend(d.calls)
+        return StreamDelta(content=d.content, reasoning=d.reasoning)
+
+    def finish(self):
+        d = super().finish()
+        held = self._held + list(d.calls)
+        gone = max((c.index for c in held), default=None)
+        return StreamDelta(content=d.content, reasoning=d.reasoning, calls=[c for c in held if c.index != gone])
+'''
+
+
+def sides_file(d: Path) -> Path:
+    (d / "drop_last.py").write_text(PLUGIN, encoding="utf-8")
+    f = d / "sides.toml"
+    f.write_text(
+        '[sides.dump]\nserializer = "model-dump"\n\n'
+        f'[sides.droplast]\nserializer = "client-fields"\nparser = "{d / "drop_last.py"}:DropLast"\n\n'
+        '[sides.fields]\nserializer = "client-fields"\n',
+        encoding="utf-8",
+    )
+    return f
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("matrix")
+    m = d / "m"
+    result = runner.invoke(app, ["matrix", str(SAMPLES), "--sides", str(sides_file(d)), "--out", str(m), "-q"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    a = d / "a"
+    result_a = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(a), "-q"])  # model-dump -> client-fields, built-in parsers
+    assert result_a.exit_code == 0, result_a.output
+    return {"matrix": m, "audit": a, "output": result.output}
+
+
+def rows(run: Path, names: list[str], baseline: str, query: str) -> list[dict]:
+    con = matrix_connect(run, names, baseline)
+    try:
+        return run_query(con, query).to_pylist()
+    finally:
+        con.close()
+
+
+def test_sides_run_two_at_a_time_each_once():
+    assert pairs(("a", "b", "c")) == [("a", "b"), ("c", None)]
+    assert pairs(("a", "b")) == [("a", "b")]
+
+
+def test_each_side_is_judged_as_the_audit_judges_it_whatever_its_pair(runs):
+    """The audit's old (model-dump) and new (client-fields) are the matrix's `dump` (old of the
+    first pair) and `fields` (old of the second pair, beside the built-in partner): their rows
+    of view side_states are the same, exchange by exchange and check by check."""
+    cols = 'exchange_id, "check", chunkings_judged, wrong, failing_chunkings, smallest_failing_chunking, outcome'
+
+    def states(run: Path, side: str) -> list[tuple]:
+        con = connect(run)
+        try:
+            return [tuple(r.values()) for r in run_sql(con, f"SELECT {cols} FROM side_states WHERE side = '{side}' ORDER BY ALL").to_pylist()]
+        finally:
+            con.close()
+
+    assert states(runs["matrix"], "dump") == states(runs["audit"], "old")
+    assert states(runs["matrix"], "fields") == states(runs["audit"], "new")
+    con = connect(runs["matrix"])
+    try:  # the built-in partner of `fields` left no row; the reference's rows are there once
+        sides = run_sql(con, "SELECT side, count(*) AS n FROM streams GROUP BY side ORDER BY side").to_pylist()
+        assert [r["side"] for r in sides] == ["droplast", "dump", "fields", "reference"]
+        assert run_sql(con, "SELECT count(*) AS n FROM renders WHERE side = 'reference'").column("n")[0].as_py() == 37
+    finally:
+        con.close()
+
+
+def test_the_matrix_table_counts_and_the_readme_numbers(runs):
+    got = {(r["check"], r["side"]): (r["wrong"], r["judged"], r["fixed"], r["broke"])
+           for r in rows(runs["matrix"], ["dump", "droplast", "fields"], "dump", "matrix")}
+    # the README's audit: null-leak 30 fixed and 5 improved (both sides wrong) of 37
+    assert got[("null-leak", "dump")] == (35, 37, 0, 0)
+    assert got[("null-leak", "fields")] == (5, 37, 30, 0)
+    assert got[("null-leak", "droplast")] == (5, 37, 30, 0)
+    # DropLast drops the last streamed call of every Hermes completion with a call
+    wrong, judged, fixed, broke = got[("dropped-call", "droplast")]
+    assert wrong == broke and wrong > 0 and fixed == 0
+    assert got[("dropped-call", "dump")][0] == got[("dropped-call", "fields")][0] == 0
+    # an audit run read as the matrix of its two sides (the variables unset): old, new
+    audit = {(r["check"], r["side"]): (r["wrong"], r["fixed"], r["broke"]) for r in run_query(connect(runs["audit"]), "matrix").to_pylist()}
+    assert audit[("null-leak", "old")] == (35, 0, 0) and audit[("null-leak", "new")] == (5, 30, 0)
+
+
+def test_where_each_fault_appears_and_goes_away(runs):
+    faults = rows(runs["matrix"], ["dump", "droplast", "fields"], "dump", "matrix_faults")
+    dropped = [f for f in faults if f["check"] == "dropped-call"]
+    assert dropped and all(f["appears"] == "droplast" and f["goes_away"] == "fields" and f["wrong_sides"] == ["droplast"]
+                           and f["baseline"] == "right" and f["family"] == "hermes" and not f["returns"] for f in dropped)
+    leaks = [f for f in faults if f["check"] == "null-leak"]
+    assert sum(f["goes_away"] == "droplast" for f in leaks) == 30  # fixed by client-fields
+    assert sum(f["goes_away"] is None and f["wrong_sides"] == ["dump", "droplast", "fields"] for f in leaks) == 5
+    # the same order read backwards: the fault is then in the last side and goes away nowhere
+    back = rows(runs["matrix"], ["fields", "droplast", "dump"], "fields", "matrix_faults")
+    assert all(f["appears"] == "droplast" and f["goes_away"] == "dump" for f in back if f["check"] == "dropped-call")
+
+
+def test_terminal_and_report_md_carry_the_table(runs):
+    out = runs["output"]
+    assert "check by side (exchanges wrong; baseline dump)" in out
+    md = (runs["matrix"] / "report.md").read_text(encoding="utf-8")
+    assert "| check | dump | droplast | fields | judged |" in md
+    assert "| null-leak | 35 | 5 (-30 +0) | 5 (-30 +0) | 37 |" in md
+    meta = json.loads((runs["matrix"] / "run.json").read_text(encoding="utf-8"))
+    assert meta["options"]["matrix"]["order"] == ["dump", "droplast", "fields"] and "incomplete" not in meta
+    assert not (runs["matrix"] / ".matrix").exists()  # the pairs' work folders are gone
+
+
+def test_sides_file_errors_name_the_file(tmp_path: Path):
+    f = tmp_path / "s.toml"
+    f.write_text('[sides.served]\nparser = "hermes"\n', encoding="utf-8")
+    with pytest.raises(MatrixError, match=r"s\.toml: \[sides\.served\]"):
+        matrix_sides(f)
+    f.write_text('[sides.reference]\nparser = "hermes"\n', encoding="utf-8")
+    with pytest.raises(MatrixError, match="no side besides the reference"):
+        matrix_sides(f)
+    f.write_text('[sides.a]\nparser = "hermes"\n[sides.b]\nparser = "hermes"\n', encoding="utf-8")
+    with pytest.raises(MatrixError, match=r"--baseline c: no side of that name .* \(sides: a, b\)"):
+        matrix_sides(f, "c")
+    assert matrix_sides(f, "b").baseline == "b" and matrix_sides(f).names == ("a", "b")
+    result = runner.invoke(app, ["matrix", str(SAMPLES), "--sides", str(f), "--baseline", "c", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "--baseline c" in result.output
