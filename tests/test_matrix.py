@@ -49,8 +49,8 @@ def sides_file(d: Path) -> Path:
     f = d / "sides.toml"
     f.write_text(
         '[sides.dump]\nserializer = "model-dump"\n\n'
-        f'[sides.droplast]\nserializer = "client-fields"\nparser = "{d / "drop_last.py"}:DropLast"\n\n'
-        '[sides.fields]\nserializer = "client-fields"\n',
+        f'[sides.droplast]\nparser = "{d / "drop_last.py"}:DropLast"\n\n'
+        '[sides.fields]\n',  # no keys: the built-in parsers and the matrix's default serializer, client-fields
         encoding="utf-8",
     )
     return f
@@ -83,8 +83,9 @@ def test_sides_run_two_at_a_time_each_once():
 
 def test_each_side_is_judged_as_the_audit_judges_it_whatever_its_pair(runs):
     """The audit's old (model-dump) and new (client-fields) are the matrix's `dump` (old of the
-    first pair) and `fields` (old of the second pair, beside the built-in partner): their rows
-    of view side_states are the same, exchange by exchange and check by check."""
+    first pair) and `fields` (old of the second pair, beside the built-in partner; it names no
+    serializer, and gets client-fields though an audit's old side would get model-dump): their
+    rows of view side_states are the same, exchange by exchange and check by check."""
     cols = 'exchange_id, "check", chunkings_judged, wrong, failing_chunkings, smallest_failing_chunking, outcome'
 
     def states(run: Path, side: str) -> list[tuple]:
