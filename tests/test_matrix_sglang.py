@@ -106,3 +106,18 @@ def test_parser_sglang_picks_the_family_s_own_name_then_its_first_alias(pythons,
     assert {f: table.get(f) for f in picks} == picks
     assert ("gemma4" in table) == (release != "0.5.4")  # 0.5.4 has no Gemma 4 parser: its exchanges are replay errors
     assert "granite" not in table
+
+
+def test_a_fault_that_goes_away_and_comes_back(run):
+    """The same run read in another order (the order is the query's variable, not the tables'):
+    B14's GLM fault is wrong on 0.5.8, right on 0.5.23, wrong again on 0.5.18: it appears on
+    0.5.8, goes away nowhere (the last side still gets it wrong), and `returns`."""
+    con = matrix_connect(run, ["0.5.8", "0.5.23", "0.5.18"], "0.5.23")
+    try:
+        got = {(f["check"], f["exchange_id"]): f for f in run_query(con, "matrix_faults").to_pylist()}
+    finally:
+        con.close()
+    b14 = got[("argument-mismatch", "B14")]
+    assert (b14["appears"], b14["goes_away"], b14["returns"], b14["baseline"]) == ("0.5.8", None, True, "right")
+    b12 = got[("dropped-call", "B12")]  # wrong on 0.5.8 only in this order: gone on the next side
+    assert (b12["appears"], b12["goes_away"], b12["returns"], b12["wrong_sides"]) == ("0.5.8", "0.5.23", False, ["0.5.8"])
