@@ -1370,7 +1370,9 @@ def _main(version: Annotated[bool, typer.Option("--version", help="Print the ver
         raise typer.Exit()
 
 
-from replay import matrix_cli as _matrix_cli  # noqa: E402,F401  (registers `replay matrix` on app)
+from replay.matrix_cli import register as _register_matrix  # noqa: E402
+
+_register_matrix(sys.modules[__name__])  # adds `replay matrix` to app
 
 if __name__ == "__main__":  # pragma: no cover
     app()
