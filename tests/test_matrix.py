@@ -160,3 +160,32 @@ def test_sides_file_errors_name_the_file(tmp_path: Path):
     assert matrix_sides(f, "b").baseline == "b" and matrix_sides(f).names == ("a", "b")
     result = runner.invoke(app, ["matrix", str(SAMPLES), "--sides", str(f), "--baseline", "c", "--out", str(tmp_path / "r")])
     assert result.exit_code == 2 and "--baseline c" in result.output
+
+
+def test_parser_sglang_in_process_is_the_framework_s_parser_per_family(monkeypatch):
+    """``parser=sglang`` on a side in the audit's own process: each family gets the class SGLang's
+    table gives it (replay.adapters.family_parsers; here a stand-in table, SGLang not being
+    installed in this venv), a family the table lacks is an error naming it."""
+    import replay.adapters.sglang as sg
+    from replay.adapters import AdapterError
+    from replay.parsers.hermes import HermesParser
+    from replay.pipeline import ParserResolver
+    from replay.runspec import build_config, spec_from_options
+
+    class Stand(HermesParser):
+        pass
+
+    monkeypatch.setattr(sg, "family_adapters", lambda: {"hermes": Stand})
+    cfg = build_config(spec_from_options(old_parser="sglang"), load=False)
+    resolver = ParserResolver(cfg)
+    assert resolver.sides("hermes").old is Stand
+    assert resolver.sides("hermes").new is HermesParser and resolver.sides("hermes").reference is HermesParser
+    with pytest.raises(AdapterError, match="no tool parser for the kimi_k2 family .*it has: hermes"):
+        resolver.sides("kimi_k2")
+
+
+def test_parser_sglang_without_sglang_says_so(tmp_path: Path):
+    result = runner.invoke(app, ["audit", str(SAMPLES / "coding-agent.jsonl"), "--out", str(tmp_path / "r"), "-q", "--old", "parser=sglang"])
+    assert result.exit_code != 0
+    text = " ".join(result.output.split())
+    assert "parser sglang: sglang is not installed" in text, text
