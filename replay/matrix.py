@@ -185,11 +185,11 @@ def merge_pairs(run_dir: Path, work: list[tuple[Path, str, str | None]]) -> dict
 def matrix_connect(run_dir: str | Path, names: tuple[str, ...] | list[str], baseline: str, settings: Any = None) -> Any:
     """:func:`replay.sql.connect` of ``run_dir`` with the DuckDB variables the matrix queries read
     set: ``matrix_sides`` (``names``, in order) and ``matrix_baseline``. Raises as ``connect``."""
+    from replay.matrix_vars import set_matrix_vars
     from replay.sql import connect
 
     con = connect(run_dir, settings)
-    con.execute("SET VARIABLE matrix_sides = ?::VARCHAR[]", [list(names)])
-    con.execute("SET VARIABLE matrix_baseline = ?::VARCHAR", [baseline])
+    set_matrix_vars(con, names, baseline)
     return con
 
 
@@ -223,7 +223,7 @@ def run_matrix(
     from replay.audit import RunExistsError, executor_meta
     from replay.capture import ingest
     from replay.capture.files import file_size, input_record
-    from replay.pipeline import chunking_plan, run_render, run_stream, validate_specs
+    from replay.pipeline import chunking_plan, count_exchanges, run_render, run_stream, validate_specs
     from replay.pool import close_pools
     from replay.report.matrix import write_matrix_report
     from replay.runmeta import RunLock, check_out_folder, clear_run, existing_run, mark_incomplete, versions, write_meta
@@ -238,9 +238,7 @@ def run_matrix(
         held = existing_run(run_dir)
         if held and not force:
             raise RunExistsError(f"--out {run_dir} already holds a run ({', '.join(held)}); give --force to replace it, or another --out")
-        clear_run(run_dir)
         work_root = run_dir / ".matrix"
-        shutil.rmtree(work_root, ignore_errors=True)
         meta: dict[str, Any] = {
             "options": {"matrix": {"sides": {n: sides.specs[n].to_json() for n in sides.names}, "order": list(sides.names),
                                    "baseline": sides.baseline, "sides_file": sides.path,
@@ -250,50 +248,65 @@ def run_matrix(
             "versions": versions(),
             "inputs": [input_record(f) for f in paths],
         }
-        mark_incomplete(run_dir, meta, "ingest")
-        t0 = time.perf_counter()
-        with stage("ingest", sum(file_size(f) or 0 for f in paths)) as advance:
-            stats = ingest(paths, run_dir, progress=advance, capture_format=capture_format, max_line_bytes=max_line_bytes)
-        meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
-        seconds["ingest"] = time.perf_counter() - t0
-
-        work: list[tuple[Path, str, str | None]] = []
-        meta["sides"], meta["chunkings"] = {}, {}
-        from replay.pipeline import count_exchanges
-
-        n = count_exchanges(run_dir)
-        for k, (a, b) in enumerate(pairs(sides.names)):
-            folder = work_root / str(k)
-            folder.mkdir(parents=True, exist_ok=True)
-            for table in ("exchanges", "tools", "ingest_errors"):
-                if (run_dir / f"{table}.parquet").is_file():
-                    _link(run_dir / f"{table}.parquet", folder / f"{table}.parquet")
-            label = a if b is None else f"{a}, {b}"
-            cfg = pair_config(sides, a, b, chunkings=chunkings, replay_timeout=replay_timeout, chat_template=chat_template,
-                              renderer=renderer, parser=parser, jobs=jobs)
-            mark_incomplete(run_dir, meta, f"sides {label}")
+        # every pair's specs resolved and its workers started before any work: a bad side fails
+        # here, in one line naming it (the workers are kept for the pair's stages)
+        configs: list[Any] = []
+        try:
+            for a, b in pairs(sides.names):
+                try:
+                    cfg = pair_config(sides, a, b, chunkings=chunkings, replay_timeout=replay_timeout, chat_template=chat_template,
+                                      renderer=renderer, parser=parser, jobs=jobs)
+                    configs.append(cfg)
+                    validate_specs(cfg)
+                except ValueError as exc:
+                    raise _renamed(exc, a, b) from None
+        except BaseException:
+            for cfg in configs:
+                close_sides(cfg)
+            raise
+        clear_run(run_dir)  # the sides are good: the run --out held (with --force) goes
+        shutil.rmtree(work_root, ignore_errors=True)
+        try:
+            mark_incomplete(run_dir, meta, "ingest")
             t0 = time.perf_counter()
-            try:
-                validate_specs(cfg)  # a bad spec fails here, naming --old/--new: said as the side's name below
-                with stage(f"render {label}", n) as advance:
-                    run_render(folder, cfg, progress=advance)
-                with stage(f"re-stream {label}", n) as advance:
-                    run_stream(folder, cfg, progress=advance)
-            except ValueError as exc:
-                raise type(exc)(_side_words(str(exc), a, b)) if isinstance(exc, (UsageError, SideError)) else ValueError(_side_words(str(exc), a, b)) from None
-            finally:
-                close_pools()
-                got = close_sides(cfg)
-            side_meta, _ = executor_meta(cfg, got)
-            plan = chunking_plan(cfg)
-            for role, name in (("old", a), ("new", b)):
-                if name is None:
-                    continue
-                meta["chunkings"][name] = plan.get(role)
-                if side_meta and role in side_meta:
-                    meta["sides"][name] = side_meta[role]
-            seconds[f"sides {label}"] = time.perf_counter() - t0
-            work.append((folder, a, b))
+            with stage("ingest", sum(file_size(f) or 0 for f in paths)) as advance:
+                stats = ingest(paths, run_dir, progress=advance, capture_format=capture_format, max_line_bytes=max_line_bytes)
+            meta["ingest"] = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(stats)
+            seconds["ingest"] = time.perf_counter() - t0
+
+            work: list[tuple[Path, str, str | None]] = []
+            meta["sides"], meta["chunkings"] = {}, {}
+            n = count_exchanges(run_dir)
+            for k, ((a, b), cfg) in enumerate(zip(pairs(sides.names), configs)):
+                folder = work_root / str(k)
+                folder.mkdir(parents=True, exist_ok=True)
+                for table in ("exchanges", "tools", "ingest_errors"):
+                    if (run_dir / f"{table}.parquet").is_file():
+                        _link(run_dir / f"{table}.parquet", folder / f"{table}.parquet")
+                label = a if b is None else f"{a}, {b}"
+                mark_incomplete(run_dir, meta, f"sides {label}")
+                t0 = time.perf_counter()
+                try:
+                    with stage(f"render {label}", n) as advance:
+                        run_render(folder, cfg, progress=advance)
+                    with stage(f"re-stream {label}", n) as advance:
+                        run_stream(folder, cfg, progress=advance)
+                finally:
+                    close_pools()
+                    got = close_sides(cfg)
+                side_meta, _ = executor_meta(cfg, got)
+                plan = chunking_plan(cfg)
+                for role, name in (("old", a), ("new", b)):
+                    if name is None:
+                        continue
+                    meta["chunkings"][name] = plan.get(role)
+                    if side_meta and role in side_meta:
+                        meta["sides"][name] = side_meta[role]
+                seconds[f"sides {label}"] = time.perf_counter() - t0
+                work.append((folder, a, b))
+        finally:
+            for cfg in configs:
+                close_sides(cfg)
         mark_incomplete(run_dir, meta, "report")
         merge_pairs(run_dir, work)
         shutil.rmtree(work_root, ignore_errors=True)
@@ -314,6 +327,23 @@ def run_matrix(
 
 
 def _side_words(message: str, a: str, b: str | None) -> str:
-    """A stage error's message with the pair's roles said as the matrix's side names."""
-    out = message.replace("--old", f"side {a}").replace("--new", f"side {b}" if b else "the built-in partner side")
-    return out
+    """A pair's error message with its roles said as the matrix's side names: ``--old-parser X``
+    becomes ``[sides.A] parser X`` (``--new`` the pair's second side, B)."""
+    import re
+
+    def sub(m: re.Match[str]) -> str:
+        name = a if m.group(1) == "old" else b
+        where = f"[sides.{name}]" if name is not None else "the built-in partner side"
+        return where + (f" {m.group(2).replace('-', '_')}" if m.group(2) else "")
+
+    return re.sub(r"--(old|new)(?:-([a-z][a-z-]*))?\b", sub, message)
+
+
+def _renamed(exc: ValueError, a: str, b: str | None) -> ValueError:
+    """``exc`` again, same class where its constructor takes one message, its text said with the
+    matrix's side names (:func:`_side_words`)."""
+    text = _side_words(str(exc), a, b)
+    try:
+        return type(exc)(text)
+    except Exception:  # noqa: BLE001 - a class whose constructor takes other arguments
+        return UsageError(text) if isinstance(exc, UsageError) else ValueError(text)

@@ -189,3 +189,22 @@ def test_parser_sglang_without_sglang_says_so(tmp_path: Path):
     assert result.exit_code != 0
     text = " ".join(result.output.split())
     assert "parser sglang: sglang is not installed" in text, text
+
+
+def test_a_bad_side_fails_before_any_work_naming_it(tmp_path: Path):
+    f = tmp_path / "s.toml"
+    f.write_text('[sides.a]\nparser = "hermes"\n[sides.b]\nserializer = "bogus"\n', encoding="utf-8")
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["matrix", str(SAMPLES / "coding-agent.jsonl"), "--sides", str(f), "--out", str(out), "-q"])
+    assert result.exit_code == 2, result.output
+    line = " ".join(result.output.split())
+    assert line.startswith("error: [sides.b] serializer bogus: unknown"), line
+    assert not (out / "exchanges.parquet").exists()  # nothing ingested
+
+
+def test_query_matrix_on_a_matrix_run_reads_its_recorded_order(runs):
+    result = runner.invoke(app, ["query", "matrix", "--run", str(runs["matrix"]), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.output)
+    assert [r["side"] for r in got if r["check"] == "null-leak"] == ["dump", "droplast", "fields"]
+    assert [(r["wrong"], r["fixed"]) for r in got if r["check"] == "null-leak"] == [(35, 0), (5, 30), (5, 30)]
