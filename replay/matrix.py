@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from replay.errors import UsageError
 from replay.side import SideError, SideSpec, load_sides_file
 
-__all__ = ["DEFAULT_SERIALIZER", "RESERVED", "MatrixSides", "MatrixResult", "matrix_sides", "run_matrix", "matrix_connect", "merge_pairs"]
+__all__ = ["DEFAULT_SERIALIZER", "RESERVED", "MatrixSides", "MatrixResult", "matrix_sides", "run_matrix", "matrix_connect", "merge_pairs", "rewrite_report"]
 
 #: The tool serializer of a matrix side that names none: the default of an audit's ``new`` side
 #: (:class:`replay.runspec.RunSpec` ``new_serializer``), the client's fields as sent.
@@ -324,6 +324,31 @@ def run_matrix(
         meta.pop("incomplete", None)
         write_meta(run_dir, meta)
     return MatrixResult(run_dir, sides, matrix, faults, report, meta, seconds)
+
+
+def rewrite_report(run_dir: str | Path, *, redact: bool = True, duckdb_settings: Any = None) -> Any:
+    """Write a matrix run's ``report.md`` and ``report.html`` again from its tables (what ``replay
+    report --run RUN`` does for a matrix run), in the order and with the baseline its ``run.json``
+    records. Returns the :class:`replay.report.matrix.MatrixReport`. Raises ValueError when
+    ``run_dir`` is no matrix run (its run.json records no side order), and as
+    :func:`replay.sql.connect` does."""
+    from replay.matrix_vars import recorded_order
+    from replay.report.matrix import write_matrix_report
+    from replay.runmeta import read_meta
+    from replay.sql import run_query
+
+    run = Path(run_dir)
+    recorded = recorded_order(run)
+    if recorded is None:
+        raise ValueError(f"{run}: not a replay matrix run (its run.json records no options.matrix order)")
+    names, baseline = recorded
+    meta = read_meta(run)
+    con = matrix_connect(run, names, baseline, duckdb_settings)
+    try:
+        matrix, faults = run_query(con, "matrix"), run_query(con, "matrix_faults")
+        return write_matrix_report(run, con, names, baseline, matrix, faults, meta, redact=redact)
+    finally:
+        con.close()
 
 
 def _side_words(message: str, a: str, b: str | None) -> str:

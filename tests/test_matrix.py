@@ -208,3 +208,19 @@ def test_query_matrix_on_a_matrix_run_reads_its_recorded_order(runs):
     got = json.loads(result.output)
     assert [r["side"] for r in got if r["check"] == "null-leak"] == ["dump", "droplast", "fields"]
     assert [(r["wrong"], r["fixed"]) for r in got if r["check"] == "null-leak"] == [(35, 0), (5, 30), (5, 30)]
+
+
+def test_replay_report_rewrites_a_matrix_run_s_own_report(runs, tmp_path: Path):
+    import shutil
+
+    run = tmp_path / runs["matrix"].name  # the page's title names the run folder
+    shutil.copytree(runs["matrix"], run)
+    before = {n: (run / n).read_text(encoding="utf-8") for n in ("report.md", "report.html")}
+    for n in before:
+        (run / n).unlink()
+    result = runner.invoke(app, ["report", "--run", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "| null-leak | 35 | 5 (-30 +0) | 5 (-30 +0) | 37 |" in result.output
+    after = {n: (run / n).read_text(encoding="utf-8") for n in before}
+    assert after["report.md"] == before["report.md"]
+    assert after["report.html"] == before["report.html"]
