@@ -79,10 +79,10 @@ def matrix_sides(sides_file: str | os.PathLike[str], baseline: str | None = None
     """The sides of the sides file ``sides_file`` (module docstring): every ``[sides.NAME]`` table
     in file order but the reference's. ``baseline``: a side's name (default the first side).
     Raises :class:`replay.side.SideError` as :func:`replay.side.load_sides_file` does, and
-    :class:`MatrixError` (both usage errors naming the file) for a file whose tables are all the
-    reference, a side named ``reference``-as-another-table or ``served``, a top-level ``old`` /
-    ``new`` (a matrix has no old and new roles: its tables are its sides), or a baseline that
-    names no side."""
+    :class:`MatrixError` (both usage errors naming the file) for a file whose only table is the
+    reference, a side named ``served`` (or ``reference`` while another table is the reference), a
+    top-level ``old`` / ``new`` naming a table (a matrix has no old and new roles: its tables are
+    its sides, in order), or a baseline that names no side."""
     file = load_sides_file(sides_file)
     where = f"--sides {file.path}"
     if set(file.chosen) - {"reference"} and any(file.chosen[r] != r for r in file.chosen if r != "reference"):

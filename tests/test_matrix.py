@@ -158,6 +158,13 @@ def test_sides_file_errors_name_the_file(tmp_path: Path):
     with pytest.raises(MatrixError, match=r"--baseline c: no side of that name .* \(sides: a, b\)"):
         matrix_sides(f, "c")
     assert matrix_sides(f, "b").baseline == "b" and matrix_sides(f).names == ("a", "b")
+    f.write_text('old = "b"\n[sides.a]\nparser = "hermes"\n[sides.b]\nparser = "hermes"\n', encoding="utf-8")
+    with pytest.raises(MatrixError, match="top-level old/new"):
+        matrix_sides(f)
+    f.write_text('reference = "r"\n[sides.a]\nparser = "hermes"\n[sides.r]\nparser = "hermes"\n[sides.b]\n', encoding="utf-8")
+    got = matrix_sides(f)
+    assert got.names == ("a", "b") and got.reference is not None and got.reference.parser == "hermes"
+    f.write_text('[sides.a]\nparser = "hermes"\n[sides.b]\nparser = "hermes"\n', encoding="utf-8")
     result = runner.invoke(app, ["matrix", str(SAMPLES), "--sides", str(f), "--baseline", "c", "--out", str(tmp_path / "r")])
     assert result.exit_code == 2 and "--baseline c" in result.output
 
