@@ -99,3 +99,21 @@ def test_matrix_page_in_headless_chromium(run: Path, tmp_path: Path):
             assert requests == [url]
         finally:
             ctx.close()
+
+
+def test_masked_exemplars_keep_structure_and_names():
+    from replay.report.matrix import _masked
+
+    row = {"check": "dropped-call", "side": "s", "exchange_id": "e", "smallest_failing_chunking": "whole", "error": None,
+           "outcome": "[1] tool_calls", "content": "Let me look up Oslo.",
+           "calls": [{"name": "get_weather", "arguments": '{"city": "Oslo"}'}], "reference_calls": [{"name": "get_time", "arguments": '{"tz": "UTC"}'}]}
+    got = _masked([row], True)[0]
+    assert got["outcome"] == "[1] tool_calls"
+    assert got["content"] == "Xxx xx xxxx xx Xxxx.".replace("X", "x")
+    assert got["calls"] == [{"name": "get_weather", "arguments": '{"xxxx": "xxxx"}'}]
+    assert got["reference_calls"] == [{"name": "get_time", "arguments": '{"xx": "xxx"}'}]
+    mism = dict(row, check="argument-mismatch", outcome="[{'i': 1, 'n': get_weather, 'a': '{\"city\": \"Oslo\"}'}]")
+    assert _masked([mism], True)[0]["outcome"] == "[{'i': 1, 'n': get_weather, 'a': '{\"xxxx\": \"xxxx\"}'}]"
+    leak = dict(row, check="null-leak", smallest_failing_chunking="render", outcome="[0$.function.strict]")
+    assert _masked([leak], True)[0]["outcome"] == "[0$.function.strict]"
+    assert _masked([row], False)[0] == row

@@ -135,7 +135,8 @@ def _e(value: Any) -> str:
 
 def _masked(rows: list[dict[str, Any]], redact: bool) -> list[dict[str, Any]]:
     """Exemplar rows with the argument text, content and outcome masked (:func:`replay.mask.
-    redact_text`, the calls' names kept) when ``redact``."""
+    redact_text`, the calls' names and the outcome's keys kept) when ``redact``; a render check's
+    outcome (leaked null paths, a prompt's SHA-256: no message text) is kept as it is."""
     if not redact:
         return rows
     from replay.mask import redact_text
@@ -144,13 +145,21 @@ def _masked(rows: list[dict[str, Any]], redact: bool) -> list[dict[str, Any]]:
     for r in rows:
         keep = {c["name"] for c in (r.get("calls") or []) + (r.get("reference_calls") or []) if c.get("name")}
         r = dict(r)
-        for key in ("outcome", "content"):
-            r[key] = redact_text(r.get(key), keep)
+        r["content"] = redact_text(r.get("content"), keep)
+        if r.get("smallest_failing_chunking") != "render" or r.get("error") is not None:
+            # a stream check's outcome lists calls as {'i': index, 'n': name, 'a': arguments}: its keys kept
+            r["outcome"] = redact_text(r.get("outcome"), keep | OUTCOME_KEYS)
+        # else a render check's outcome is structure: leaked null paths (tool index and schema keys) or a prompt's SHA-256
         for key in ("calls", "reference_calls"):
             if r.get(key) is not None:
                 r[key] = [{"name": c["name"], "arguments": redact_text(c["arguments"], keep)} for c in r[key]]
         out.append(r)
     return out
+
+
+#: The words of a stream check's outcome kept when masking (replay/checks.py): its keys
+#: (``struct_pack(i, n, a)``, ``id``) and the finish reasons it ends with.
+OUTCOME_KEYS = frozenset({"i", "n", "a", "id", "tool_calls", "stop", "length", "end_turn", "tool_use"})
 
 
 def _calls_text(calls: list[dict[str, Any]] | None) -> str:
@@ -166,7 +175,7 @@ def _exemplar_html(r: dict[str, Any]) -> str:
         f'<div class="exemplar" data-exchange="{_e(r["exchange_id"])}">',
         f"<h4>{_e(r['exchange_id'])} <span class=note>{_e(r.get('model'))} ({_e(r.get('family'))})</span></h4>",
         f"<p>Fails under {len(failing)} chunkings: {_e(shown)}. Smallest: <code>{_e(r.get('smallest_failing_chunking'))}</code>"
-        f" ({_e(r.get('smallest_failing_deltas'))} deltas).</p>",
+        f" ({_e(r.get('smallest_failing_deltas'))} {'delta' if r.get('smallest_failing_deltas') == 1 else 'deltas'}).</p>",
     ]
     if r.get("error"):
         parts.append(f"<p>Error: <code>{_e(r['error'])}</code></p>")
