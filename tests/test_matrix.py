@@ -231,3 +231,10 @@ def test_replay_report_rewrites_a_matrix_run_s_own_report(runs, tmp_path: Path):
     after = {n: (run / n).read_text(encoding="utf-8") for n in before}
     assert after["report.md"] == before["report.md"]
     assert after["report.html"] == before["report.html"]
+
+
+def test_replay_show_on_a_matrix_run_says_where_its_exchanges_are(runs):
+    result = runner.invoke(app, ["show", "agent-01", "--run", str(runs["matrix"])])
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert "is a replay matrix run: replay show reads an audit's old and new sides" in text and "matrix_exemplars" in text
