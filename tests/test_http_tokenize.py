@@ -157,12 +157,14 @@ def test_audit_with_a_server_side_judges_prompts_by_ids(tmp_path, hf_tok, tok_pa
     """The template-change audit (tests/test_render_sides.py) with the new side rendered by a
     server running agent-new.jinja: its ids equal the reference's local render tokenized with the
     same vocabulary (35 fixed, 2 same-ok, as with the local template); every prompt is compared
-    by ids, one tokenize request per exchange and distinct leak variant."""
-    with FakeOpenAI(tokenize=Tokenize(hf_tok, NEW_T.read_text())) as server:
+    by ids; each distinct request is sent once, ``concurrency`` at a time."""
+    with FakeOpenAI(tokenize=Tokenize(hf_tok, NEW_T.read_text(), delay=0.05)) as server:
         run, result = _audit(tmp_path, *TEMPLATE_AUDIT, "--new", f"renderer={server.origin}?concurrency=3,serializer=model-dump",
                              "--tokenizer", str(tok_path))
         assert result.exit_code == 0, result.output
         sent = [json.dumps(r, sort_keys=True) for r in server.tokenize.requests]
+        # a render batch's requests are sent together, 3 at a time (a batch has up to 7 distinct ones)
+        assert server.tokenize.max_in_flight == 3
     assert _counts(_verdict(run, "prompt-divergence")) == {"fixed": 35, "same-ok": 2}
     rows = _query(run, "SELECT side, renderer, count(*) AS n, count(prompt_ids_sha256) AS by_ids, count(error) AS errors "
                        "FROM renders WHERE side <> 'served' GROUP BY ALL ORDER BY side")
