@@ -70,7 +70,10 @@ def test_render_ids_are_the_servers_and_the_text_is_read_from_token_strs(hf_tok)
         assert got.render_ids(MESSAGES, TOOLS) == (text, ids)
         det = renderer_from_spec(server.origin + "/tokenize?text=detokenize")
         assert det.render_ids(MESSAGES, TOOLS) == (text, ids)
+        # another side's prompt text, tokenized on the server (vLLM's TokenizeCompletionRequest)
+        assert got.tokenizer.ids(text) == ids
         reqs = server.tokenize.requests
+    assert reqs[3] == {"model": "m-1", "prompt": text, "add_special_tokens": False}
     assert reqs[0] == {"model": "m-1", "messages": MESSAGES, "tools": TOOLS, "add_generation_prompt": True, "return_token_strs": True}
     assert reqs[1]["return_token_strs"] is False and "model" not in reqs[1] and reqs[2] == {"tokens": ids}
     assert decode_token_strs(hf_tok.convert_ids_to_tokens(ids)) == text and len(ids) > 40
@@ -213,10 +216,28 @@ def test_a_failing_or_unreachable_server_gives_error_rows_and_the_audit_finishes
     assert _counts(_verdict(run, "render-failure")) == {"broken": 37}
     # every request tried 1 + retries times (a request repeated in a later batch is tried again there)
     assert {n % 2 for n in sent.values()} == {0} and len(sent) >= 15
+    # no --tokenizer: the other sides' prompts are tokenized on the server too, which is not there:
+    # their rows are errors as well; the 2 served prompts (no error column) are compared by text
     port = _refused_port()
-    run2, result = _audit(tmp_path / "dead", *TEMPLATE_AUDIT, "--new", f"renderer=http://127.0.0.1:{port}?retries=1&backoff=0",
-                          "--tokenizer", str(tok_path))
+    run2, result = _audit(tmp_path / "dead", *TEMPLATE_AUDIT, "--new", f"renderer=http://127.0.0.1:{port}?retries=1&backoff=0")
     assert result.exit_code == 0, result.output
-    errors = _query(run2, "SELECT error, count(*) AS n FROM renders WHERE side = 'new' GROUP BY error")
-    assert [e["n"] for e in errors] == [37]
-    assert errors[0]["error"].startswith(f"tokenize http://127.0.0.1:{port}/tokenize: connection refused after 2 attempts")
+    rows = _query(run2, "SELECT side, count(*) AS n, count(error) AS errors, count(prompt_ids_sha256) AS by_ids, "
+                        "min(error) AS first, max(error) AS last FROM renders GROUP BY side ORDER BY side")
+    refused = f"tokenize http://127.0.0.1:{port}/tokenize: connection refused after 2 attempts"
+    assert [(r["side"], r["n"], r["errors"], r["by_ids"]) for r in rows] == [
+        ("new", 37, 37, 0), ("old", 37, 37, 0), ("reference", 37, 37, 0), ("served", 2, 0, 0)]
+    assert all(r["first"].startswith(refused) and r["last"].startswith(refused) for r in rows if r["side"] != "served")
+
+
+def test_a_side_rendered_in_its_worker_gets_the_tokenize_error_on_its_row():
+    """A side rendered in another interpreter (``render_in=python``) has its prompt tokenized here
+    (replay.remote.RemoteRender.finish); a server that cannot tokenize it makes that row's error,
+    the stage goes on."""
+    from replay.remote import RemoteRender
+
+    port = _refused_port()
+    dead = renderer_from_spec(f"http://127.0.0.1:{port}?retries=0")
+    row, ids = RemoteRender({"renderer": "chat-template:x.jinja", "prompt_sha256": "ab"}, "a prompt").finish(
+        "x1", "old", dead.tokenizer, lambda ids: "sha", is_reference=False)
+    assert ids is None and row["exchange_id"] == "x1" and row["side"] == "old" and "prompt_ids_sha256" not in row
+    assert row["error"].startswith(f"tokenize http://127.0.0.1:{port}/tokenize: connection refused (")

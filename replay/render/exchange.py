@@ -433,8 +433,12 @@ def render_rows(
         ids = None
         if id_tok is not None:
             logged = ex.get("server_prompt_token_ids")
-            ids = list(logged) if logged is not None else id_tok.ids(prompt)
-            side_ids["served"] = ids
+            try:
+                ids = list(logged) if logged is not None else id_tok.ids(prompt)
+            except Exception:  # noqa: BLE001 - a tokenizer that fails here (a server's): the served prompt is compared by its text
+                ids = None
+            if ids is not None:
+                side_ids["served"] = ids
         tok = chosen["old"][1]
         sha = _sha(prompt)
         if ids is None and tok is not None and (id(tok), sha) not in counted:  # the served prompt is often a side's
