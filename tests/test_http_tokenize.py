@@ -198,6 +198,10 @@ def test_same_text_other_ids_is_a_divergence(tmp_path, hf_tok, tok_path):
                            "count(*) FILTER (WHERE n.tokens_differing > 0) AS other_ids FROM renders n JOIN renders r "
                            "USING (exchange_id) WHERE n.side = 'new' AND r.side = 'reference'")
     assert diverged == [{"same_text": 37, "other_ids": 37}]
+    # the token cost is the server's ids' count (one id a character here), not --tokenizer's count of the text
+    costs = _query(run, "SELECT count(*) FILTER (WHERE n.prompt_tokens > 2 * r.prompt_tokens) AS costlier FROM renders n "
+                        "JOIN renders r USING (exchange_id) WHERE n.side = 'new' AND r.side = 'reference'")
+    assert costs == [{"costlier": 37}]
 
 
 def test_a_failing_or_unreachable_server_gives_error_rows_and_the_audit_finishes(tmp_path, hf_tok, tok_path):

@@ -385,7 +385,8 @@ def render_rows(
                         counted[ckey] = _tokens(tok, prompt, None, renderer is ref_renderer)
                     n_tokens = counted[ckey]
                 else:
-                    n_tokens = _tokens(tok, prompt, ids, renderer is ref_renderer)
+                    # a server's own ids are its prompt's tokens (replay.render.http_tokenize), not --tokenizer's count
+                    n_tokens = _tokens(tok, prompt, ids, renderer is ref_renderer or getattr(renderer, "counts_own_ids", False))
                 done[key] = {
                     "prompt_sha256": sha,
                     "prompt_chars": len(prompt),

@@ -179,13 +179,15 @@ class HttpTokenizeRenderer:
 
     ``spec``: the renderer spec (:func:`parse_spec`). ``render_ids(messages, tools)``
     returns ``(prompt text, token ids)``; ``render`` the text. ``name``: ``tokenize:URL``;
-    ``vocab``: :data:`VOCAB`; ``tokenizer``: tokenizes another side's prompt text on the same
+    ``vocab``: :data:`VOCAB`; ``counts_own_ids``: its rows' ``prompt_tokens`` are the server's
+    ids' count; ``tokenizer``: tokenizes another side's prompt text on the same
     server (``POST`` with ``prompt`` and ``add_special_tokens: false``, vLLM's
     ``TokenizeCompletionRequest``). Raises :class:`TokenizeError` (a RenderError) for a request
     that fails after its retries or an answer that is not a tokenize response. ``stats``:
     ``requests`` (HTTP requests sent, retries included), ``retries``, ``failed``."""
 
     vocab = VOCAB
+    counts_own_ids = True  # prompt_tokens: the server's ids' count, even with a --tokenizer
 
     def __init__(self, spec: str) -> None:
         import httpx
