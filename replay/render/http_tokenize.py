@@ -105,13 +105,13 @@ class TokenizeSpec:
 
 def parse_spec(spec: str) -> TokenizeSpec:
     """The :class:`TokenizeSpec` of ``http[s]://HOST:PORT[/PATH][?OPTIONS]``. Raises ValueError
-    naming the spec for a URL without a host, an unknown option, or an option value out of range
+    (the caller names the option and the spec) for a URL without a host, an unknown option, or an option value out of range
     (``concurrency`` and ``retries`` integers, ``concurrency`` at least 1; ``timeout`` a positive
     number of seconds; ``backoff`` seconds, 0 or more)."""
     spec = spec.strip()
     parts = urlsplit(spec)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"renderer {spec!r}: expected http://HOST:PORT[/PATH][?OPTIONS]")
+        raise ValueError("expected http://HOST:PORT[/PATH][?OPTIONS]")
     path = parts.path if parts.path not in ("", "/") else "/tokenize"
     url = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     kw: dict[str, Any] = {}
@@ -137,9 +137,11 @@ def parse_spec(spec: str) -> TokenizeSpec:
                     raise ValueError("add_generation_prompt must be true or false")
                 kw["add_generation_prompt"] = value.lower() == "true"
             else:
-                raise ValueError(f"unknown option {key!r} (model, concurrency, timeout, retries, backoff, text, add_generation_prompt)")
-        except ValueError as exc:
-            raise ValueError(f"renderer {spec!r}: {exc}") from None
+                raise KeyError(key)
+        except KeyError:
+            raise ValueError(f"unknown option {key!r} (model, concurrency, timeout, retries, backoff, text, add_generation_prompt)") from None
+        except ValueError as exc:  # int()/float()'s own words name the value
+            raise ValueError(f"option {key}: {exc}") from None
     return TokenizeSpec(url=url, origin=urlunsplit((parts.scheme, parts.netloc, "", "", "")), **kw)
 
 
