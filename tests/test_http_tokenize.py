@@ -245,3 +245,20 @@ def test_a_side_rendered_in_its_worker_gets_the_tokenize_error_on_its_row():
         "x1", "old", dead.tokenizer, lambda ids: "sha", is_reference=False)
     assert ids is None and row["exchange_id"] == "x1" and row["side"] == "old" and "prompt_ids_sha256" not in row
     assert row["error"].startswith(f"tokenize http://127.0.0.1:{port}/tokenize: connection refused (")
+
+
+def test_the_reference_rendered_by_a_server(tmp_path, hf_tok):
+    """``--reference renderer=URL``: the template-change audit judged against the server's
+    prompts (agent-new.jinja there), without --tokenizer: old's and new's prompts are tokenized
+    on the server, so all three sides are compared by the server's ids; the verdicts are the
+    local-template audit's (tests/test_render_sides.py: 35 fixed, 2 same-ok)."""
+    with FakeOpenAI(tokenize=Tokenize(hf_tok, NEW_T.read_text())) as server:
+        run, result = _audit(tmp_path, *TEMPLATE_AUDIT, "--new", f"chat_template={NEW_T},serializer=model-dump",
+                             "--reference", f"renderer={server.origin}")
+        assert result.exit_code == 0, result.output
+        kinds = Counter("prompt" if "prompt" in r else "chat" for r in server.tokenize.requests)
+    assert _counts(_verdict(run, "prompt-divergence")) == {"fixed": 35, "same-ok": 2}
+    rows = _query(run, "SELECT side, count(*) AS n, count(prompt_ids_sha256) AS by_ids, count(error) AS errors "
+                       "FROM renders WHERE side <> 'served' GROUP BY ALL ORDER BY side")
+    assert rows == [{"side": s, "n": 37, "by_ids": 37, "errors": 0} for s in ("new", "old", "reference")]
+    assert kinds["chat"] >= 15 and kinds["prompt"] >= 15  # the reference's renders; the other sides' texts
