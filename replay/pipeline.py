@@ -59,6 +59,7 @@ from replay.sides import BATCH, BATCH_CHARS, RemoteParser, SideError, WorkerErro
 from replay.stream import CHUNKINGS_DEFAULT, ChunkingError, assemble_openai, check_chunking, json_key, new_parser, replay_stream, split, two_way_splits
 from replay.tools import get_serializer, leaked_nulls
 from replay.judge import judge_side, reference_rows  # noqa: F401  (judge_side: part of this module's API)
+from replay.render import http_tokenize
 from replay.runspec import AuditConfig  # noqa: F401  (declared with RunSpec, from which it is derived; part of this module's API)
 
 SIDES = ("old", "new", "reference")
@@ -136,7 +137,7 @@ def _ids_plan(cfg: AuditConfig) -> tuple[Any, str | None]:
     ref = cfg.reference_renderer or cfg.renderer
     tok = getattr(ref, "tokenizer", None)
     if tok is None or cfg.tokenizer is not None or not hasattr(ref, "render_ids"):
-        return None, None
+        return http_tokenize.ids_plan(cfg)  # (None, None) unless a side renders on a server
     return tok, getattr(ref, "vocab", None)
 
 
@@ -893,6 +894,7 @@ def _render_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
     # out-of-process sides' path (remote_renders) sends the request text to the workers
     for chunk in _batches(exchange_rows(batch) if not remote else batch.to_pylist(), BATCH if remote else len(batch) or 1, chars=1 << 62):
         pre = remote_renders(chunk, cfg, remote) if remote else None
+        http_tokenize.prefetch(chunk, cfg, serializers, pre, lambda ex: decode_request(ex, share_tools=share))  # server sides: one batch of requests
         for i, ex in enumerate(chunk):
             if ex["request_json"] != "{}":  # a capture without its request (capture_lacks) has nothing to render
                 rows.extend(render_exchange(decode_request(ex, share_tools=share), cfg, serializers, pre[i] if pre is not None else None))
