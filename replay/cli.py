@@ -1370,5 +1370,9 @@ def _main(version: Annotated[bool, typer.Option("--version", help="Print the ver
         raise typer.Exit()
 
 
+from replay.repro.command import register as _register_repro  # noqa: E402  (hook: the `repro` command)
+
+_register_repro(app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()
