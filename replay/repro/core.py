@@ -84,9 +84,10 @@ def _rows(con: Any, sql: str, params: list[Any]) -> list[dict[str, Any]]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def load(run_dir: str | Path, exchange_id: str, check: str, side: str | None = None) -> Loaded:
+def load(run_dir: str | Path, exchange_id: str, check: str, side: str | None = None, fixed: str | None = None) -> Loaded:
     """The failure of ``check`` on exchange ``exchange_id`` in the run ``run_dir``, on ``side``
-    (default: ``new`` when the new side is wrong, else ``old``).
+    (default: ``new`` when the new side is wrong, else ``old``). ``fixed`` (``old``/``new``): the
+    failing chunking is picked among those where that side is right, when there are some.
 
     Raises :class:`ReproError` for a folder that is not a run, an unknown exchange or check, a
     check that is not a stream check, an exchange without a raw completion, or a side the run
@@ -119,6 +120,8 @@ def load(run_dir: str | Path, exchange_id: str, check: str, side: str | None = N
         if side is None:
             side = "new" if any(r["new_wrong"] for r in wrong) else "old"
         mine = [r for r in wrong if r[f"{side}_wrong"]]
+        if fixed in ("old", "new") and fixed != side and any(not r[f"{fixed}_wrong"] for r in mine):
+            mine = [r for r in mine if not r[f"{fixed}_wrong"]]
         if not mine:
             raise ReproError(f"the {side} side does not fail {check} on {exchange_id!r} in {run}: nothing to shrink")
         # the failing chunking with the fewest deltas (the whole-text parse counts as one)
@@ -141,11 +144,13 @@ def load(run_dir: str | Path, exchange_id: str, check: str, side: str | None = N
     meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
     options = meta.get("options") or {}
     spec = spec_from_options(options)
-    keep = {
-        f"{side}_python": options.get(f"{side}_python"),
-        f"{side}_pythonpath": tuple(options.get(f"{side}_pythonpath") or ()),
-        f"{side}_parser": options.get(f"{side}_parser"),
-    }
+    keep = {}
+    for s in ("old", "new"):  # the sides' interpreters, which spec_from_options leaves out
+        keep.update({
+            f"{s}_python": options.get(f"{s}_python"),
+            f"{s}_pythonpath": tuple(options.get(f"{s}_pythonpath") or ()),
+            f"{s}_parser": options.get(f"{s}_parser"),
+        })
     spec = dataclasses.replace(spec, **keep)
     request = exactjson.loads(ex["request_json"]) if ex.get("request_json") else {}
     return Loaded(run, ex, request if isinstance(request, dict) else {}, side, check, chunking, deltas, spec, options)

@@ -10,7 +10,10 @@ finish_stream`, :func:`replay.judge.judge_side` through it) and the verdict SQL
 candidate is one the audit itself would count: the tested side sits in the ``old`` slot and the
 reference parser, replayed under the same deltas, in the ``new`` slot; a candidate fails when the
 verdict row of the check under the candidate's chunking (``recorded``: its own deltas, or
-``parse`` for the whole-text checks) has ``old_wrong`` and not ``new_wrong``.
+``parse`` for the whole-text checks) has ``old_wrong`` and not ``new_wrong``. With ``--fixed
+old|new`` the fixed side takes the ``new`` slot instead: the candidate must then pass there too.
+In both cases the reference's whole-text parse of the candidate must exist (the verdict row is
+made only then) and keep the calls of the captured case (:meth:`Judge.keep_calls`).
 """
 
 from __future__ import annotations
@@ -55,10 +58,13 @@ class Judge:
     ``spec``: the run's :class:`replay.runspec.RunSpec` (from ``run.json``); ``side``: ``old`` or
     ``new`` (the side judged); ``ex``: the exchange's ``exchanges`` row (model, route, prompt,
     finish_reason); ``chunking``: ``parse`` for a whole-text check (``semantic-diff``) else
-    ``recorded``. Raises :class:`ReproError` for a check that is not a stream check, and what
+    ``recorded``; ``fixed``: ``old`` or ``new`` puts that side of the run (in its own interpreter)
+    in the ``new`` slot instead of the reference parser, so a candidate counts only when the fixed
+    side passes it too (a shrink must not slip into a case the fix does not fix either).
+    Raises :class:`ReproError` for a check that is not a stream check, and what
     :func:`replay.sides.open_sides` raises for a side whose worker does not start."""
 
-    def __init__(self, spec: Any, side: str, check: str, ex: dict[str, Any], *, timeout: float | None = None) -> None:
+    def __init__(self, spec: Any, side: str, check: str, ex: dict[str, Any], *, fixed: str | None = None, timeout: float | None = None) -> None:
         from replay.pipeline import ParserResolver
         from replay.runspec import build_config
 
@@ -74,12 +80,19 @@ class Judge:
             "old_pythonpath": tuple(s.get(f"{side}_pythonpath") or ()),
             "old_serializer": s.get(f"{side}_serializer") or "as-sent",
         }
+        if fixed in ("old", "new"):  # the fixed side must pass each candidate: it sits in the new slot
+            other = {
+                "new_parser": s.get(f"{fixed}_parser"),
+                "new_python": s.get(f"{fixed}_python"),
+                "new_pythonpath": tuple(s.get(f"{fixed}_pythonpath") or ()),
+                "new_serializer": s.get(f"{fixed}_serializer") or "as-sent",
+            }
+        else:
+            other = {"new_parser": spec.reference_parser, "new_python": None, "new_pythonpath": ()}
         run = dataclasses.replace(
             spec,
             **tested,
-            new_parser=spec.reference_parser,
-            new_python=None,
-            new_pythonpath=(),
+            **other,
             old_render_in="audit",
             new_render_in="audit",
             chunkings=("recorded",),
@@ -145,15 +158,17 @@ class Judge:
         from replay.pipeline import finish_stream, plan_stream, replay_from_worker, replay_item
 
         plans = [plan_stream(self._row(k, c), self.cfg, self.resolver) for k, c in enumerate(cands)]
-        remote: list[dict[str, Any] | None] = [None] * len(plans)
-        worker = self.resolver.remote.remote("old") if self.resolver.remote is not None else None
-        if worker is not None:
+        remote: list[dict[str, Any]] = [{} for _ in plans]
+        for slot in ("old", "new"):
+            worker = self.resolver.remote.remote(slot) if self.resolver.remote is not None else None
+            if worker is None:
+                continue
             todo = [(k, p) for k, p in enumerate(plans) if not p.done]
-            items = [replay_item(p, p.sides.old, p.chunks["old"]) for _, p in todo]
+            items = [replay_item(p, getattr(p.sides, slot), p.chunks[slot]) for _, p in todo]
             if items:
                 worker.submit("replay", items, [1 + len(it["chunkings"]) for it in items])
                 for (k, p), answer in zip(todo, worker.collect()):
-                    remote[k] = {"old": replay_from_worker(answer, p.chunks["old"], "length" if p.truncated else None)}
+                    remote[k][slot] = replay_from_worker(answer, p.chunks[slot], "length" if p.truncated else None)
         streams: list[dict[str, Any]] = []
         calls: list[dict[str, Any]] = []
         self.undeclared = set()
@@ -163,7 +178,7 @@ class Judge:
                 self.undeclared.add(f"c{k}")
             if self.names is not None and (p.ref_parse is None or tuple(call.name for call in p.ref_parse.calls) != self.names):
                 self.undeclared.add(f"c{k}")
-            s, c = finish_stream(p, self.cfg, remote[k])
+            s, c = finish_stream(p, self.cfg, remote[k] or None)
             streams.extend(s)
             calls.extend(c)
         return streams, calls

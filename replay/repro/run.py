@@ -122,10 +122,10 @@ def repro(
     does not fail on the broken side or does not pass on the fixed one."""
     if fixed not in FIXED_SIDES:
         raise ReproError(f"--fixed {fixed}: expected one of {', '.join(FIXED_SIDES)}")
-    lo = load(run_dir, exchange_id, check, side)
+    lo = load(run_dir, exchange_id, check, side, fixed)
     if fixed == lo.side:
         raise ReproError(f"--fixed {fixed}: that is the side being shrunk")
-    judge = Judge(lo.spec, lo.side, check, lo.ex)
+    judge = Judge(lo.spec, lo.side, check, lo.ex, fixed=fixed)
     try:
         shrunk = shrink(lo, judge, seconds)
         if not keep_text:
