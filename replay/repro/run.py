@@ -186,7 +186,12 @@ def repro(
                 f"the written test does not fail on the broken side ({result.broken}): it {result.broken_proof.word()}; not written\n"
                 + result.broken_proof.output
             )
-        if f_style == b_style:
+        same = f_style == b_style and {
+            "sglang": lambda: (b_facts or {}).get("module") == (f_facts or {}).get("module") and (b_facts or {}).get("class") == (f_facts or {}).get("class"),
+            "vllm": lambda: (b_parser or "").split("?")[0] == (f_parser or "").split("?")[0],
+            "protocol": lambda: (b_parser or family) == (f_parser or family),
+        }[b_style]()
+        if same:  # the same file names the fixed side's parser too: it runs there as written
             fixed_file = broken_file
         else:
             fixed_file = write(f_style, f_parser, f_facts, f"{base}_{f_style}.py")
