@@ -148,3 +148,11 @@ def test_vllm_style_file_text(tmp_path):
     assert consts == {"PARSER": "hermes", "DELTAS": case["deltas"], "EXPECTED_CALLS": [["f", {}]]}
     whole = write_test(tmp_path / "test_w.py", "vllm", case, Expected((("f", {}),), "", (), False, whole=True)).read_text(encoding="utf-8")
     assert "def test_whole_text_calls(parser)" in whole and "extract_tool_calls_streaming" not in whole
+
+
+def test_the_time_bound_stops_shrinking_and_says_so(run, tmp_path):
+    """With no time left the captured case itself is written (still proven), marked not 1-minimal."""
+    got = repro(run, "ex-1", "dropped-call", out=tmp_path, seconds=1e-9)
+    assert got.shrunk.timed_out and got.shrunk.sizes()["chars"] == [127, 127]
+    assert got.broken_proof.failed and got.fixed_proof.passed
+    assert "(stopped at the time bound: not 1-minimal)" in got.lines()[0]
