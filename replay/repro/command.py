@@ -42,7 +42,7 @@ def _seconds(value: float) -> float:
 def repro_command(
     run: Annotated[Path, typer.Argument(metavar="RUN", help="The run folder (of `replay audit`).")],
     exchange_id: Annotated[str, typer.Argument(metavar="ID", help="The exchange's id (exchanges.exchange_id).")],
-    check: Annotated[str, typer.Option("--check", callback=_check, help="The stream check the exchange fails (dropped-call, argument-mismatch, ...).")],
+    check: Annotated[str, typer.Option("--check", callback=_check, help="The stream check the exchange fails: dropped-call, argument-mismatch or another stream check (see checks-and-verdicts.md).")],
     side: Annotated[Optional[str], typer.Option("--side", callback=_side, help="old | new: the side that fails (default: new when the new side fails, else old).")] = None,
     fixed: Annotated[str, typer.Option("--fixed", callback=_fixed, help="old | new | reference: the side the test must pass on.")] = "reference",
     out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the test file(s) (default RUN/repro).")] = None,
