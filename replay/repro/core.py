@@ -5,7 +5,8 @@
 ``streams.delta_lengths``) and the sides from ``run.json`` (the tested side's parser in its own
 interpreter, as the audit ran it). :func:`shrink` then shrinks, in this order and each pass with
 :func:`replay.repro.shrink.ddmin` under one time bound: the tool list, the completion (family
-markers whole, the failing cut kept), the cuts (fewest deltas), the completion again. Every
+markers whole, the failing cut kept), the cuts (fewest deltas), the completion again, then inside
+each kept tool its description and parameter properties (``required`` follows). Every
 candidate is judged by :class:`replay.repro.judge.Judge`: kept only when the side still fails the
 check and the reference still passes it. :func:`mask` then replaces the user text as the
 exemplars mask it (:mod:`replay.mask`) and says when the failure needs the exact text.
@@ -185,6 +186,50 @@ def shrink(lo: Loaded, judge: Judge, seconds: float = DEFAULT_SECONDS) -> Shrunk
         kept = ddmin(list(c.tools), fails, budget)
         return Candidate(c.text, c.deltas, tuple(kept))
 
+    def facets_pass(c: Candidate) -> Candidate:
+        """Inside each kept tool: its description and each parameter property, kept only where
+        the failure needs them."""
+        parts = []
+        for i, t in enumerate(c.tools):
+            fn = t.get("function") if isinstance(t, dict) else None
+            if not isinstance(fn, dict):
+                continue
+            if "description" in fn:
+                parts.append((i, "description", None))
+            props = (fn.get("parameters") or {}).get("properties") if isinstance(fn.get("parameters"), dict) else None
+            if isinstance(props, dict):
+                parts.extend((i, "property", k) for k in props)
+        if not parts:
+            return c
+
+        def build(kept: list[tuple[int, str, Any]]) -> Candidate:
+            keep = set(kept)
+            tools = []
+            for i, t in enumerate(c.tools):
+                fn = t.get("function") if isinstance(t, dict) else None
+                if not isinstance(fn, dict):
+                    tools.append(t)
+                    continue
+                fn = dict(fn)
+                if "description" in fn and (i, "description", None) not in keep:
+                    del fn["description"]
+                params = fn.get("parameters")
+                if isinstance(params, dict) and isinstance(params.get("properties"), dict):
+                    props = {k: v for k, v in params["properties"].items() if (i, "property", k) in keep}
+                    params = {**params, "properties": props}
+                    if isinstance(params.get("required"), list):
+                        params["required"] = [r for r in params["required"] if r in props]
+                    fn["parameters"] = params
+                tools.append({**t, "function": fn})
+            return Candidate(c.text, c.deltas, tuple(tools))
+
+        def fails(lists: list[list[tuple[int, str, Any]]]) -> list[bool]:
+            return judge.fails([build(k) for k in lists])
+
+        if fails([[]])[0]:
+            return build([])
+        return build(ddmin(parts, fails, budget))
+
     def text_pass(c: Candidate) -> Candidate:
         units = atoms(c.deltas, marks)
 
@@ -208,7 +253,7 @@ def shrink(lo: Loaded, judge: Judge, seconds: float = DEFAULT_SECONDS) -> Shrunk
 
         return cand(ddmin(cuts, fails, budget))
 
-    for step in (tools_pass, text_pass, cuts_pass, text_pass):
+    for step in (tools_pass, text_pass, cuts_pass, text_pass, facets_pass):
         if not budget.left():
             break
         best = step(best)
