@@ -119,6 +119,12 @@ def test_repro_shrinks_keeps_the_word_it_needs_and_proves(run, tmp_path):
     assert any("Oslo" in d and "<tool_call>" in d and "</tool_call>" in d for d in tree["DELTAS"])
 
 
+def test_keep_text_writes_the_case_as_captured(run, tmp_path):
+    got = repro(run, "ex-1", "dropped-call", out=tmp_path, keep_text=True)
+    assert not got.shrunk.masked and got.shrunk.exact_text == [] and "  user text as captured (--keep-text)" in got.lines()
+    assert got.broken_proof.failed and got.fixed_proof.passed
+
+
 def test_a_side_that_does_not_fail_is_refused(run, tmp_path):
     with pytest.raises(ReproError, match="the new side does not fail dropped-call"):
         repro(run, "ex-1", "dropped-call", side="new", out=tmp_path)
