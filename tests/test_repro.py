@@ -135,6 +135,7 @@ def test_cli_repro_json(run, tmp_path):
     got = CliRunner().invoke(app, ["repro", str(run), "ex-1", "--check", "dropped-call", "--out", str(tmp_path), "--format", "json", "--max-seconds", "60"])
     assert got.exit_code == 0, got.output
     data = json.loads(got.output)
+    assert data["marker_chars"] == len("<tool_call>") + len("</tool_call>")
     assert data["broken_result"].startswith("fails") and data["fixed_result"].startswith("passes") and data["exact_text"] == ["Oslo"]
     bad = CliRunner().invoke(app, ["repro", str(run), "ex-1", "--check", "null-leak"])
     assert bad.exit_code == 2 and "not a stream check" in bad.output

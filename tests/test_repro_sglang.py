@@ -22,13 +22,13 @@ from strategies import PUBLIC_BUGS
 from tests.writers.public_bugs import write_public_bugs_capture
 
 #: id -> (SGLang parser name, faulty release, fixed release or None: the built-in parser, check,
-#: (captured chars, shrunk chars), (captured deltas, shrunk deltas))
+#: (captured chars, shrunk chars, shrunk chars in family markers), (captured deltas, shrunk deltas))
 BUGS = {
-    "B04": ("qwen25", "0.5.8", "0.5.18", "non-json-join", (66, 50), (2, 2)),
-    "B12": ("kimi_k2", "0.5.8", "0.5.23", "dropped-call", (273, 185), (1, 1)),
-    "B14": ("glm45", "0.5.18", "0.5.23", "argument-mismatch", (90, 77), (1, 1)),
-    "B18": ("gemma4", "0.5.23", None, "dropped-call", (142, 102), (1, 1)),
-    "B43": ("mistral", "0.5.23", None, "dropped-call", (110, 68), (1, 1)),
+    "B04": ("qwen25", "0.5.8", "0.5.18", "non-json-join", (66, 50, 11), (2, 2)),
+    "B12": ("kimi_k2", "0.5.8", "0.5.23", "dropped-call", (273, 185, 128), (1, 1)),
+    "B14": ("glm45", "0.5.18", "0.5.23", "argument-mismatch", (90, 77, 65), (1, 1)),
+    "B18": ("gemma4", "0.5.23", None, "dropped-call", (142, 102, 56), (1, 1)),
+    "B43": ("mistral", "0.5.23", None, "dropped-call", (110, 68, 24), (1, 1)),
 }
 
 
@@ -54,7 +54,7 @@ def test_repro_fails_on_the_faulty_release_and_passes_without_the_fault(bug, pyt
     assert got.exit_code == 0, got.output
     r = repro(tmp_path / "run", bug, check, side="old", fixed="new" if fixed else "reference", out=tmp_path / "repro")
     sizes = r.shrunk.sizes()
-    assert (sizes["chars"][0], sizes["chars"][1]) == chars and tuple(sizes["deltas"]) == deltas
+    assert (sizes["chars"][0], sizes["chars"][1], r.marker_chars()) == chars and tuple(sizes["deltas"]) == deltas
     assert r.broken_proof.failed and r.fixed_proof.passed
     assert f"SGLang {broken}" in r.broken and (f"SGLang {fixed}" in r.fixed if fixed else r.fixed.startswith("built-in"))
     src = r.files[0].read_text(encoding="utf-8")

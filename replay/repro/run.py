@@ -32,6 +32,13 @@ class Repro:
     files: list[Path] = field(default_factory=list)
     broken_proof: Proof | None = None
     fixed_proof: Proof | None = None
+    markers: tuple[str, ...] = ()  # the family markers (kept whole: their chars cannot shrink)
+
+    def marker_chars(self) -> int:
+        """Chars of the shrunk completion that are family markers."""
+        from replay.repro.shrink import atoms
+
+        return sum(len(a) for a, _ in atoms([self.shrunk.after.text], self.markers) if len(a) > 1)
 
     def lines(self) -> list[str]:
         """The terminal report: sizes before and after, masking, the files and the proofs."""
@@ -39,7 +46,7 @@ class Repro:
         out = [
             f"{self.exchange_id}: {self.check} on the {self.side} side ({self.broken}), shrunk with {self.shrunk.judged} candidates judged"
             + (" (stopped at the time bound: not 1-minimal)" if self.shrunk.timed_out else ""),
-            f"  completion {s['chars'][0]} -> {s['chars'][1]} chars, deltas {s['deltas'][0]} -> {s['deltas'][1]}, "
+            f"  completion {s['chars'][0]} -> {s['chars'][1]} chars ({self.marker_chars()} of them in family markers), deltas {s['deltas'][0]} -> {s['deltas'][1]}, "
             f"tools {s['tools'][0]} -> {s['tools'][1]}, messages {s['messages'][0]} -> {s['messages'][1]}",
         ]
         if self.shrunk.masked and self.shrunk.exact_text:
@@ -64,6 +71,7 @@ class Repro:
             "broken": self.broken,
             "fixed": self.fixed,
             "sizes": self.shrunk.sizes(),
+            "marker_chars": self.marker_chars(),
             "judged": self.shrunk.judged,
             "timed_out": self.shrunk.timed_out,
             "masked": self.shrunk.masked,
@@ -137,6 +145,7 @@ def repro(
                 )
         expected = _expected(judge, shrunk, check)
         family = judge.family()
+        markers = tuple(judge.markers())
     finally:
         judge.close()
     opts = lo.options
@@ -151,7 +160,7 @@ def repro(
     b_style, f_style = style_of(b_parser), style_of(f_parser)
     b_facts = framework_facts(b_python, b_parser, b_path) if b_style == "sglang" else None
     f_facts = framework_facts(f_python, f_parser, f_path) if f_style == "sglang" else None
-    result = Repro(str(exchange_id), check, lo.side, _describe(b_parser, b_python, b_facts), _describe(f_parser, f_python, f_facts), shrunk)
+    result = Repro(str(exchange_id), check, lo.side, _describe(b_parser, b_python, b_facts), _describe(f_parser, f_python, f_facts), shrunk, markers=markers)
     case = {
         "check": check,
         "exchange_id": exchange_id,
