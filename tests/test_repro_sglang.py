@@ -58,6 +58,7 @@ def test_repro_fails_on_the_faulty_release_and_passes_without_the_fault(bug, pyt
     assert r.broken_proof.failed and r.fixed_proof.passed
     assert f"SGLang {broken}" in r.broken and (f"SGLang {fixed}" in r.fixed if fixed else r.fixed.startswith("built-in"))
     src = r.files[0].read_text(encoding="utf-8")
+    assert f"Broken: sglang/{name} (SGLang {broken})." in src and str(pythons[broken]) not in src  # releases, not local paths
     tree = ast.parse(src)
     # SGLang's suite style: a TestCase whose setUp builds Tool(...Function(...)) and the detector
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef)]

@@ -164,8 +164,9 @@ def repro(
     case = {
         "check": check,
         "exchange_id": exchange_id,
-        "broken": result.broken,
-        "fixed": result.fixed,
+        # the file names the releases, not this machine's interpreter paths (it goes upstream)
+        "broken": _describe(b_parser, None, b_facts).removesuffix(" in this interpreter"),
+        "fixed": _describe(f_parser, None, f_facts).removesuffix(" in this interpreter"),
         "sizes": shrunk.sizes(),
         "masked": shrunk.masked,
         "deltas": list(shrunk.after.deltas),
