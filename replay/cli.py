@@ -1380,5 +1380,9 @@ from replay.matrix_cli import register as _register_matrix  # noqa: E402
 
 _register_matrix(sys.modules[__name__])  # adds `replay matrix` to app
 
+from replay.repro.command import register as _register_repro  # noqa: E402  (hook: the `repro` command)
+
+_register_repro(app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()
