@@ -16,7 +16,7 @@
 -- Replay fidelity (the `unreliable` verdict) is not applied here: it compares the old side's
 -- replay with what was served, and a matrix has no old side.
 WITH
-ref_render AS (SELECT exchange_id, prompt_sha256 FROM renders WHERE side = 'reference' AND error IS NULL),
+ref_render AS (SELECT exchange_id, prompt_sha256, prompt_ids_sha256 FROM renders WHERE side = 'reference' AND error IS NULL),
 render_sides AS (
     SELECT r.exchange_id, r.side, 'render' AS chunking, 0 AS n_deltas,
            {{checks:render}} AS checks
