@@ -43,7 +43,7 @@ WITH
 -- needed over 512 MB). Each join's right side is the one DuckDB should build its hash table from
 -- (the smaller); replay.sql.connect keeps DuckDB from reordering them, since two large hash tables
 -- in one pipeline do not spill together.
-ref_render AS (SELECT exchange_id, prompt_sha256 FROM renders WHERE side = 'reference' AND error IS NULL),
+ref_render AS (SELECT exchange_id, prompt_sha256, prompt_ids_sha256 FROM renders WHERE side = 'reference' AND error IS NULL),
 render_sides AS (
     SELECT r.exchange_id, r.side, 'render' AS chunking, 0 AS n_deltas,
            {{checks:render}} AS checks

@@ -72,10 +72,14 @@ REGISTRY: tuple[Check, ...] = (
           "the side's prompt carries a null the client never sent",
           applies="r.error IS NULL", wrong="coalesce(r.leak_in_prompt, len(r.leaked_nulls) > 0)",
           outcome="r.leaked::VARCHAR", items="r.leaked"),
-    Check("prompt-divergence", 1, "render", ("renders.prompt_sha256",),
+    # by token ids when both prompts have them (a reference encoder's, a server's: prompt_ids_sha256),
+    # as queries/divergent_prompts.sql compares them; else by text
+    Check("prompt-divergence", 1, "render", ("renders.prompt_sha256", "renders.prompt_ids_sha256"),
           "the side's prompt differs from the reference's",
           applies="r.error IS NULL AND ref.prompt_sha256 IS NOT NULL",
-          wrong="r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256", outcome="r.prompt_sha256"),
+          wrong="CASE WHEN r.prompt_ids_sha256 IS NOT NULL AND ref.prompt_ids_sha256 IS NOT NULL "
+                "THEN r.prompt_ids_sha256 <> ref.prompt_ids_sha256 ELSE r.prompt_sha256 IS DISTINCT FROM ref.prompt_sha256 END",
+          outcome="coalesce(r.prompt_ids_sha256, r.prompt_sha256)"),
     Check("render-failure", 2, "render", ("renders.error",),
           "the side could not serialize or render the request",
           applies="true", wrong="r.error IS NOT NULL", outcome="r.error"),

@@ -32,11 +32,18 @@ class RemoteRender:
         when the run compares token ids (``id_tok``: the reference encoder's tokenizer), the
         prompt's ids in that vocabulary with their SHA-256 (``ids_sha``) and, as in process, the
         ids' count as ``prompt_tokens`` when the side has no tokenizer of its own or renders with
-        the reference's renderer (``is_reference``)."""
+        the reference's renderer (``is_reference``). A tokenizer that raises (a server's tokenize
+        endpoint, :mod:`replay.render.http_tokenize`) makes the row's ``error``; never raises."""
         row = {**self.row, "exchange_id": xid, "side": side}
         if id_tok is None or self.prompt is None or row.get("error"):
             return row, None
-        ids = id_tok.ids(self.prompt)
+        try:
+            ids = id_tok.ids(self.prompt)
+        except Exception as exc:  # noqa: BLE001 - a tokenizer that fails (a server's tokenize endpoint): the side's row error
+            from replay.render.base import RenderError
+
+            row["error"] = str(exc) if isinstance(exc, RenderError) else f"{type(exc).__name__}: {exc}"
+            return row, None
         row["prompt_ids_sha256"] = ids_sha(ids)
         if is_reference or row.get("prompt_tokens") is None:
             row["prompt_tokens"] = len(ids)

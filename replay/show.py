@@ -228,7 +228,8 @@ def _differences(got: Any, expected: Any) -> list[str]:
 def show_exchange(run_dir: str | Path, exchange_id: str, *, mask: bool = False) -> Shown:
     """Everything ``replay show`` prints about one exchange of the run in ``run_dir``.
 
-    Raises :class:`ShowError` when ``run_dir`` is not a run or has no such exchange. Never
+    Raises :class:`ShowError` when ``run_dir`` is not a run, is a ``replay matrix`` run (no old and
+    new sides) or has no such exchange. Never
     raises for what it re-renders or re-streams: a failure is said in its section.
     """
     from replay.sql import connect
@@ -236,6 +237,11 @@ def show_exchange(run_dir: str | Path, exchange_id: str, *, mask: bool = False) 
     run_dir = Path(run_dir)
     if not (run_dir / "exchanges.parquet").is_file():
         raise ShowError(f"{run_dir}: not a run folder (no exchanges.parquet)")
+    from replay.matrix_vars import recorded_order
+
+    if recorded_order(run_dir) is not None:  # a replay matrix run has named sides, no old and new
+        raise ShowError(f"{run_dir} is a replay matrix run: replay show reads an audit's old and new sides; its exchanges per "
+                        "check and side are in report.html and `replay query matrix_exemplars --run RUN`")
     con = connect(run_dir)
     try:
         found = _rows(con, "SELECT * FROM exchanges WHERE exchange_id = ?", [exchange_id])

@@ -63,7 +63,7 @@ class SideSpec:
     ``preparer``/``serializer``/``parser``: a built-in name, ``module:attr`` / ``file.py:attr``, or
     for a parser a framework's (``vllm/NAME``, ``sglang/NAME``, ``trtllm/NAME``).
     ``chat_template``: a Jinja template or tokenizer_config.json path. ``renderer``: a renderer
-    spec (``json-tools``, ``harmony``, ``mistral-common[:VERSION]``, ``path/encoding.py:function``;
+    spec (``json-tools``, ``harmony``, ``mistral-common[:VERSION]``, ``path/encoding.py:function``, a server's tokenize endpoint ``http://HOST:PORT[?OPTIONS]``;
     on the reference side the reference encoder). ``python``: the interpreter of the side's worker;
     ``pythonpath``: directories put first on its import path (as given: one string joined by
     ``os.pathsep``, or a TOML list); ``render_in``: ``audit`` or ``python``. ``given``: the value as

@@ -30,6 +30,7 @@ except ImportError:  # DuckDB 1
 import pyarrow as pa
 
 from replay import checks, tables
+from replay.matrix_vars import recorded_order, set_matrix_vars
 
 
 class QueryError(ValueError):
@@ -280,6 +281,9 @@ def connect(run_dir: str | Path, settings: DuckDBSettings | None = None) -> duck
     con.create_function("is_json_object", checks.json_object, [VARCHAR], BOOLEAN, null_handling="special", side_effects=False)
     con.create_function("canonical_json", canonical_json, [VARCHAR], VARCHAR, null_handling="special", side_effects=False)
     _create_views(con, [e for e in _query_files() if e.name.startswith("_")])
+    recorded = recorded_order(run)  # a matrix run: its sides' order and baseline (queries/matrix*.sql)
+    if recorded is not None:
+        set_matrix_vars(con, *recorded)
     return con
 
 

@@ -166,7 +166,10 @@ class Worker:
 
                 self.serializer = get_serializer(msg["serializer"])
                 self.serializer_spec = str(msg["serializer"])
-            plugin = get_parser(msg["parser"]) if msg.get("parser") else None
+            from replay.adapters import family_parsers
+
+            per = family_parsers(msg.get("parser"))  # parser=sglang: the framework's own parser for each family
+            plugin = get_parser(msg["parser"]) if msg.get("parser") and per is None else None
         except Exception as exc:
             return {"ok": False, "error": _err(exc)}
         render_facts = None
@@ -177,6 +180,10 @@ class Worker:
                 return {"ok": False, "error": f"cannot render here: {_err(exc)}"}
         own = _family_of(plugin) if plugin is not None else None
         for cls in families():
+            if per is not None:  # a family the framework has no parser for stays absent (its items: an error)
+                if cls.name in per:
+                    self.parsers[cls.name] = per[cls.name]
+                continue
             use = cls
             if plugin is not None and (own is None or own == cls.name):
                 use = plugin

@@ -128,6 +128,42 @@ def resolve(spec: str) -> type:
     raise AdapterError(f"{spec!r} is not a framework parser spec (sglang/NAME, vllm/NAME, trtllm/NAME)")
 
 
+#: Bare framework names a side's parser may be: that framework's own parser for each exchange's
+#: family (:func:`family_parsers`). Only SGLang has a per-family table so far.
+PER_FAMILY: dict[str, str] = {"sglang": "sglang"}
+
+
+def is_per_family_spec(spec: Any) -> bool:
+    """Whether a parser spec is a bare framework name of :data:`PER_FAMILY` (``sglang``)."""
+    return isinstance(spec, str) and spec.strip().lower() in PER_FAMILY
+
+
+def family_parsers(spec: Any) -> dict[str, type] | None:
+    """``{family: adapter class}`` for a bare framework spec (``sglang``: SGLang's parser for each
+    of replay's families, :func:`replay.adapters.sglang.family_adapters`); None for any other spec
+    (``sglang/NAME``, a built-in, a plugin). Raises :class:`FrameworkMissingError` when the
+    framework is not installed in this interpreter."""
+    if not is_per_family_spec(spec):
+        return None
+    return _framework_module(PER_FAMILY[spec.strip().lower()]).family_adapters()
+
+
+def per_family_parser(spec: str, family: str | None = None) -> Any:
+    """The parser a bare framework spec (``sglang``) gives ``family``: that framework's adapter
+    for it (:func:`family_parsers`); with ``family`` None, the whole ``{family: adapter}`` table
+    (what checking the spec up front resolves). Raises :class:`AdapterError` (a ValueError) when
+    the framework has no parser for ``family`` in this release, or ``spec`` is no bare framework
+    name; :class:`FrameworkMissingError` when the framework is not installed here."""
+    table = family_parsers(spec)
+    if table is None:
+        raise AdapterError(f"{spec!r} is not a bare framework name ({', '.join(PER_FAMILY)})")
+    if family is None:
+        return table
+    if family not in table:
+        raise AdapterError(f"{spec}: this release has no tool parser for the {family} family (it has: {', '.join(table) or 'none'})")
+    return table[family]
+
+
 def before_plugin_import(spec: str) -> None:
     """Prepare the interpreter to import the module a ``module:attr`` or ``file.py:attr`` spec
     names: where sglang is installed without torch and not imported yet, SGLang's import stubs go

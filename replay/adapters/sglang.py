@@ -143,6 +143,43 @@ def adapter_for_name(name: str) -> type:
     return _make(cls, name, name)
 
 
+def family_adapters() -> dict[str, type]:
+    """SGLang's own parser for each of replay's built-in families, in this interpreter's release:
+    ``{family: adapter class}`` (a family is a canonical name of
+    :data:`replay.parsers.registry.PARSERS`, ``kimi_k2``, ``glm45`` ...). What the side parser
+    ``sglang`` (no ``/NAME``) means: "SGLang's parser for each exchange's family", so one side
+    covers a capture of many families, as one server release does.
+
+    Each name of SGLang's registry (:func:`registry_names`) is adapted (:func:`adapter_for_name`)
+    and its family is the adapter's ``name`` (found through the aliases, as for ``sglang/NAME``);
+    names of no built-in family (``sglang.mimo``) are left out. Where several names give one family
+    (``qwen``, ``qwen25`` and ``hermes``; ``glm``, ``glm45`` and ``glm47``) the one picked is the
+    family's own name, else its first alias in :data:`replay.parsers.registry.PARSERS` order (the
+    names vLLM and SGLang document for that format), else the first in sorted order. A family
+    SGLang has no parser for in this release is absent (the side's rows of its exchanges then
+    carry the worker's "no tool parser family" error). Raises :class:`FrameworkMissingError` when
+    sglang is not installed here."""
+    from replay.parsers.registry import PARSERS
+
+    rank: dict[str, int] = {}
+    for n, key in enumerate(PARSERS):
+        rank.setdefault(key, n)
+    families = {cls.name for cls in PARSERS.values()}
+    best: dict[str, tuple[tuple[int, str], type]] = {}
+    for key in registry_names():
+        try:
+            adapter = adapter_for_name(key)
+        except Exception:  # noqa: BLE001 - a registry entry this release cannot build is no family's parser
+            continue
+        family = str(adapter.name)
+        if family not in families:
+            continue
+        order = (rank.get(key, len(rank)), key)
+        if family not in best or order < best[family][0]:
+            best[family] = (order, adapter)
+    return {family: adapter for family, (_, adapter) in sorted(best.items())}
+
+
 def adapter_for_class(cls: type, spec: str) -> type:
     """The adapter for a detector class named by ``spec`` (``module:attr``). Its registry name
     (for the family) is that of the nearest registered class in its MRO; an unregistered class is

@@ -13,7 +13,7 @@ SIGTERM), in one line naming the stage.
 
 One module per command group: :mod:`replay.cli.audit`, :mod:`replay.cli.ingest`,
 :mod:`replay.cli.stages` (``render``, ``stream``), :mod:`replay.cli.runs` (``query``, ``show``,
-``report``, ``formats``), over :mod:`replay.cli.app` (the Typer app, consoles, help layout),
+``report``, ``formats``), :mod:`replay.cli.matrix`, :mod:`replay.cli.repro`, over :mod:`replay.cli.app` (the Typer app, consoles, help layout),
 :mod:`replay.cli.options` (every option declared once) and :mod:`replay.cli.common` (helpers).
 The console script is ``replay.cli:app``.
 """
@@ -26,6 +26,6 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # before anything impo
 
 from replay.cli.app import _GroupedHelp, _OneLineErrors, app, console, err, escape  # noqa: E402,F401
 # the commands register on `app` as their modules are imported, in the order `replay --help` lists them
-from replay.cli import audit, ingest, stages, runs  # noqa: E402,F401
+from replay.cli import audit, ingest, stages, runs, matrix, repro  # noqa: E402,F401
 
 __all__ = ["app"]

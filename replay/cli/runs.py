@@ -118,6 +118,12 @@ def report(
     _finished_run(run, report=True)
     try:
         meta = folder.read_meta()
+        if (meta.get("options") or {}).get("matrix"):  # a replay matrix run: its own report (replay.matrix)
+            from replay.matrix import rewrite_report
+
+            md = rewrite_report(run, redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp)).path
+            sys.stdout.write(visible(md.read_text(encoding="utf-8")))
+            return
         written = write_report(run, meta, redact=not exemplar_text, duckdb_settings=_duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
         if meta.get("incomplete") == "report":  # the report an audit was stopped in is written now: the run is finished
             folder.finish()

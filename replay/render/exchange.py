@@ -385,7 +385,8 @@ def render_rows(
                         counted[ckey] = _tokens(tok, prompt, None, renderer is ref_renderer)
                     n_tokens = counted[ckey]
                 else:
-                    n_tokens = _tokens(tok, prompt, ids, renderer is ref_renderer)
+                    # a server's own ids are its prompt's tokens (replay.render.http_tokenize), not --tokenizer's count
+                    n_tokens = _tokens(tok, prompt, ids, renderer is ref_renderer or getattr(renderer, "counts_own_ids", False))
                 done[key] = {
                     "prompt_sha256": sha,
                     "prompt_chars": len(prompt),
@@ -433,8 +434,12 @@ def render_rows(
         ids = None
         if id_tok is not None:
             logged = ex.get("server_prompt_token_ids")
-            ids = list(logged) if logged is not None else id_tok.ids(prompt)
-            side_ids["served"] = ids
+            try:
+                ids = list(logged) if logged is not None else id_tok.ids(prompt)
+            except Exception:  # noqa: BLE001 - a tokenizer that fails here (a server's): the served prompt is compared by its text
+                ids = None
+            if ids is not None:
+                side_ids["served"] = ids
         tok = chosen["old"][1]
         sha = _sha(prompt)
         if ids is None and tok is not None and (id(tok), sha) not in counted:  # the served prompt is often a side's

@@ -8,7 +8,9 @@ A spec names one renderer:
 - ``harmony``: :class:`replay.render.harmony.HarmonyRenderer` (gpt-oss), with the pinned date as
   its ``Current date``;
 - ``path/to/encoding.py:function`` or ``module:function``: a checkpoint's encoding function,
-  :class:`replay.render.encoder.EncoderRenderer`.
+  :class:`replay.render.encoder.EncoderRenderer`;
+- ``http[s]://HOST:PORT[/PATH][?OPTIONS]``: a running server's tokenize endpoint,
+  :class:`replay.render.http_tokenize.HttpTokenizeRenderer`.
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> An
             return MistralCommonRenderer(version)
         return None
 
+    from replay.render.http_tokenize import HttpTokenizeRenderer, is_tokenize_spec
+
+    if is_tokenize_spec(spec):  # a URL holds ':' (not a module:function)
+        return HttpTokenizeRenderer(spec)
+
     def encoder(spec: str, fn: Any) -> Any:
         from replay.render.encoder import EncoderRenderer
 
@@ -72,6 +79,7 @@ def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> An
         plugin=encoder,
         unknown=lambda s: UnknownNameError(
             f"unknown renderer {s!r}: use json-tools, harmony, mistral-common[:VERSION], "
-            "or a checkpoint's encoder as path/to/encoding.py:function or module:function"
+            "a checkpoint's encoder as path/to/encoding.py:function or module:function, "
+            "or a server's tokenize endpoint as http://HOST:PORT"
         ),
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 
 from dataclasses import dataclass
+from replay.adapters import is_per_family_spec, per_family_parser
 from replay.parsers import family_for_model, get_parser
 from replay.runspec import AuditConfig
 from replay.sides import open_sides
@@ -60,6 +61,8 @@ class ParserResolver:
         replaces every family's."""
         if spec is None:
             return get_parser(family)
+        if is_per_family_spec(spec):  # parser=sglang: the framework's own parser for this family
+            return per_family_parser(spec, family)
         if spec not in self.plugins:
             self.plugins[spec] = get_parser(spec)
         cls = self.plugins[spec]

@@ -18,6 +18,7 @@ import sys
 
 from replay import exactjson, tables
 from replay.deadline import deadlines_installed
+from replay.render import http_tokenize
 from replay.runspec import AuditConfig
 from replay.sides import BATCH, WorkerError
 from replay.stages.context import _StageContext, stage_context
@@ -50,7 +51,7 @@ def _ids_plan(cfg: AuditConfig) -> tuple[Any, str | None]:
     ref = cfg.reference_renderer or cfg.renderer
     tok = getattr(ref, "tokenizer", None)
     if tok is None or cfg.tokenizer is not None or not hasattr(ref, "render_ids"):
-        return None, None
+        return http_tokenize.ids_plan(cfg)  # (None, None) unless a side renders on a server
     return tok, getattr(ref, "vocab", None)
 
 
@@ -111,6 +112,7 @@ def _render_batch(batch: pa.RecordBatch, ctx: _StageContext) -> dict[str, pa.Tab
     # out-of-process sides' path (remote_renders) sends the request text to the workers
     for chunk in _batches(exchange_rows(batch) if not remote else batch.to_pylist(), BATCH if remote else len(batch) or 1, chars=1 << 62):
         pre = remote_renders(chunk, cfg, remote) if remote else None
+        http_tokenize.prefetch(chunk, cfg, serializers, pre, lambda ex: decode_request(ex, share_tools=share))  # server sides: one batch of requests
         for i, ex in enumerate(chunk):
             if ex["request_json"] != "{}":  # a capture without its request (capture_lacks) has nothing to render
                 rows.extend(render_exchange(decode_request(ex, share_tools=share), cfg, serializers, pre[i] if pre is not None else None))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from replay.errors import UsageError
+from replay.adapters import is_per_family_spec, per_family_parser
 from replay.parsers import get_parser
 from replay.runspec import AuditConfig
 from replay.sides import SideError, open_sides, side_specs
@@ -77,7 +78,7 @@ def validate_specs(cfg: AuditConfig) -> None:
             if spec.parser is not None and spec.side == "reference":
                 _reference_parser(spec.parser)
             elif spec.parser is not None:
-                _named(f"--{spec.side}-parser", spec.parser, get_parser)
+                _named(f"--{spec.side}-parser", spec.parser, per_family_parser if is_per_family_spec(spec.parser) else get_parser)
     if cfg.parser is not None:
         _named("--parser", cfg.parser, get_parser)
     from replay.prepare import get_preparer

@@ -17,6 +17,10 @@ route:
 - ``POST /v1/messages``: an Anthropic ``message`` (a ``text`` block, then one ``tool_use`` block
   per call); not streamed.
 
+- ``POST /tokenize``, ``POST /detokenize`` (vLLM's tokenize endpoints, when the server is made
+  with ``tokenize=``: the block at the end, :class:`Tokenize`): answered at once, several at a
+  time, not recorded as exchanges.
+
 Every answer names the model the request named. ``POST /v1/embeddings`` gets :data:`EMBEDDING`
 and is not recorded (not an exchange: the writers' embedding spans are there to be skipped).
 :meth:`FakeOpenAI.expected` returns one dict per exchange: ``{"exchange": n, "request": <the body
@@ -36,7 +40,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["CREATED", "EMBEDDING", "EMBEDDING_MODEL", "EXCHANGES", "FakeOpenAI", "MODEL", "TOOLS", "answer_of", "function_tool", "write_expected"]
+__all__ = ["Tokenize", "CREATED", "EMBEDDING", "EMBEDDING_MODEL", "EXCHANGES", "FakeOpenAI", "MODEL", "TOOLS", "answer_of", "function_tool", "write_expected"]
 
 MODEL = "gpt-4o-mini"
 #: ``created`` of every body and chunk (seconds since the epoch), so the fixtures do not depend on the clock.
@@ -185,8 +189,9 @@ class FakeOpenAI:
     past the end of the script, to another path, or a streamed ``/v1/messages`` request gets HTTP
     404 and is not recorded. Requests are answered one at a time, in the order they arrive."""
 
-    def __init__(self, exchanges: list[dict] = EXCHANGES) -> None:
+    def __init__(self, exchanges: list[dict] = EXCHANGES, tokenize: "Tokenize | None" = None) -> None:
         self.exchanges = exchanges
+        self.tokenize = tokenize
         self.records: list[dict] = []
         self.wire: list[dict[str, bytes]] = []
         self._lock = threading.Lock()
@@ -201,6 +206,9 @@ class FakeOpenAI:
                 _stored_get(outer, self)
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                if outer.tokenize is not None and self.path.rstrip("/") in ("/tokenize", "/detokenize"):
+                    outer.tokenize.handle(self)  # not an exchange: concurrent, not recorded
+                    return
                 with outer._lock:
                     self._answer()
 
@@ -349,3 +357,83 @@ def write_expected(folder: Path, records: list[dict]) -> None:
     """Write ``records`` (what :meth:`FakeOpenAI.expected` returned, with a generator's own keys)
     as ``folder/expected.jsonl``: one compact JSON object a line, non-ASCII kept."""
     (folder / "expected.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in records))
+
+
+# --- vLLM's tokenize endpoints (``FakeOpenAI(tokenize=Tokenize(...))``) ------------------------------
+# ``POST /tokenize`` with vLLM's TokenizeChatRequest (``messages``, ``tools``, ``add_generation_prompt``,
+# ``return_token_strs``; vllm/entrypoints/serve/tokenize/protocol.py) renders the chat template with
+# transformers' ``apply_chat_template`` and tokenizes the text (no special tokens added), as vLLM's
+# handler does; with TokenizeCompletionRequest (``prompt``, ``add_special_tokens``) it tokenizes the
+# text. It answers vLLM's TokenizeResponse ``{"count", "max_model_len", "tokens", "token_strs"}``
+# (``token_strs``: ``convert_ids_to_tokens``, only when asked). ``POST /detokenize`` ``{"tokens"}``
+# answers ``{"prompt"}``. Faults are scripted per request number (counted from 1, in arrival order).
+
+
+class Tokenize:
+    """The tokenize endpoints' state. ``tokenizer``: a transformers tokenizer (a
+    ``PreTrainedTokenizerFast``); ``chat_template``: the Jinja template text it renders;
+    ``ids``: optional ``(tokenizer, text) -> ids`` replacing ``tokenizer.encode`` for chat requests
+    (a server whose tokenization differs); ``faults``: ``{request number: (status, delay seconds)}``
+    (status 0: the answer is delayed by ``delay`` then sent normally; a status other than 200:
+    that status with vLLM's error body); ``delay``: seconds every request waits before answering
+    (so that requests overlap). Records ``requests`` (the request bodies, in arrival order),
+    ``in_flight`` now and ``max_in_flight``."""
+
+    def __init__(self, tokenizer: Any, chat_template: str, *, ids: Any = None,
+                 faults: dict[int, tuple[int, float]] | None = None, delay: float = 0.0, max_model_len: int = 32768) -> None:
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+        self.ids = ids
+        self.faults = dict(faults or {})
+        self.delay = delay
+        self.max_model_len = max_model_len
+        self.requests: list[dict] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
+        import time
+
+        raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        with self._lock:
+            self.requests.append(json.loads(raw or b"{}"))
+            n = len(self.requests)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            status, wait = self.faults.get(n, (200, 0.0))
+            time.sleep(self.delay + wait)
+            if status not in (0, 200):
+                _reply(h, status, {"error": {"message": f"planted fault on request {n}", "type": "InternalServerError",
+                                             "param": None, "code": status}})
+                return
+            req = self.requests[n - 1]
+            tok = self.tokenizer
+            if h.path.rstrip("/") == "/detokenize":
+                _reply(h, 200, {"prompt": tok.decode(req["tokens"])})
+                return
+            if "messages" in req:
+                text = tok.apply_chat_template(req["messages"], tools=req.get("tools"), chat_template=self.chat_template,
+                                               add_generation_prompt=req.get("add_generation_prompt", True), tokenize=False)
+                ids = self.ids(tok, text) if self.ids is not None else tok.encode(text, add_special_tokens=False)
+            else:
+                ids = tok.encode(req["prompt"], add_special_tokens=bool(req.get("add_special_tokens", True)))
+            body = {"count": len(ids), "max_model_len": self.max_model_len, "tokens": ids,
+                    "token_strs": tok.convert_ids_to_tokens(ids) if req.get("return_token_strs") else None}
+            _reply(h, 200, body)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+def _reply(h: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
+    data = json.dumps(obj).encode()
+    try:
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+        h.close_connection = True
