@@ -1,0 +1,107 @@
+"""A framework's own render path as a side's renderer: ``renderer=sglang:MODEL_DIR``.
+
+Such a renderer takes the whole captured request (``renders_requests``) and does the framework's
+own request preparation, tool serialization and template application in the side's interpreter
+(:mod:`replay.adapters.sglang_render`); the side's ``preparer`` and ``serializer`` are then not
+used. :func:`framework_row` fills that side's ``renders`` row as :func:`replay.render.exchange.render_rows`
+fills it for a built-in renderer, from what the framework returned:
+
+- ``leaked_nulls`` / ``schemas_with_leaked_null``: :func:`replay.tools.leaked_nulls` of each tool the
+  framework handed its template (in the Chat Completions declaration shape,
+  :func:`replay.adapters.sglang_render.as_declarations`) against the client's declaration;
+- ``leak_in_prompt``: the prompt rendered once more with those keys removed from the tools
+  (the framework's template call repeated with the stripped tools) differs from the prompt;
+- ``prompt_sha256`` / ``prompt_chars`` / ``prompt_tokens``: the framework's prompt text and its own
+  token ids (their count); ``prompt_ids_sha256`` of those ids when the run compares token ids.
+
+The framework's name and release are the row's ``renderer`` (``sglang-0.5.23``); ``serializer`` and
+``preparer`` say ``sglang`` (the framework did both).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+from replay.render.base import RenderError
+
+#: Renderer spec prefixes that name a framework's render path, and the class each builds.
+FRAMEWORKS = ("sglang",)
+
+
+def framework_renderer(spec: str) -> Any:
+    """The renderer of ``sglang:MODEL_DIR`` (built lazily: nothing of the framework is imported
+    until its first render). Raises ValueError when the model folder is not given."""
+    name, _, model_dir = spec.partition(":")
+    if not model_dir.strip():
+        raise ValueError(f"renderer {spec!r}: give the model folder (config.json, tokenizer files, chat template): {name}:MODEL_DIR")
+    from replay.adapters.sglang_render import SGLangRenderer
+
+    return SGLangRenderer(model_dir.strip())
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def framework_row(
+    renderer: Any,
+    ex: dict[str, Any],
+    request: dict[str, Any],
+    client_tools: list[Any] | None,
+    row: dict[str, Any],
+    *,
+    id_tok: Any = None,
+    ids_sha: Callable[[list[int] | None], str | None] = lambda ids: None,
+    prompts: dict[str, str] | None = None,
+) -> list[int] | None:
+    """Fill ``row`` (a ``renders`` row holding ``exchange_id``/``side``/``n_tools``) from one
+    :meth:`render_request` of ``renderer`` on ``request`` (the captured body, a dict) and return
+    the prompt token ids for the run's token-id comparison (None when the run compares none).
+    ``client_tools``: the client's declarations (:func:`replay.prepare.openai_tools`). A render
+    failure is the row's ``error`` (never raises). ``prompts``: when given, the prompt text is put
+    there under the row's side (``replay show``, a worker asked for the text)."""
+    from replay.adapters.sglang_render import as_declarations
+    from replay.render.exchange import strip_paths
+    from replay.tools import leaked_nulls
+
+    row["serializer"] = row["preparer"] = renderer.name.split("-")[0]
+    try:
+        prompt, ids, tools = renderer.render_request(ex.get("route"), request)
+        row["renderer"] = renderer.name
+        if prompts is not None:
+            prompts[row["side"]] = prompt
+        seen = as_declarations(tools)
+        leaks: list[dict[str, Any]] = []
+        leaking = 0
+        from replay.render.exchange import pair_tools
+
+        paths_per_tool = []
+        for i, (c, s) in enumerate(pair_tools(client_tools, seen)):
+            paths = leaked_nulls(c, s)
+            leaks.extend({"tool_index": i, "path": p} for p in paths)
+            paths_per_tool.append(set(paths))
+            leaking += bool(paths)
+        row["leaked_nulls"] = leaks
+        row["schemas_with_leaked_null"] = leaking
+        sha = _sha(prompt)
+        row.update(prompt_sha256=sha, prompt_chars=len(prompt), prompt_tokens=len(ids),
+                   prompt_ids_sha256=ids_sha(ids) if id_tok is not None else None)
+        if leaks:
+            flat = tools is not None and tools is not seen and any(t is not s for t, s in zip(tools, seen or ()))
+            stripped = [strip_paths(s, p) for s, p in zip(seen or (), paths_per_tool)]
+            if flat:  # the framework handed bare function objects: strip in that shape
+                stripped = [t.get("function", t) for t in stripped]
+            try:
+                row["leak_in_prompt"] = _sha(renderer.render_tools_variant(stripped)) != sha
+            except Exception:  # noqa: BLE001 - without the leaked keys the template fails: the leak changes the outcome
+                row["leak_in_prompt"] = True
+        return ids if id_tok is not None else None
+    except RenderError as exc:
+        row["error"] = str(exc)
+    except Exception as exc:  # noqa: BLE001 - the adapter could not drive the release
+        row["error"] = f"{type(exc).__name__}: {exc}"
+    return None
+
+
+__all__ = ["FRAMEWORKS", "framework_renderer", "framework_row"]
