@@ -30,14 +30,21 @@ FRAMEWORKS = ("sglang",)
 
 
 def framework_renderer(spec: str) -> Any:
-    """The renderer of ``sglang:MODEL_DIR`` (built lazily: nothing of the framework is imported
-    until its first render). Raises ValueError when the model folder is not given."""
+    """The renderer of ``sglang:MODEL_DIR``: set up at once in an interpreter that has sglang
+    (the side's worker: a release it cannot drive fails there, before any work), lazily elsewhere
+    (the audit's own process only names it). Raises ValueError when the model folder is not given,
+    :class:`replay.adapters.AdapterError` for a release it cannot drive."""
     name, _, model_dir = spec.partition(":")
     if not model_dir.strip():
         raise ValueError(f"renderer {spec!r}: give the model folder (config.json, tokenizer files, chat template): {name}:MODEL_DIR")
+    import importlib.util
+
     from replay.adapters.sglang_render import SGLangRenderer
 
-    return SGLangRenderer(model_dir.strip())
+    renderer = SGLangRenderer(model_dir.strip())
+    if importlib.util.find_spec("sglang") is not None:  # the side's own interpreter: import and check the release now
+        renderer._setup()
+    return renderer
 
 
 def _sha(text: str) -> str:
