@@ -85,7 +85,7 @@ def audit(out: Path, inputs: list[Path], old: str, new: str, *extra: str) -> dic
     """Run ``replay audit`` (this venv's console script); returns the renders table as
     ``{(exchange_id, side): row}``."""
     replay = Path(sys.executable).parent / "replay"
-    cmd = [str(replay), "audit", *map(str, inputs), "--out", str(out), "--force", "--jobs", "1", "--old", old, "--new", new, *extra]
+    cmd = [str(replay), "audit", *map(str, inputs), "--out", str(out), "--force", "--jobs", "1", "--chunkings", "whole", "--old", old, "--new", new, *extra]
     got = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
     import pyarrow.parquet as pq

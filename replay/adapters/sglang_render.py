@@ -247,7 +247,7 @@ class SGLangRenderer:
 
     Built lazily: nothing of SGLang is imported until the first render, so the object can be
     named in the audit's process. ``renders_requests``: the render stage hands it the whole
-    request (:meth:`render_request`) instead of prepared messages and serialized tools."""
+    request (:meth:`fill_row`) instead of prepared messages and serialized tools."""
 
     renders_requests = True
     tools_only = False
@@ -349,6 +349,13 @@ class SGLangRenderer:
         messages, kwargs = self._last
         return self._tok._tok.apply_chat_template(copy.deepcopy(messages), tokenize=False, **{**copy.deepcopy(kwargs), "tools": tools})
 
+    def fill_row(self, ex: dict[str, Any], request: dict[str, Any], client_tools: list[Any] | None, row: dict[str, Any], **kw: Any) -> list[int] | None:
+        """This exchange's ``renders`` row, filled from :meth:`render_request`
+        (:func:`replay.render.framework.framework_row`, which documents the arguments and return)."""
+        from replay.render.framework import framework_row
+
+        return framework_row(self, ex, request, client_tools, row, **kw)
+
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         """The :class:`replay.render.base.Renderer` protocol: ``messages`` and ``tools`` as one
         Chat Completions request through :meth:`render_request`; returns the prompt text."""
@@ -362,13 +369,20 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:500]
 
 
-def as_declarations(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-    """The tools a framework handed its template, each in the Chat Completions declaration shape
-    (``{"type": "function", "function": {...}}``) the client's declarations are compared in: a bare
-    function object (SGLang 0.5.4's ``item.function.model_dump()``) is wrapped."""
-    if tools is None:
-        return None
-    return [t if isinstance(t, dict) and "function" in t else {"type": "function", "function": t} for t in tools]
+def sglang_renderer(spec: str) -> SGLangRenderer:
+    """The renderer of ``sglang:MODEL_DIR``: set up at once in an interpreter that has sglang
+    (the side's worker: a release it cannot drive fails there, before any work), lazily elsewhere
+    (the audit's own process only names it). Raises ValueError when the model folder is not given,
+    :class:`replay.adapters.AdapterError` for a release it cannot drive."""
+    import importlib.util
+
+    model_dir = spec.partition(":")[2].strip()
+    if not model_dir:
+        raise ValueError(f"renderer {spec!r}: give the model folder (config.json, tokenizer files, chat template): sglang:MODEL_DIR")
+    renderer = SGLangRenderer(model_dir)
+    if importlib.util.find_spec("sglang") is not None:
+        renderer._setup()
+    return renderer
 
 
-__all__ = ["SGLangRenderer", "install_render_stubs", "as_declarations", "STOOD_IN", "HEAVY", "STRICT"]
+__all__ = ["SGLangRenderer", "sglang_renderer", "install_render_stubs", "STOOD_IN", "HEAVY", "STRICT"]

@@ -336,10 +336,8 @@ def render_rows(
             rows.append(row)
             continue
         if getattr(renderer, "renders_requests", False):  # a framework's own path: request -> prompt (replay.render.framework)
-            from replay.render.framework import framework_row
-
             row = {"exchange_id": xid, "renderer": renderer.name, "side": side, "n_tools": len(client_tools or ())}
-            ids = framework_row(renderer, ex, request, client_tools, row, id_tok=id_tok, ids_sha=ids_sha, prompts=prompts)
+            ids = renderer.fill_row(ex, request, client_tools, row, id_tok=id_tok, ids_sha=ids_sha, prompts=prompts)
             if ids is not None:
                 side_ids[side] = ids
             rows.append(row)

@@ -8,7 +8,7 @@ fills it for a built-in renderer, from what the framework returned:
 
 - ``leaked_nulls`` / ``schemas_with_leaked_null``: :func:`replay.tools.leaked_nulls` of each tool the
   framework handed its template (in the Chat Completions declaration shape,
-  :func:`replay.adapters.sglang_render.as_declarations`) against the client's declaration;
+  :func:`as_declarations`) against the client's declaration;
 - ``leak_in_prompt``: the prompt rendered once more with those keys removed from the tools
   (the framework's template call repeated with the stripped tools) differs from the prompt;
 - ``prompt_sha256`` / ``prompt_chars`` / ``prompt_tokens``: the framework's prompt text and its own
@@ -25,26 +25,18 @@ from typing import Any, Callable
 
 from replay.render.base import RenderError
 
-#: Renderer spec prefixes that name a framework's render path, and the class each builds.
+#: Renderer spec prefixes that name a framework's render path (built by
+#: :func:`replay.adapters.sglang_render.sglang_renderer`).
 FRAMEWORKS = ("sglang",)
 
 
-def framework_renderer(spec: str) -> Any:
-    """The renderer of ``sglang:MODEL_DIR``: set up at once in an interpreter that has sglang
-    (the side's worker: a release it cannot drive fails there, before any work), lazily elsewhere
-    (the audit's own process only names it). Raises ValueError when the model folder is not given,
-    :class:`replay.adapters.AdapterError` for a release it cannot drive."""
-    name, _, model_dir = spec.partition(":")
-    if not model_dir.strip():
-        raise ValueError(f"renderer {spec!r}: give the model folder (config.json, tokenizer files, chat template): {name}:MODEL_DIR")
-    import importlib.util
-
-    from replay.adapters.sglang_render import SGLangRenderer
-
-    renderer = SGLangRenderer(model_dir.strip())
-    if importlib.util.find_spec("sglang") is not None:  # the side's own interpreter: import and check the release now
-        renderer._setup()
-    return renderer
+def as_declarations(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The tools a framework handed its template, each in the Chat Completions declaration shape
+    (``{"type": "function", "function": {...}}``) the client's declarations are compared in: a bare
+    function object (SGLang 0.5.4's ``item.function.model_dump()``) is wrapped; None stays None."""
+    if tools is None:
+        return None
+    return [t if isinstance(t, dict) and "function" in t else {"type": "function", "function": t} for t in tools]
 
 
 def _sha(text: str) -> str:
@@ -68,7 +60,6 @@ def framework_row(
     ``client_tools``: the client's declarations (:func:`replay.prepare.openai_tools`). A render
     failure is the row's ``error`` (never raises). ``prompts``: when given, the prompt text is put
     there under the row's side (``replay show``, a worker asked for the text)."""
-    from replay.adapters.sglang_render import as_declarations
     from replay.render.exchange import strip_paths
     from replay.tools import leaked_nulls
 
@@ -111,4 +102,4 @@ def framework_row(
     return None
 
 
-__all__ = ["FRAMEWORKS", "framework_renderer", "framework_row"]
+__all__ = ["FRAMEWORKS", "as_declarations", "framework_row"]

@@ -56,10 +56,10 @@ def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> An
             from replay.render.harmony import HarmonyRenderer
 
             return HarmonyRenderer(date=date)
-        if spec.split(":", 1)[0] in ("sglang",):  # a framework's own render path (replay.render.framework)
-            from replay.render.framework import framework_renderer
+        if spec.split(":", 1)[0] == "sglang":  # SGLang's own render path (replay.render.framework)
+            from replay.adapters.sglang_render import sglang_renderer
 
-            return framework_renderer(spec)
+            return sglang_renderer(spec)
         if spec == "mistral-common" or spec.startswith("mistral-common:"):
             from replay.render.mistral import DEFAULT_VERSION, MistralCommonRenderer
 
