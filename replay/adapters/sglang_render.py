@@ -27,9 +27,10 @@ an import failure there is an error.
 
 The prompt text is what the tokenizer's ``apply_chat_template`` renders with ``tokenize=False``
 for the same arguments SGLang passed it (the call is recorded); the token ids are SGLang's own
-``prompt_ids``; the tools are the list SGLang handed the template. Anthropic Messages and
-Responses requests are not SGLang chat requests: their rows carry a render error naming the
-route.
+``prompt_ids``; the tools are the list SGLang handed the template. An Anthropic Messages request
+takes SGLang's ``/v1/messages`` conversion first (``AnthropicServing._convert_to_chat_completion_request``,
+where the release has it; a render error naming the release where it has not); a Responses
+request is not driven (a render error naming the route).
 
 A release the adapter cannot drive (no ``OpenAIServingChat._process_messages``, a missing module
 of the path) raises :class:`replay.adapters.AdapterError` in one line naming the release and what
@@ -62,6 +63,8 @@ STRICT = (
     "sglang.srt.parser.jinja_template_utils",
     "sglang.srt.parser.conversation",
     "sglang.srt.function_call.function_call_parser",
+    "sglang.srt.entrypoints.anthropic.serving",
+    "sglang.srt.entrypoints.anthropic.protocol",
 )
 
 
@@ -317,14 +320,17 @@ class SGLangRenderer:
         from replay.render.base import RenderError
 
         self._setup()
-        if route not in (None, "chat.completions"):
-            raise RenderError(f"{self.name}: a {route} request is not a chat completions request (SGLang's chat path renders those only)")
         body = dict(request)
         body.setdefault("model", "model")
-        try:
-            req = self._request_cls.model_validate(body)
-        except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError: the server's 400
-            raise RenderError(f"rejected by {self.name} request validation: {_one_line(exc)}") from None
+        if route == "messages":
+            req = self._from_anthropic(body)
+        elif route not in (None, "chat.completions"):
+            raise RenderError(f"{self.name}: a {route} request is not a chat completions request (replay drives SGLang's chat and Anthropic Messages paths only)")
+        else:
+            try:
+                req = self._request_cls.model_validate(body)
+            except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError: the server's 400
+                raise RenderError(f"rejected by {self.name} request validation: {_one_line(exc)}") from None
         self._tok.calls.clear()
         try:
             result = self._serving._process_messages(req, False)
@@ -341,6 +347,30 @@ class SGLangRenderer:
         tools = kwargs.get("tools")
         self._last = (messages, kwargs)
         return text, ids, tools
+
+    def _from_anthropic(self, body: dict[str, Any]) -> Any:
+        """An Anthropic Messages body as SGLang's ``/v1/messages`` endpoint turns it into its chat
+        request: ``AnthropicMessagesRequest`` validation, then
+        ``AnthropicServing._convert_to_chat_completion_request`` (``sglang/srt/entrypoints/anthropic/serving.py``).
+        Raises :class:`replay.render.base.RenderError` for a release without that endpoint and for
+        what the endpoint rejects (its HTTP 400)."""
+        from replay.render.base import RenderError
+
+        try:
+            proto = importlib.import_module("sglang.srt.entrypoints.anthropic.protocol")
+            serving = importlib.import_module("sglang.srt.entrypoints.anthropic.serving")
+            cls, req_cls = serving.AnthropicServing, proto.AnthropicMessagesRequest
+            convert = cls._convert_to_chat_completion_request
+        except (ImportError, AttributeError) as exc:
+            raise RenderError(f"{self.name}: SGLang {self.release} has no Anthropic Messages path replay can drive ({exc})") from None
+        try:
+            anthropic = req_cls.model_validate(body)
+        except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError: the server's 400
+            raise RenderError(f"rejected by {self.name} Anthropic request validation: {_one_line(exc)}") from None
+        try:
+            return convert(cls(self._serving), anthropic)
+        except Exception as exc:  # noqa: BLE001 - the endpoint's HTTP 400
+            raise RenderError(f"rejected by {self.name} Anthropic conversion: {type(exc).__name__}: {_one_line(exc)}") from None
 
     def render_tools_variant(self, tools: list[dict[str, Any]] | None) -> str:
         """The last request's prompt text rendered again with ``tools`` in place of the tools

@@ -102,4 +102,20 @@ def framework_row(
     return None
 
 
-__all__ = ["FRAMEWORKS", "as_declarations", "framework_row"]
+def framework_labels(con: Any) -> dict[str, str]:
+    """``{side: renderer name}`` (``{"old": "sglang-0.5.4"}``) for each side whose ``renders`` rows a
+    framework's own path made (their ``serializer`` is the framework's name, :data:`FRAMEWORKS`):
+    the name report sentences give that side in place of the run's serializer option, which such
+    a side does not use. ``con``: a DuckDB connection with the run's ``renders`` view
+    (:func:`replay.sql.connect`); ``{}`` when there is none or no such side."""
+    marks = ", ".join(f"'{f}'" for f in FRAMEWORKS)
+    try:
+        got = con.execute(
+            f"SELECT side, min(renderer) FROM renders WHERE serializer IN ({marks}) AND error IS NULL GROUP BY side"
+        ).fetchall()
+    except Exception:  # noqa: BLE001 - a run without a renders table (ingest only)
+        return {}
+    return {side: name for side, name in got if name}
+
+
+__all__ = ["FRAMEWORKS", "as_declarations", "framework_row", "framework_labels"]
