@@ -20,6 +20,8 @@ installs without a GPU is in ``../shared/docs/real-engines.md``:
   440 MB per venv); no torch, the adapter stubs what would import it.
 - SGLang's render path (``sglang-render==X``, for ``renderer=sglang:MODEL_DIR``): the same, plus
   fastapi, jsonschema, jinja2 and the transformers release that SGLang release pins; no torch.
+- vLLM's render path (``vllm-render==X``, for ``renderer=vllm:MODEL_DIR``): the vLLM venv plus
+  ``llguidance`` (``--no-deps``).
 - transformers (a render environment for ``--old-render-in python``): ``transformers==X`` with
   its dependencies, jinja2 and orjson (about 260 MB per venv).
 - vLLM: ``--no-deps vllm==X`` plus torch 2.13.0 (the CPU build pip finds on this machine's disk;
@@ -124,6 +126,9 @@ def _install_plan(requirement: str) -> tuple[list[list[str]], str]:
             [["--no-deps", requirement], list(SGLANG_DEPS)],
             "import importlib.util as u; assert u.find_spec('sglang') and u.find_spec('partial_json_parser')",
         )
+    if name == "vllm-render":  # vLLM's render path (renderer=vllm:MODEL_DIR): the parser venv plus llguidance
+        plan, check = _install_plan("vllm==" + requirement.split("==", 1)[1].strip())
+        return [*plan, ["--no-deps", "llguidance"]], check + "; assert u.find_spec('llguidance')"
     if name == "vllm":
         return (
             [
@@ -140,7 +145,7 @@ def _install_plan(requirement: str) -> tuple[list[list[str]], str]:
             [[requirement, "jinja2", "orjson"]],
             "import jinja2, orjson, tokenizers; from transformers.utils.chat_template_utils import render_jinja_template",
         )
-    raise EngineBuildError(f"no install plan for {requirement!r} (known: sglang==X, sglang-render==X, vllm==X, transformers==X)")
+    raise EngineBuildError(f"no install plan for {requirement!r} (known: sglang==X, sglang-render==X, vllm==X, vllm-render==X, transformers==X)")
 
 
 def _pinned_transformers(python: Path) -> str:
@@ -158,7 +163,7 @@ def _uv(requirement: str) -> str | None:
     is the CPU build that pip's configured ``find-links`` folder holds on these machines, and which
     uv, reading no pip configuration, would take from the index as a multi-GB CUDA build); None
     without uv, and pip builds the venv."""
-    if requirement.split("==")[0].strip().lower() == "vllm":
+    if requirement.split("==")[0].strip().lower() in ("vllm", "vllm-render"):
         return None
     try:
         from uv import find_uv_bin

@@ -59,7 +59,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
     cfg["chat_template"] = (ROOT / "samples" / "templates" / "agent-old.jinja").read_text()
     (d / "tokenizer_config.json").write_text(json.dumps(cfg))
-    (d / "config.json").write_text(json.dumps({"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"]}))
+    (d / "config.json").write_text(json.dumps({"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "max_position_embeddings": 163840}))
     return d
 
 

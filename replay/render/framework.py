@@ -1,4 +1,4 @@
-"""A framework's own render path as a side's renderer: ``renderer=sglang:MODEL_DIR``.
+"""A framework's own render path as a side's renderer: ``renderer=sglang:MODEL_DIR``, ``vllm:MODEL_DIR``.
 
 Such a renderer takes the whole captured request (``renders_requests``) and does the framework's
 own request preparation, tool serialization and template application in the side's interpreter
@@ -26,8 +26,8 @@ from typing import Any, Callable
 from replay.render.base import RenderError
 
 #: Renderer spec prefixes that name a framework's render path (built by
-#: :func:`replay.adapters.sglang_render.sglang_renderer`).
-FRAMEWORKS = ("sglang",)
+#: :func:`replay.adapters.sglang_render.sglang_renderer`, :func:`replay.adapters.vllm_render.vllm_renderer`).
+FRAMEWORKS = ("sglang", "vllm")
 
 
 def as_declarations(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
