@@ -82,7 +82,7 @@ def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> An
         builtin=builtin,
         plugin=encoder,
         unknown=lambda s: UnknownNameError(
-            f"unknown renderer {s!r}: use json-tools, harmony, mistral-common[:VERSION], "
+            f"unknown renderer {s!r}: use json-tools, harmony, mistral-common[:VERSION], sglang:MODEL_DIR, vllm:MODEL_DIR, "
             "or a checkpoint's encoder as path/to/encoding.py:function or module:function"
         ),
     )
