@@ -182,3 +182,19 @@ def test_release_it_cannot_drive_is_one_line(pythons, model_dir, tmp_path):
     assert got.returncode == 1, got.stdout + got.stderr
     lines = [l for l in (got.stdout + got.stderr).splitlines() if "cannot drive" in l]
     assert len(lines) == 1 and "OpenAIServingChat._process_messages" in lines[0], got.stdout + got.stderr
+
+
+def test_framework_renderer_without_its_interpreter_is_a_usage_error():
+    """``renderer=sglang:DIR`` where sglang is not installed, without ``render_in=python``: refused
+    when the side value is parsed (a usage error naming the option), not an error on every row."""
+    import importlib.util
+
+    from replay import side as side_value
+
+    if importlib.util.find_spec("sglang") is not None:
+        pytest.skip("sglang is importable here: the side may render in process")
+    with pytest.raises(side_value.SideError) as exc:
+        side_value.parse("renderer=sglang:/m", "old")
+    assert str(exc.value).startswith("--old: renderer=sglang:/m renders with sglang in the side's own interpreter, and sglang is not installed here")
+    got = side_value.parse("python=/p/bin/python,render_in=python,renderer=sglang:/m", "old")
+    assert got.renderer == "sglang:/m"

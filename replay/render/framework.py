@@ -102,6 +102,23 @@ def framework_row(
     return None
 
 
+def framework_side_error(values: dict[str, str]) -> str | None:
+    """Why a side value (``{key: value}`` of :mod:`replay.side`) cannot use its framework renderer,
+    or None: ``renderer=sglang:DIR``/``vllm:DIR`` renders in an interpreter that has the framework,
+    so it needs ``python=INTERPRETER,render_in=python`` unless this interpreter has it. Checked when
+    the side value is parsed, before any work (the rule of ``replay.adapters``: a framework runs in
+    its own venv)."""
+    import importlib.util
+
+    name = (values.get("renderer") or "").split(":", 1)[0].strip()
+    if name not in FRAMEWORKS or values.get("render_in") == "python":
+        return None
+    if importlib.util.find_spec(name) is not None:
+        return None
+    return (f"renderer={values['renderer']} renders with {name} in the side's own interpreter, and {name} is not "
+            f"installed here: give python=INTERPRETER,render_in=python (a venv with {name}, e.g. python tests/engines.py {name}-render==X)")
+
+
 def framework_labels(con: Any) -> dict[str, str]:
     """``{side: renderer name}`` (``{"old": "sglang-0.5.4"}``) for each side whose ``renders`` rows a
     framework's own path made (their ``serializer`` is the framework's name, :data:`FRAMEWORKS`):
@@ -118,4 +135,4 @@ def framework_labels(con: Any) -> dict[str, str]:
     return {side: name for side, name in got if name}
 
 
-__all__ = ["FRAMEWORKS", "as_declarations", "framework_row", "framework_labels"]
+__all__ = ["FRAMEWORKS", "as_declarations", "framework_row", "framework_labels", "framework_side_error"]
