@@ -136,6 +136,11 @@ def _checked(option: str, side: str | None, items: dict[str, Any], given: Any) -
         raise SideError(f"{option}: pythonpath needs python=INTERPRETER (the interpreter to run the side in)")
     if values.get("chat_template") is not None and values.get("renderer") is not None:
         raise SideError(f"{option}: chat_template and renderer both name the side's renderer: give one")
+    from replay.render.framework import framework_side_error
+
+    why = framework_side_error(values)  # renderer=sglang:/vllm: renders in the framework's interpreter
+    if why is not None:
+        raise SideError(f"{option}: {why}")
     return SideSpec(**values, given=given)
 
 

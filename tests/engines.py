@@ -18,6 +18,10 @@ installs without a GPU is in ``../shared/docs/real-engines.md``:
 
 - SGLang: ``--no-deps sglang==X`` plus the dozen small packages its tool parsers import (about
   440 MB per venv); no torch, the adapter stubs what would import it.
+- SGLang's render path (``sglang-render==X``, for ``renderer=sglang:MODEL_DIR``): the same, plus
+  fastapi, jsonschema, jinja2 and the transformers release that SGLang release pins; no torch.
+- vLLM's render path (``vllm-render==X``, for ``renderer=vllm:MODEL_DIR``): the vLLM venv plus
+  ``llguidance`` (``--no-deps``).
 - transformers (a render environment for ``--old-render-in python``): ``transformers==X`` with
   its dependencies, jinja2 and orjson (about 260 MB per venv).
 - vLLM: ``--no-deps vllm==X`` plus torch 2.13.0 (the CPU build pip finds on this machine's disk;
@@ -48,6 +52,10 @@ SGLANG_DEPS = (
     "tqdm",
     "regex",
 )
+
+#: What SGLang's chat render path imports besides its tool parsers' needs (``sglang-render==X``: the
+#: venv of ``renderer=sglang:MODEL_DIR``); transformers is pinned to the release's own requirement.
+SGLANG_RENDER_DEPS = ("fastapi", "jsonschema", "jinja2")
 
 #: What vLLM's tool parsers import on CPU, besides vllm itself (``--no-deps``) and torch.
 VLLM_DEPS = (
@@ -107,11 +115,20 @@ def _run(cmd: list[str], what: str) -> None:
 def _install_plan(requirement: str) -> tuple[list[list[str]], str]:
     """The pip argument lists for ``requirement`` and a Python line that checks the venv."""
     name = requirement.split("==")[0].strip().lower()
+    if name == "sglang-render":  # SGLang's render path: its tool parsers' deps, jinja2, fastapi and its pinned transformers
+        release = requirement.split("==", 1)[1].strip()
+        return (
+            [["--no-deps", f"sglang=={release}"], [*SGLANG_DEPS, *SGLANG_RENDER_DEPS, _pinned_transformers]],
+            "import importlib.util as u; assert u.find_spec('sglang') and u.find_spec('transformers') and u.find_spec('jinja2')",
+        )
     if name == "sglang":
         return (
             [["--no-deps", requirement], list(SGLANG_DEPS)],
             "import importlib.util as u; assert u.find_spec('sglang') and u.find_spec('partial_json_parser')",
         )
+    if name == "vllm-render":  # vLLM's render path (renderer=vllm:MODEL_DIR): the parser venv plus llguidance
+        plan, check = _install_plan("vllm==" + requirement.split("==", 1)[1].strip())
+        return [*plan, ["--no-deps", "llguidance"]], check + "; assert u.find_spec('llguidance')"
     if name == "vllm":
         return (
             [
@@ -128,7 +145,17 @@ def _install_plan(requirement: str) -> tuple[list[list[str]], str]:
             [[requirement, "jinja2", "orjson"]],
             "import jinja2, orjson, tokenizers; from transformers.utils.chat_template_utils import render_jinja_template",
         )
-    raise EngineBuildError(f"no install plan for {requirement!r} (known: sglang==X, vllm==X, transformers==X)")
+    raise EngineBuildError(f"no install plan for {requirement!r} (known: sglang==X, sglang-render==X, vllm==X, vllm-render==X, transformers==X)")
+
+
+def _pinned_transformers(python: Path) -> str:
+    """``transformers==V`` as the sglang installed in ``python``'s venv requires it (its
+    ``Requires-Dist``), or ``transformers`` when it pins none."""
+    code = ("from importlib.metadata import requires\n"
+            "print(next((r.split(';')[0].replace(' ', '') for r in requires('sglang') or [] "
+            "if r.replace(' ', '').startswith('transformers==')), 'transformers'))")
+    got = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
+    return got.stdout.strip() or "transformers"
 
 
 def _uv(requirement: str) -> str | None:
@@ -136,7 +163,7 @@ def _uv(requirement: str) -> str | None:
     is the CPU build that pip's configured ``find-links`` folder holds on these machines, and which
     uv, reading no pip configuration, would take from the index as a multi-GB CUDA build); None
     without uv, and pip builds the venv."""
-    if requirement.split("==")[0].strip().lower() == "vllm":
+    if requirement.split("==")[0].strip().lower() in ("vllm", "vllm-render"):
         return None
     try:
         from uv import find_uv_bin
@@ -179,6 +206,7 @@ def engine_python(requirement: str, *, root: Path | None = None) -> Path:
                 _run([sys.executable, "-m", "venv", str(tmp)], f"venv for {requirement}")
                 pip = [str(tmp / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
             for args in plan:
+                args = [a(tmp / "bin" / "python") if callable(a) else a for a in args]
                 _run(pip + args, f"installing {requirement}")
             _run([str(tmp / "bin" / "python"), "-c", check], f"checking {requirement}")
             (tmp / DONE).write_text(requirement + "\n")

@@ -335,6 +335,13 @@ def render_rows(
                 side_ids[side] = ids
             rows.append(row)
             continue
+        if getattr(renderer, "renders_requests", False):  # a framework's own path: request -> prompt (replay.render.framework)
+            row = {"exchange_id": xid, "renderer": renderer.name, "side": side, "n_tools": len(client_tools or ())}
+            ids = renderer.fill_row(ex, request, client_tools, row, id_tok=id_tok, ids_sha=ids_sha, prompts=prompts)
+            if ids is not None:
+                side_ids[side] = ids
+            rows.append(row)
+            continue
         preparer = plan.preparers[side]
         row: dict[str, Any] = {"exchange_id": xid, "renderer": renderer.name, "side": side, "serializer": specs[side],
                                "preparer": preparer.name, "n_tools": len(client_tools or ())}

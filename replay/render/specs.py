@@ -5,6 +5,9 @@ A spec names one renderer:
 - ``json-tools``: :class:`replay.render.json_tools.JsonToolsRenderer` (only as ``--renderer``);
 - ``mistral-common`` or ``mistral-common:VERSION``: :class:`replay.render.mistral.MistralCommonRenderer`
   (``VERSION``: ``v1`` ``v2`` ``v3`` ``v7`` ``tekken`` ``tekken-mm`` or a tokenizer file; default ``v7``);
+- ``sglang:MODEL_DIR``, ``vllm:MODEL_DIR``: SGLang's or vLLM's own chat render path in the side's
+  interpreter (:mod:`replay.render.framework`, :mod:`replay.adapters.sglang_render`,
+  :mod:`replay.adapters.vllm_render`);
 - ``harmony``: :class:`replay.render.harmony.HarmonyRenderer` (gpt-oss), with the pinned date as
   its ``Current date``;
 - ``path/to/encoding.py:function`` or ``module:function``: a checkpoint's encoding function,
@@ -56,6 +59,14 @@ def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> An
             from replay.render.harmony import HarmonyRenderer
 
             return HarmonyRenderer(date=date)
+        if spec.split(":", 1)[0] == "sglang":  # SGLang's own render path (replay.render.framework)
+            from replay.adapters.sglang_render import sglang_renderer
+
+            return sglang_renderer(spec)
+        if spec.split(":", 1)[0] == "vllm":  # vLLM's own render path
+            from replay.adapters.vllm_render import vllm_renderer
+
+            return vllm_renderer(spec)
         if spec == "mistral-common" or spec.startswith("mistral-common:"):
             from replay.render.mistral import DEFAULT_VERSION, MistralCommonRenderer
 
@@ -78,7 +89,7 @@ def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> An
         builtin=builtin,
         plugin=encoder,
         unknown=lambda s: UnknownNameError(
-            f"unknown renderer {s!r}: use json-tools, harmony, mistral-common[:VERSION], "
+            f"unknown renderer {s!r}: use json-tools, harmony, mistral-common[:VERSION], sglang:MODEL_DIR, vllm:MODEL_DIR, "
             "a checkpoint's encoder as path/to/encoding.py:function or module:function, "
             "or a server's tokenize endpoint as http://HOST:PORT"
         ),

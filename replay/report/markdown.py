@@ -231,6 +231,9 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
     """
     opts = meta.get("options", {})
     ser = {s: opts.get(f"{s}_serializer", s) for s in ("old", "new", "reference")}
+    from replay.render.framework import framework_labels
+
+    ser.update(framework_labels(con))  # a side a framework rendered is named by its release, not the unused serializer
     results = results if results is not None else run_report_queries(con)
     summary = _by(results["summary"].to_pylist(), "side")
     out: list[str] = []
