@@ -171,7 +171,7 @@ RenderTokenizerOpt = Annotated[
 RendererOpt = Annotated[
     Optional[str],
     typer.Option("--renderer", metavar="SPEC", rich_help_panel=SIDES,
-                 help="Renderer of old and new: json-tools (default), harmony, mistral-common[:V], file.py:function, or a server's tokenize endpoint http://HOST:PORT."),
+                 help="Renderer of old and new: json-tools (default), harmony, mistral-common[:V], file.py:function, sglang:DIR, vllm:DIR (a release's own), http://HOST:PORT (a tokenize endpoint)."),
 ]
 
 
