@@ -395,6 +395,20 @@ class Tokenize:
     def handle(self, h: BaseHTTPRequestHandler) -> None:
         import time
 
+        left = []
+
+        def leave() -> None:  # once per request
+            if not left:
+                left.append(True)
+                with self._lock:
+                    self.in_flight -= 1
+
+        def _reply(h: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
+            # a request leaves in_flight before its answer is written: the client sends its next
+            # request as soon as it has read this one's answer, before the handler returns
+            leave()
+            _write_reply(h, status, obj)
+
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
         with self._lock:
             self.requests.append(json.loads(raw or b"{}"))
@@ -423,11 +437,10 @@ class Tokenize:
                     "token_strs": tok.convert_ids_to_tokens(ids) if req.get("return_token_strs") else None}
             _reply(h, 200, body)
         finally:
-            with self._lock:
-                self.in_flight -= 1
+            leave()
 
 
-def _reply(h: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
+def _write_reply(h: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
     data = json.dumps(obj).encode()
     try:
         h.send_response(status)
