@@ -106,15 +106,18 @@ def headline(names: Sequence[str], baseline: str, matrix: pa.Table) -> str:
     return f"{len(names)} sides in order {', '.join(names)}; against the baseline {baseline} ((check, exchange) pairs): " + ("; ".join(parts) or "no other side") + "."
 
 
-def matrix_markdown(names: Sequence[str], baseline: str, matrix: pa.Table, faults: pa.Table, meta: dict[str, Any]) -> str:
-    """``report.md`` of a matrix: the headline, the table (:func:`matrix_wide`), the legend, and
-    the first :data:`FAULTS_SHOWN` faults (:func:`faults_display`)."""
-    from replay.report.markdown import markdown_table
+def matrix_markdown(names: Sequence[str], baseline: str, matrix: pa.Table, faults: pa.Table, meta: dict[str, Any], con: Any) -> str:
+    """``report.md`` of a matrix: the headline, the ingest accounting (the audit report's sentence,
+    :func:`replay.report.markdown.ingest_sentence`: lines and records, errors by reason, skipped,
+    the first error; ``con``, the run's connection, gives that first error), the table
+    (:func:`matrix_wide`), the legend, and the first :data:`FAULTS_SHOWN` faults
+    (:func:`faults_display`). Returns the Markdown text."""
+    from replay.report.markdown import ingest_sentence, markdown_table
 
     ingest = meta.get("ingest") or {}
     lines = [f"# replay matrix", "", headline(names, baseline, matrix), ""]
     if ingest:
-        lines += [f"Ingested {ingest.get('lines', 0):,} lines: {ingest.get('exchanges', 0):,} exchanges, {ingest.get('errors', 0):,} errors.", ""]
+        lines += [ingest_sentence(con, ingest), ""]
     lines += ["## Check by side", "", markdown_table(matrix_wide(matrix, names, baseline)), "", LEGEND.format(baseline=baseline), ""]
     shown = faults_display(faults)
     lines += ["## Where each fault appears and goes away", ""]
@@ -292,7 +295,7 @@ def write_matrix_report(run_dir: Path, con: Any, names: Sequence[str], baseline:
 
     run_dir = Path(run_dir)
     md = run_dir / "report.md"
-    md.write_text(matrix_markdown(names, baseline, matrix, faults, meta), encoding="utf-8")
+    md.write_text(matrix_markdown(names, baseline, matrix, faults, meta, con), encoding="utf-8")
     html_path = None
     if html:
         exemplars = run_query(con, "matrix_exemplars")

@@ -1,0 +1,44 @@
+"""``replay matrix``, ``replay repro`` and the commands that read a run, given what a new user gets
+wrong or leaves half done: the report's ingest accounting, a repro asked of a matrix run, a sides
+file's errors naming the file, and the hint for a matrix run stopped midway.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from replay.cli import app
+
+runner = CliRunner()
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def matrix_run(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("matrix-inputs")
+    f = d / "sides.toml"
+    f.write_text('[sides.dump]\nserializer = "model-dump"\n\n[sides.fields]\n', encoding="utf-8")
+    run = d / "m"
+    result = runner.invoke(app, ["matrix", str(SAMPLES), "--sides", str(f), "--out", str(run), "-q"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return run
+
+
+def test_report_md_accounts_for_every_ingested_line_as_the_audit_does(matrix_run):
+    """44 lines, 45 records (an OTLP line holds several spans), 5 errors by reason, 2 skipped:
+    the README's sample numbers, not the record count written as lines."""
+    md = (matrix_run / "report.md").read_text(encoding="utf-8")
+    line = next(x for x in md.splitlines() if x.startswith("Ingested"))
+    assert line.startswith(
+        "Ingested 44 lines, 45 records: 38 exchanges, 5 errors (bad-json: 1, missing-request: 1, not-object: 1, "
+        "not-utf8: 1, tools-not-list: 1), 2 skipped (not an LLM exchange); first: `"
+    ), line
+    assert "malformed.jsonl:2 bad-json" in line
