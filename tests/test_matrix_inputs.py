@@ -42,3 +42,13 @@ def test_report_md_accounts_for_every_ingested_line_as_the_audit_does(matrix_run
         "not-utf8: 1, tools-not-list: 1), 2 skipped (not an LLM exchange); first: `"
     ), line
     assert "malformed.jsonl:2 bad-json" in line
+
+
+def test_repro_on_a_matrix_run_says_it_reads_an_audit_s_sides(matrix_run):
+    """A matrix run has named sides and no old/new: repro refuses it in one line naming them,
+    not "the old side does not fail", which reads as if the exchange passed."""
+    result = runner.invoke(app, ["repro", str(matrix_run), "agent-01", "--check", "dropped-call"])
+    assert result.exit_code == 1, result.output
+    text = one_line(result.output)
+    assert f"{matrix_run} is a replay matrix run (sides dump, fields): replay repro reads an audit's old and new sides" in text, text
+    assert "does not fail" not in text
