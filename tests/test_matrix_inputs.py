@@ -52,3 +52,25 @@ def test_repro_on_a_matrix_run_says_it_reads_an_audit_s_sides(matrix_run):
     text = one_line(result.output)
     assert f"{matrix_run} is a replay matrix run (sides dump, fields): replay repro reads an audit's old and new sides" in text, text
     assert "does not fail" not in text
+
+
+@pytest.mark.parametrize("stage", ["sides dump, fields", "report"])
+def test_a_matrix_run_stopped_midway_is_sent_back_to_replay_matrix(matrix_run, tmp_path, stage):
+    """A matrix run left by Ctrl-C: report and query refuse it and say to run ``replay matrix``
+    again with --force (``replay audit`` does not resume it; in its report stage the sides' tables
+    are being merged, so ``replay report`` cannot finish it either)."""
+    import shutil
+
+    run = tmp_path / "m"
+    shutil.copytree(matrix_run, run)
+    meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    meta["incomplete"] = stage
+    (run / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    before = (run / "report.md").read_text(encoding="utf-8")
+    for args in (["report", "--run", str(run)], ["query", "matrix", "--run", str(run)]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, result.output
+        text = one_line(result.output)
+        assert f"stopped during {stage} (interrupted?): its tables are incomplete; run `replay matrix` again with --force" in text, text
+        assert "replay audit" not in text and "finish it" not in text
+    assert (run / "report.md").read_text(encoding="utf-8") == before
