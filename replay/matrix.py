@@ -259,7 +259,7 @@ def run_matrix(
                     configs.append(cfg)
                     validate_specs(cfg)
                 except ValueError as exc:
-                    raise _renamed(exc, a, b) from None
+                    raise _renamed(exc, a, b, sides.path) from None
         except BaseException:
             for cfg in configs:
                 close_sides(cfg)
@@ -364,10 +364,13 @@ def _side_words(message: str, a: str, b: str | None) -> str:
     return re.sub(r"--(old|new)(?:-([a-z][a-z-]*))?\b", sub, message)
 
 
-def _renamed(exc: ValueError, a: str, b: str | None) -> ValueError:
+def _renamed(exc: ValueError, a: str, b: str | None, path: str) -> ValueError:
     """``exc`` again, same class where its constructor takes one message, its text said with the
-    matrix's side names (:func:`_side_words`)."""
+    matrix's side names (:func:`_side_words`) and, when it names a side, the sides file ``path``
+    first (``--sides FILE [sides.A] python PY: cannot run it``, as the file's own errors read)."""
     text = _side_words(str(exc), a, b)
+    if text.startswith("[sides."):
+        text = f"--sides {path} {text}"
     try:
         return type(exc)(text)
     except Exception:  # noqa: BLE001 - a class whose constructor takes other arguments

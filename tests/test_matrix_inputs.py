@@ -74,3 +74,15 @@ def test_a_matrix_run_stopped_midway_is_sent_back_to_replay_matrix(matrix_run, t
         assert f"stopped during {stage} (interrupted?): its tables are incomplete; run `replay matrix` again with --force" in text, text
         assert "replay audit" not in text and "finish it" not in text
     assert (run / "report.md").read_text(encoding="utf-8") == before
+
+
+def test_a_side_whose_interpreter_is_missing_names_the_sides_file_and_table(tmp_path):
+    f = tmp_path / "releases.toml"
+    missing = tmp_path / "no-venv" / "bin" / "python"
+    f.write_text(f'[sides.a]\nparser = "hermes"\n\n[sides."0.5.8"]\npython = "{missing}"\n', encoding="utf-8")
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["matrix", str(SAMPLES / "coding-agent.jsonl"), "--sides", str(f), "--out", str(out), "-q"])
+    assert result.exit_code == 1, result.output
+    text = one_line(result.output)
+    assert text.startswith(f"error: --sides {f} [sides.0.5.8] python {missing}: cannot run it"), text
+    assert not (out / "exchanges.parquet").exists()  # nothing ingested
