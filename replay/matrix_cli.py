@@ -36,7 +36,10 @@ def _command(_cli: Any) -> Any:
         baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="NAME", rich_help_panel=_cli.SIDES,
                                                         help="The side the others are compared with (fixed, broke); default the first.")] = None,
         chat_template: _cli.TemplateOpt = None,
-        renderer: _cli.RendererOpt = None,
+        renderer: Annotated[Optional[str], typer.Option(
+            "--renderer", metavar="SPEC", rich_help_panel=_cli.SIDES,
+            help="Renderer of every side that names none: json-tools (default), harmony, mistral-common[:V], file.py:function, "
+                 "or a server's tokenize endpoint http://HOST:PORT.")] = None,
         parser: _cli.ParserOpt = None,
         chunkings: _cli.ChunkingsOpt = None,
         replay_timeout: _cli.TimeoutOpt = 10.0,

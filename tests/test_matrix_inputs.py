@@ -86,3 +86,12 @@ def test_a_side_whose_interpreter_is_missing_names_the_sides_file_and_table(tmp_
     text = one_line(result.output)
     assert text.startswith(f"error: --sides {f} [sides.0.5.8] python {missing}: cannot run it"), text
     assert not (out / "exchanges.parquet").exists()  # nothing ingested
+
+
+def test_matrix_help_speaks_of_sides_not_old_and_new_and_fits_80_columns():
+    """A matrix has no old/new roles: its --help says what a shared option does to its sides."""
+    result = runner.invoke(app, ["matrix", "--help"], env={"COLUMNS": "80", "TERM": "dumb"})
+    assert result.exit_code == 0, result.output
+    assert "old and new" not in one_line(result.output)
+    assert "--renderer SPEC Renderer of every side that names none" in one_line(result.output)
+    assert max(len(line) for line in result.output.splitlines()) <= 80
