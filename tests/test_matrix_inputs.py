@@ -95,3 +95,36 @@ def test_matrix_help_speaks_of_sides_not_old_and_new_and_fits_80_columns():
     assert "old and new" not in one_line(result.output)
     assert "--renderer SPEC Renderer of every side that names none" in one_line(result.output)
     assert max(len(line) for line in result.output.splitlines()) <= 80
+
+
+def test_queries_of_an_audit_s_old_and_new_are_refused_on_a_matrix_run(matrix_run):
+    """On a matrix run (sides dump, fields) the queries that read the sides old/new by name would
+    print empty tables or every exchange not-judged; they are refused in one line, and every query
+    let through reads the matrix's own sides (no row of a side old or new)."""
+    from replay.sql import list_queries
+
+    refused, allowed = set(), {}
+    for name in list_queries():
+        result = runner.invoke(app, ["query", name, "--run", str(matrix_run), "--format", "json"])
+        if result.exit_code == 1:
+            assert one_line(result.output).startswith(
+                f"error: {matrix_run} is a replay matrix run (sides dump, fields): query {name} reads an audit's old and new sides"), result.output
+            refused.add(name)
+        else:
+            assert result.exit_code == 0, (name, result.output)
+            allowed[name] = json.loads(result.output)
+    assert {"summary", "verdicts", "verdict_exchanges", "dropped_calls", "render_failures", "divergent_prompts", "fidelity"} <= refused
+    assert {"matrix", "matrix_faults", "matrix_exemplars", "null_leaks", "ingest_errors", "served_checks"} <= set(allowed)
+    for name, rows in allowed.items():
+        assert not [r for r in rows if r.get("side") in ("old", "new")], name
+    assert [(r["side"], r["wrong"]) for r in allowed["matrix"] if r["check"] == "null-leak"] == [("dump", 35), ("fields", 5)]
+
+
+
+def test_an_audit_run_answers_the_queries_a_matrix_run_refuses(tmp_path):
+    run = tmp_path / "a"
+    assert runner.invoke(app, ["audit", str(SAMPLES / "coding-agent.jsonl"), "--out", str(run), "-q"]).exit_code == 0
+    result = runner.invoke(app, ["query", "verdicts", "--run", str(run), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    got = {r["check"]: r for r in json.loads(result.output)}
+    assert (got["null-leak"]["fixed"], got["null-leak"]["exchanges"], got["null-leak"]["not-judged"]) == (7, 7, 0)
