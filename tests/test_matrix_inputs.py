@@ -128,3 +128,32 @@ def test_an_audit_run_answers_the_queries_a_matrix_run_refuses(tmp_path):
     assert result.exit_code == 0, result.output
     got = {r["check"]: r for r in json.loads(result.output)}
     assert (got["null-leak"]["fixed"], got["null-leak"]["exchanges"], got["null-leak"]["not-judged"]) == (7, 7, 0)
+
+
+@pytest.mark.parametrize("name", ["a, b", "", " a", "a\\tb"])
+def test_a_side_name_the_report_cannot_list_is_refused_naming_the_file(tmp_path, name):
+    """Side names are columns and items of "a, b, c" lists: "a, b" would read as two sides in
+    `wrong on`, "" as a blank column."""
+    f = tmp_path / "s.toml"
+    f.write_text(f'[sides."{name}"]\nserializer = "model-dump"\n\n[sides.b]\n', encoding="utf-8")
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["matrix", str(SAMPLES / "coding-agent.jsonl"), "--sides", str(f), "--out", str(out), "-q"])
+    assert result.exit_code == 2, result.output
+    text = one_line(result.output)
+    assert text.startswith(f"error: --sides {f}: [sides.{json.dumps(name.replace(chr(92) + 't', chr(9)))}]: a side's name is a column"), text
+    assert not (out / "exchanges.parquet").exists()
+
+
+def test_a_pipe_in_a_side_name_keeps_report_md_a_table(tmp_path):
+    """A side named x|y (allowed) is escaped in the table's header as in its cells, so the table
+    pastes with one column per side."""
+    f = tmp_path / "s.toml"
+    f.write_text('[sides."x|y"]\nserializer = "model-dump"\n\n[sides.b]\n', encoding="utf-8")
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["matrix", str(SAMPLES / "coding-agent.jsonl"), "--sides", str(f), "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    md = (out / "report.md").read_text(encoding="utf-8").splitlines()
+    header = md.index("| check | x\\|y | b | judged |")
+    assert md[header + 1] == "|---|---|---|---|"
+    assert "| null-leak | 7 | 0 (-7 +0) | 7 |" in md
+    assert "| null-leak | agent-01 | hermes | x\\|y | b | x\\|y |" in md

@@ -43,9 +43,9 @@ def rich_table(table: pa.Table, title: str | None = None) -> FitTable:
 
 
 def markdown_table(table: pa.Table) -> str:
-    """An Arrow table as a GitHub Markdown table (``|`` in cells escaped)."""
+    """An Arrow table as a GitHub Markdown table (``|`` in cells and column names escaped)."""
     cols = table.column_names
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---:" if _numeric(table, c) else "---" for c in cols) + "|"]
+    lines = ["| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cols) + " |", "|" + "|".join("---:" if _numeric(table, c) else "---" for c in cols) + "|"]
     for row in table.to_pylist():
         lines.append("| " + " | ".join(_fmt(row[c]).replace("|", "\\|").replace("\n", " ") for c in cols) + " |")
     return "\n".join(lines)
