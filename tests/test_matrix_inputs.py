@@ -157,3 +157,16 @@ def test_a_pipe_in_a_side_name_keeps_report_md_a_table(tmp_path):
     assert md[header + 1] == "|---|---|---|---|"
     assert "| null-leak | 7 | 0 (-7 +0) | 7 |" in md
     assert "| null-leak | agent-01 | hermes | x\\|y | b | x\\|y |" in md
+
+
+def test_a_matrix_of_one_side_says_so_in_words(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('[sides.only]\nserializer = "model-dump"\n', encoding="utf-8")
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["matrix", str(SAMPLES / "coding-agent.jsonl"), "--sides", str(f), "--out", str(out), "-q"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "1 side, only: no other side to compare it with." in md and "1 sides" not in md
+    assert "1 side, only: no other side to compare it with." in one_line(result.output)
+    assert "| null-leak | 7 | 7 |" in md

@@ -96,14 +96,18 @@ def faults_display(faults: pa.Table) -> pa.Table:
 
 
 def headline(names: Sequence[str], baseline: str, matrix: pa.Table) -> str:
-    """One sentence: the sides, the baseline, and per side the exchanges fixed and broken in all."""
+    """One sentence: the sides, the baseline, and per side the exchanges fixed and broken in all
+    (``names``: the sides in order; ``matrix``: the ``matrix`` query's rows). Returns the sentence;
+    for one side, that there is nothing to compare it with."""
     per = {n: [0, 0] for n in names}
     for row in matrix.to_pylist():
         if row["side"] in per:
             per[row["side"]][0] += row["fixed"]
             per[row["side"]][1] += row["broke"]
     parts = [f"{n}: {f:,} fixed, {b:,} broken" for n, (f, b) in per.items() if n != baseline]
-    return f"{len(names)} sides in order {', '.join(names)}; against the baseline {baseline} ((check, exchange) pairs): " + ("; ".join(parts) or "no other side") + "."
+    if len(names) == 1:  # a matrix of one side: nothing to compare it with
+        return f"1 side, {names[0]}: no other side to compare it with."
+    return f"{len(names)} sides in order {', '.join(names)}; against the baseline {baseline} ((check, exchange) pairs): " + "; ".join(parts) + "."
 
 
 def matrix_markdown(names: Sequence[str], baseline: str, matrix: pa.Table, faults: pa.Table, meta: dict[str, Any], con: Any) -> str:
