@@ -170,3 +170,21 @@ def test_a_matrix_of_one_side_says_so_in_words(tmp_path):
     assert "1 side, only: no other side to compare it with." in md and "1 sides" not in md
     assert "1 side, only: no other side to compare it with." in one_line(result.output)
     assert "| null-leak | 7 | 7 |" in md
+
+
+@pytest.mark.parametrize("url, why", [("http://127.0.0.1:notaport", "Port could not be cast to integer value as 'notaport'"),
+                                      ("http://127.0.0.1:99999", "Port out of range 0-65535")])
+def test_a_server_url_the_http_client_refuses_is_one_line_before_any_work(tmp_path, url, why):
+    """It was a traceback from inside the render stage (httpx.InvalidURL), the run folder left
+    half written."""
+    from replay.render.http_tokenize import parse_spec
+
+    with pytest.raises(ValueError, match=f"expected http://HOST:PORT\\[/PATH\\]\\[\\?OPTIONS\\]: {why}"):
+        parse_spec(url)
+    f = tmp_path / "s.toml"
+    f.write_text(f'[sides.a]\n\n[sides.srv]\nrenderer = "{url}"\n', encoding="utf-8")
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["matrix", str(SAMPLES / "coding-agent.jsonl"), "--sides", str(f), "--out", str(out), "-q"])
+    assert result.exit_code == 1, result.output
+    assert one_line(result.output) == f"error: --sides {f} [sides.srv] renderer {url}: expected http://HOST:PORT[/PATH][?OPTIONS]: {why}"
+    assert not out.exists()

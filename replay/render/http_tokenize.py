@@ -105,7 +105,9 @@ class TokenizeSpec:
 
 def parse_spec(spec: str) -> TokenizeSpec:
     """The :class:`TokenizeSpec` of ``http[s]://HOST:PORT[/PATH][?OPTIONS]``. Raises ValueError
-    (the caller names the option and the spec) for a URL without a host, an unknown option, or an option value out of range
+    (the caller names the option and the spec) for a URL without a host, a URL the HTTP client
+    (httpx) refuses (a port that is not a number from 0 to 65535, ...), an unknown option, or an
+    option value out of range
     (``concurrency`` and ``retries`` integers, ``concurrency`` at least 1; ``timeout`` a positive
     number of seconds; ``backoff`` seconds, 0 or more)."""
     spec = spec.strip()
@@ -114,6 +116,13 @@ def parse_spec(spec: str) -> TokenizeSpec:
         raise ValueError("expected http://HOST:PORT[/PATH][?OPTIONS]")
     path = parts.path if parts.path not in ("", "/") else "/tokenize"
     url = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    import httpx
+
+    try:  # the client that will post to it checks the URL now (a port that is no number, ...), not mid-render
+        parts.port
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise ValueError(f"expected http://HOST:PORT[/PATH][?OPTIONS]: {exc}") from None
     kw: dict[str, Any] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         key = key.replace("-", "_")
