@@ -188,3 +188,30 @@ def test_a_server_url_the_http_client_refuses_is_one_line_before_any_work(tmp_pa
     assert result.exit_code == 1, result.output
     assert one_line(result.output) == f"error: --sides {f} [sides.srv] renderer {url}: expected http://HOST:PORT[/PATH][?OPTIONS]: {why}"
     assert not out.exists()
+
+
+def test_render_failures_are_said_with_their_reason_per_side(tmp_path):
+    """A side that cannot render (here a template that raises; an unreachable server alike) is
+    named with its reason in report.md and the terminal; a reference that cannot render says
+    why the render checks judged nothing (the table alone showed 0 wrong, 0 judged)."""
+    boom = tmp_path / "boom.jinja"
+    boom.write_text("{{ raise_exception('boom') }}", encoding="utf-8")
+    f = tmp_path / "s.toml"
+    f.write_text(f'[sides.a]\n\n[sides.b]\nchat_template = "{boom}"\n', encoding="utf-8")
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["matrix", str(SAMPLES / "coding-agent.jsonl"), "--sides", str(f), "--out", str(out), "-q"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    said = "Render failures, b: 7 exchanges; `rejected by the template: boom` (7, e.g. `agent-01`)."
+    assert f"- {said}" in (out / "report.md").read_text(encoding="utf-8").splitlines()
+    assert said in one_line(result.output) and "Render failures, a" not in result.output
+    assert "| render-failure | 0 | 7 (-0 +7) | 7 |" in (out / "report.md").read_text(encoding="utf-8")
+
+    f.write_text(f'[sides.a]\n\n[sides.b]\n\n[sides.reference]\nchat_template = "{boom}"\n', encoding="utf-8")
+    out = tmp_path / "r2"
+    result = runner.invoke(app, ["matrix", str(SAMPLES / "coding-agent.jsonl"), "--sides", str(f), "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "- Render failures, reference: 7 exchanges; `rejected by the template: boom` (7, e.g. `agent-01`)." in md
+    assert "- 7 exchanges the reference could not render: no side is judged on them by null-leak, prompt-divergence and render-failure." in md
+    assert "| render-failure | 0 | 0 | 0 |" in md

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -42,12 +42,14 @@ FAULTS_SHOWN = 60
 @dataclass
 class MatrixReport:
     """What :func:`write_matrix_report` wrote: ``path`` (report.md), ``html_path`` (report.html or
-    None), ``wide`` (:func:`matrix_wide`) and ``faults`` (:func:`faults_display`), Arrow tables."""
+    None), ``wide`` (:func:`matrix_wide`) and ``faults`` (:func:`faults_display`), Arrow tables;
+    ``render_failures``, the sentences of :func:`render_failure_lines` (plain text)."""
 
     path: Path
     html_path: Path | None
     wide: pa.Table
     faults: pa.Table
+    render_failures: list[str] = field(default_factory=list)
 
 
 def cell_text(wrong: int, fixed: int, broke: int, baseline: bool) -> str:
@@ -110,6 +112,38 @@ def headline(names: Sequence[str], baseline: str, matrix: pa.Table) -> str:
     return f"{len(names)} sides in order {', '.join(names)}; against the baseline {baseline} ((check, exchange) pairs): " + "; ".join(parts) + "."
 
 
+def render_failure_lines(con: Any, names: Sequence[str]) -> list[str]:
+    """Why sides could not render, one sentence per side that failed (``names`` in order, then the
+    reference): the exchanges it failed on and its top three ``renders.error`` texts with a count
+    and one exchange each; then, when the reference failed, that those exchanges are judged by no
+    side on the render checks (the matrix's ``judged`` column leaves them out). ``con``: the run's
+    connection. Returns Markdown sentences (code spans around the reasons); [] when every render
+    succeeded. The audit report's "Top render-failure reasons" (replay.report.markdown) is the
+    same count over old, new and the reference."""
+    from replay.report.markdown import _short
+
+    rows = con.execute(
+        "SELECT side, error, count(*) AS n, min(exchange_id) AS example FROM renders WHERE error IS NOT NULL "
+        "GROUP BY side, error ORDER BY side, n DESC, error"
+    ).fetchall()
+    by: dict[str, list[tuple[str, int, str]]] = {}
+    for side, error, n, example in rows:
+        by.setdefault(side, []).append((error, n, example))
+    out = []
+    for side in [*names, "reference"]:
+        got = by.get(side)
+        if not got:
+            continue
+        total = sum(n for _, n, _ in got)
+        out.append(f"Render failures, {side}: {total:,} exchange{'' if total == 1 else 's'}; "
+                   + "; ".join(f"`{_short(e)}` ({n:,}, e.g. `{x}`)" for e, n, x in got[:3]) + ".")
+    ref = sum(n for _, n, _ in by.get("reference", []))
+    if ref:
+        out.append(f"{ref:,} exchange{'' if ref == 1 else 's'} the reference could not render: no side is judged on them by "
+                   "null-leak, prompt-divergence and render-failure.")
+    return out
+
+
 def matrix_markdown(names: Sequence[str], baseline: str, matrix: pa.Table, faults: pa.Table, meta: dict[str, Any], con: Any) -> str:
     """``report.md`` of a matrix: the headline, the ingest accounting (the audit report's sentence,
     :func:`replay.report.markdown.ingest_sentence`: lines and records, errors by reason, skipped,
@@ -122,6 +156,9 @@ def matrix_markdown(names: Sequence[str], baseline: str, matrix: pa.Table, fault
     lines = [f"# replay matrix", "", headline(names, baseline, matrix), ""]
     if ingest:
         lines += [ingest_sentence(con, ingest), ""]
+    failures = render_failure_lines(con, names)
+    if failures:
+        lines += [f"- {x}" for x in failures] + [""]
     lines += ["## Check by side", "", markdown_table(matrix_wide(matrix, names, baseline)), "", LEGEND.format(baseline=baseline), ""]
     shown = faults_display(faults)
     lines += ["## Where each fault appears and goes away", ""]
@@ -305,4 +342,4 @@ def write_matrix_report(run_dir: Path, con: Any, names: Sequence[str], baseline:
         exemplars = run_query(con, "matrix_exemplars")
         html_path = run_dir / "report.html"
         html_path.write_text(matrix_html(names, baseline, matrix, faults, exemplars, meta, run_dir, redact=redact), encoding="utf-8")
-    return MatrixReport(md, html_path, matrix_wide(matrix, names, baseline), faults_display(faults))
+    return MatrixReport(md, html_path, matrix_wide(matrix, names, baseline), faults_display(faults), render_failure_lines(con, names))
