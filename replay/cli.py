@@ -1039,6 +1039,11 @@ def _executor(cfg: Any, jobs: Optional[int], batch_rows: int) -> None:
 
 def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
     _hold_run(ctx, run, "render" if which == "render" else "stream")
+    from replay.matrix_vars import matrix_rewrite_refusal
+
+    refusal = matrix_rewrite_refusal(run, "render" if which == "render" else "stream")
+    if refusal:  # its tables hold the matrix's named sides
+        _fail(refusal)
     from replay.audit import mark_incomplete, read_meta, write_meta, write_report
     from replay.pipeline import count_exchanges, run_render, run_stream, validate_specs
     from replay.sides import close_sides

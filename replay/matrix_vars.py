@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["set_matrix_vars", "recorded_order", "reads_audit_roles", "matrix_run_refusal"]
+__all__ = ["set_matrix_vars", "recorded_order", "reads_audit_roles", "matrix_run_refusal", "matrix_rewrite_refusal"]
 
 
 def recorded_order(run_dir: str | Path) -> tuple[list[str], str] | None:
@@ -67,3 +67,16 @@ def matrix_run_refusal(run_dir: str | Path, name: str, sql: str) -> str | None:
         return None
     return (f"{run_dir} is a replay matrix run (sides {', '.join(recorded[0])}): query {name} reads an audit's old and new sides, "
             "which it has not; use replay query matrix, matrix_faults or matrix_exemplars, or --sql on its tables (side = the side's name)")
+
+
+def matrix_rewrite_refusal(run_dir: str | Path, command: str) -> str | None:
+    """The one-line error for ``replay COMMAND --run RUN_DIR`` (``render``, ``stream``: a command
+    that rewrites an audit's old/new/reference rows in place) when ``run_dir`` is a ``replay
+    matrix`` run: it would replace the rows of the matrix's named sides with old and new ones,
+    and its report with an audit's. None for any other run. Returns the message or None."""
+    recorded = recorded_order(run_dir)
+    if recorded is None:
+        return None
+    return (f"{run_dir} is a replay matrix run (sides {', '.join(recorded[0])}): replay {command} writes an audit's old and new "
+            "sides and would replace its sides' rows; run replay matrix again with --force (other sides, other options), "
+            "or audit into another --out")

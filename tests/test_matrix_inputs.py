@@ -215,3 +215,21 @@ def test_render_failures_are_said_with_their_reason_per_side(tmp_path):
     assert "- Render failures, reference: 7 exchanges; `rejected by the template: boom` (7, e.g. `agent-01`)." in md
     assert "- 7 exchanges the reference could not render: no side is judged on them by null-leak, prompt-divergence and render-failure." in md
     assert "| render-failure | 0 | 0 | 0 |" in md
+
+
+@pytest.mark.parametrize("command", ["render", "stream"])
+def test_render_and_stream_refuse_a_matrix_run_and_leave_it_whole(matrix_run, tmp_path, command):
+    """They rewrote the renders (streams) table with old/new rows and report.md with an audit's:
+    the matrix then counted 0 wrong, 0 judged on every side."""
+    import shutil
+
+    run = tmp_path / "m"
+    shutil.copytree(matrix_run, run)
+    before = {n: (run / n).read_bytes() for n in ("renders.parquet", "streams.parquet", "calls.parquet", "report.md")}
+    result = runner.invoke(app, [command, "--run", str(run), "-q"])
+    assert result.exit_code == 1, result.output
+    assert one_line(result.output).startswith(
+        f"error: {run} is a replay matrix run (sides dump, fields): replay {command} writes an audit's old and new sides"), result.output
+    assert {n: (run / n).read_bytes() for n in before} == before
+    got = json.loads(runner.invoke(app, ["query", "matrix", "--run", str(run), "--format", "json"]).output)
+    assert [(r["side"], r["wrong"], r["judged"]) for r in got if r["check"] == "null-leak"] == [("dump", 35, 37), ("fields", 5, 37)]
