@@ -59,7 +59,10 @@ def _command(_cli: Any) -> Any:
         """
         import time
 
+        import duckdb
+
         from replay.audit import RunExistsError
+        from replay.sql import is_interrupt
         from replay.matrix import matrix_sides, run_matrix
         from replay.report.markdown import rich_table
         from replay.report.matrix import LEGEND, FAULTS_SHOWN, headline
@@ -77,10 +80,13 @@ def _command(_cli: Any) -> Any:
                                     force=force, redact=not exemplar_text, stage=stage)
         except (RunExistsError, UsageError) as exc:
             _cli._fail(str(exc), 2)
+        except (KeyboardInterrupt, RuntimeError, duckdb.Error) as exc:  # a Ctrl-C, also inside a DuckDB query of the report stage
+
+            if not is_interrupt(exc):
+                raise
+            _cli._fail(f"interrupted: {run_dir} is incomplete (run.json says so); run the matrix again with --force", 130)
         except (OSError, ValueError) as exc:
             _cli._fail(str(exc))
-        except KeyboardInterrupt:
-            _cli._fail(f"interrupted: {run_dir} is incomplete (run.json says so); run the matrix again with --force", 130)
         names, base = chosen.names, chosen.baseline
         _cli.console.print(rich_table(result.report.wide, title=f"check by side (exchanges wrong; baseline {base})"))
         _cli.console.print(_cli.plain(LEGEND.format(baseline=base)), soft_wrap=True)

@@ -233,3 +233,23 @@ def test_render_and_stream_refuse_a_matrix_run_and_leave_it_whole(matrix_run, tm
     assert {n: (run / n).read_bytes() for n in before} == before
     got = json.loads(runner.invoke(app, ["query", "matrix", "--run", str(run), "--format", "json"]).output)
     assert [(r["side"], r["wrong"], r["judged"]) for r in got if r["check"] == "null-leak"] == [("dump", 35, 37), ("fields", 5, 37)]
+
+
+def test_ctrl_c_in_the_report_stage_says_the_run_is_incomplete(tmp_path, monkeypatch):
+    """A Ctrl-C while DuckDB runs the report's queries arrives as duckdb.InterruptException: it
+    ended in the generic "interrupted: replay matrix stopped", not saying the folder is incomplete."""
+    import duckdb
+
+    import replay.sql
+
+    def interrupted(con, name):
+        raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+
+    monkeypatch.setattr(replay.sql, "run_query", interrupted)
+    f = tmp_path / "s.toml"
+    f.write_text('[sides.a]\n\n[sides.b]\nserializer = "model-dump"\n', encoding="utf-8")
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["matrix", str(SAMPLES / "coding-agent.jsonl"), "--sides", str(f), "--out", str(out), "-q"])
+    assert result.exit_code == 130, result.output
+    assert one_line(result.output) == f"error: interrupted: {out} is incomplete (run.json says so); run the matrix again with --force"
+    assert json.loads((out / "run.json").read_text(encoding="utf-8"))["incomplete"] == "report"
