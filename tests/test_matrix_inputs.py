@@ -253,3 +253,57 @@ def test_ctrl_c_in_the_report_stage_says_the_run_is_incomplete(tmp_path, monkeyp
     assert result.exit_code == 130, result.output
     assert one_line(result.output) == f"error: interrupted: {out} is incomplete (run.json says so); run the matrix again with --force"
     assert json.loads((out / "run.json").read_text(encoding="utf-8"))["incomplete"] == "report"
+
+
+@pytest.fixture()
+def canned_server():
+    """A server answering every POST with one JSON body (set ``server.body``); yields its URL base."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            body = self.server.body.encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.body = "{}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("body, why", [('{"tokens": [], "token_strs": []}', '"tokens" is empty'),
+                                       ('{"tokens": [1, true], "token_strs": ["a", "b"]}', '"tokens": a list of integers 0 or more'),
+                                       ('{"tokens": [5, -1], "token_strs": ["a", "b"]}', '"tokens": a list of integers 0 or more')])
+def test_a_server_answer_without_usable_ids_is_an_error_on_every_side_it_tokenizes(tmp_path, canned_server, body, why):
+    """An empty id list was taken as the prompt (0 tokens on every side: prompt-divergence
+    same-ok everywhere); a `true` among the ids was refused for the server side's render but taken
+    for the other sides' texts tokenized on the same server."""
+    from replay.render.http_tokenize import TokenizeError, token_ids
+
+    canned_server.body = body
+    url = f"http://127.0.0.1:{canned_server.server_address[1]}"
+    with pytest.raises(TokenizeError, match=why):
+        token_ids(json.loads(body), url, empty_ok=False)
+    assert token_ids({"tokens": []}, url, empty_ok=True) == []
+    run = tmp_path / "a"
+    result = runner.invoke(app, ["audit", str(SAMPLES / "coding-agent.jsonl"), "--out", str(run), "-q",
+                                 "--new", f"renderer={url}?retries=0,preparer=as-sent,serializer=as-sent"])
+    assert result.exit_code == 0, result.output
+    got = json.loads(runner.invoke(app, ["query", "--run", str(run), "--format", "json", "--sql",
+                                         "SELECT side, count(*) AS n, count(*) FILTER (WHERE error LIKE '%' || $$" + why + "$$ || '%') AS why "
+                                         "FROM renders GROUP BY side ORDER BY side"]).output)
+    assert got == [{"side": s, "n": 7, "why": 7} for s in ("new", "old", "reference")]
