@@ -307,3 +307,26 @@ def test_a_server_answer_without_usable_ids_is_an_error_on_every_side_it_tokeniz
                                          "SELECT side, count(*) AS n, count(*) FILTER (WHERE error LIKE '%' || $$" + why + "$$ || '%') AS why "
                                          "FROM renders GROUP BY side ORDER BY side"]).output)
     assert got == [{"side": s, "n": 7, "why": 7} for s in ("new", "old", "reference")]
+
+
+def test_repro_when_the_run_s_interpreter_is_gone_is_one_line_naming_the_side(tmp_path):
+    """The new side ran in another interpreter (here a link to this one), since deleted: repro
+    ended in a traceback of SideError naming --old-python (the slot the tested side sits in)."""
+    import os
+    import sys
+
+    plugin = tmp_path / "drop_last.py"
+    src = (Path(__file__).parent / "test_matrix.py").read_text(encoding="utf-8")
+    plugin.write_text(src.split("PLUGIN = '''")[1].split("'''")[0], encoding="utf-8")
+    py = tmp_path / "py"
+    os.symlink(sys.executable, py)
+    run = tmp_path / "a"
+    result = runner.invoke(app, ["audit", str(SAMPLES / "coding-agent.jsonl"), "--out", str(run), "-q",
+                                 "--new", f"python={py},parser={plugin}:DropLast"])
+    assert result.exit_code == 0, result.output
+    py.unlink()
+    result = runner.invoke(app, ["repro", str(run), "agent-01", "--check", "dropped-call", "--max-seconds", "5"])
+    assert result.exit_code == 1, result.output
+    assert one_line(result.output).startswith(
+        f"replay repro: the new side's python {py} (as the run recorded it): cannot run it"), result.output
+    assert not (run / "repro").exists()
