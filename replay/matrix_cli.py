@@ -91,6 +91,8 @@ def _command(_cli: Any) -> Any:
         _cli.console.print(rich_table(result.report.wide, title=f"check by side (exchanges wrong; baseline {base})"))
         _cli.console.print(_cli.plain(LEGEND.format(baseline=base)), soft_wrap=True)
         _cli.console.print(_cli.plain(headline(names, base, result.matrix)), soft_wrap=True)
+        if result.report.ingest:  # every line accounted for, as the audit prints it
+            _cli.console.print(_cli.plain(result.report.ingest), soft_wrap=True)
         for line in result.report.render_failures:  # why a side has render failures, or no judged render check
             _cli.console.print(_cli.plain(line), soft_wrap=True)
         faults = result.report.faults

@@ -330,3 +330,14 @@ def test_repro_when_the_run_s_interpreter_is_gone_is_one_line_naming_the_side(tm
     assert one_line(result.output).startswith(
         f"replay repro: the new side's python {py} (as the run recorded it): cannot run it"), result.output
     assert not (run / "repro").exists()
+
+
+def test_the_terminal_accounts_for_the_ingested_lines_too(tmp_path):
+    """Five of malformed.jsonl's six lines are errors: the terminal said nothing of them."""
+    f = tmp_path / "s.toml"
+    f.write_text('[sides.a]\n\n[sides.b]\nserializer = "model-dump"\n', encoding="utf-8")
+    result = runner.invoke(app, ["matrix", str(SAMPLES / "malformed.jsonl"), "--sides", str(f), "--out", str(tmp_path / "r"), "-q"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert ("Ingested 6 lines: 1 exchange, 5 errors (bad-json: 1, missing-request: 1, not-object: 1, not-utf8: 1, tools-not-list: 1); "
+            "first: `") in one_line(result.output)

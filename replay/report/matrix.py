@@ -43,13 +43,15 @@ FAULTS_SHOWN = 60
 class MatrixReport:
     """What :func:`write_matrix_report` wrote: ``path`` (report.md), ``html_path`` (report.html or
     None), ``wide`` (:func:`matrix_wide`) and ``faults`` (:func:`faults_display`), Arrow tables;
-    ``render_failures``, the sentences of :func:`render_failure_lines` (plain text)."""
+    ``render_failures``, the sentences of :func:`render_failure_lines`, and ``ingest``, the ingest
+    accounting (:func:`replay.report.markdown.ingest_sentence`; "" without ingest statistics)."""
 
     path: Path
     html_path: Path | None
     wide: pa.Table
     faults: pa.Table
     render_failures: list[str] = field(default_factory=list)
+    ingest: str = ""
 
 
 def cell_text(wrong: int, fixed: int, broke: int, baseline: bool) -> str:
@@ -342,4 +344,7 @@ def write_matrix_report(run_dir: Path, con: Any, names: Sequence[str], baseline:
         exemplars = run_query(con, "matrix_exemplars")
         html_path = run_dir / "report.html"
         html_path.write_text(matrix_html(names, baseline, matrix, faults, exemplars, meta, run_dir, redact=redact), encoding="utf-8")
-    return MatrixReport(md, html_path, matrix_wide(matrix, names, baseline), faults_display(faults), render_failure_lines(con, names))
+    from replay.report.markdown import ingest_sentence
+
+    ingest = ingest_sentence(con, meta["ingest"]) if meta.get("ingest") else ""
+    return MatrixReport(md, html_path, matrix_wide(matrix, names, baseline), faults_display(faults), render_failure_lines(con, names), ingest)
