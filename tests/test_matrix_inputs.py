@@ -341,3 +341,20 @@ def test_the_terminal_accounts_for_the_ingested_lines_too(tmp_path):
     assert result.exit_code == 0, result.output
     assert ("Ingested 6 lines: 1 exchange, 5 errors (bad-json: 1, missing-request: 1, not-object: 1, not-utf8: 1, tools-not-list: 1); "
             "first: `") in one_line(result.output)
+
+
+def test_repro_of_a_run_given_by_a_relative_path_proves_its_test(tmp_path, monkeypatch):
+    """`replay repro runs/x ID` as the docs write it: pytest ran in the test's folder with the
+    file's relative path, found nothing there (exit 4) and the proof failed: "not written"."""
+    plugin = tmp_path / "drop_last.py"
+    src = (Path(__file__).parent / "test_matrix.py").read_text(encoding="utf-8")
+    plugin.write_text(src.split("PLUGIN = '''")[1].split("'''")[0], encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["audit", str(SAMPLES / "coding-agent.jsonl"), "--out", "runs/a", "-q", "--new", f"parser={plugin}:DropLast"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["repro", "runs/a", "agent-01", "--check", "dropped-call", "--max-seconds", "20"])
+    assert result.exit_code == 0, result.output
+    text = one_line(result.output)
+    assert "on the broken side (" in text and "fails (1 of 1 tests)" in text and "on the fixed side (built-in in this interpreter): passes (1 tests)" in text
+    assert sorted(p.name for p in (tmp_path / "runs/a/repro").glob("*.py")) == [
+        "test_repro_agent_01_dropped_call.py", "test_repro_agent_01_dropped_call_protocol.py"]
