@@ -240,12 +240,12 @@ def test_ctrl_c_in_the_report_stage_says_the_run_is_incomplete(tmp_path, monkeyp
     ended in the generic "interrupted: replay matrix stopped", not saying the folder is incomplete."""
     import duckdb
 
-    import replay.sql
+    import replay.report.matrix
 
-    def interrupted(con, name):
+    def interrupted(*args, **kwargs):  # as the report's first DuckDB query would raise it
         raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
 
-    monkeypatch.setattr(replay.sql, "run_query", interrupted)
+    monkeypatch.setattr(replay.report.matrix, "write_matrix_report", interrupted)
     f = tmp_path / "s.toml"
     f.write_text('[sides.a]\n\n[sides.b]\nserializer = "model-dump"\n', encoding="utf-8")
     out = tmp_path / "r"
@@ -358,3 +358,39 @@ def test_repro_of_a_run_given_by_a_relative_path_proves_its_test(tmp_path, monke
     assert "on the broken side (" in text and "fails (1 of 1 tests)" in text and "on the fixed side (built-in in this interpreter): passes (1 tests)" in text
     assert sorted(p.name for p in (tmp_path / "runs/a/repro").glob("*.py")) == [
         "test_repro_agent_01_dropped_call.py", "test_repro_agent_01_dropped_call_protocol.py"]
+
+
+@pytest.fixture(scope="module")
+def dropping_audit(tmp_path_factory) -> Path:
+    """An audit whose new side (a plugin dropping each completion's last call) fails dropped-call."""
+    d = tmp_path_factory.mktemp("dropping")
+    plugin = d / "drop_last.py"
+    src = (Path(__file__).parent / "test_matrix.py").read_text(encoding="utf-8")
+    plugin.write_text(src.split("PLUGIN = '''")[1].split("'''")[0], encoding="utf-8")
+    run = d / "a"
+    result = runner.invoke(app, ["audit", str(SAMPLES / "coding-agent.jsonl"), "--out", str(run), "-q", "--new", f"parser={plugin}:DropLast"])
+    assert result.exit_code == 0, result.output
+    return run
+
+
+def test_repro_refuses_a_run_left_incomplete(dropping_audit, tmp_path):
+    import shutil
+
+    run = tmp_path / "a"
+    shutil.copytree(dropping_audit, run)
+    meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    meta["incomplete"] = "re-stream"
+    (run / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    result = runner.invoke(app, ["repro", str(run), "agent-01", "--check", "dropped-call", "--max-seconds", "5"])
+    assert result.exit_code == 1, result.output
+    assert one_line(result.output) == (f"replay repro: {run}: the command that wrote this run stopped during re-stream (interrupted?): "
+                                       "its tables are incomplete; run it again to the end, then repro")
+    assert not (run / "repro").exists()
+
+
+def test_repro_out_that_is_a_file_is_one_line(dropping_audit, tmp_path):
+    out = tmp_path / "taken"
+    out.write_text("x", encoding="utf-8")
+    result = runner.invoke(app, ["repro", str(dropping_audit), "agent-01", "--check", "dropped-call", "--max-seconds", "5", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert one_line(result.output) == f"replay repro: {out}: File exists"
