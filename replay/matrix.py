@@ -31,6 +31,7 @@ reads ``old`` and ``new`` as the sides, ``old`` as the baseline).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import time
@@ -82,7 +83,9 @@ def matrix_sides(sides_file: str | os.PathLike[str], baseline: str | None = None
     :class:`MatrixError` (both usage errors naming the file) for a file whose only table is the
     reference, a side named ``served`` (or ``reference`` while another table is the reference), a
     top-level ``old`` / ``new`` naming a table (a matrix has no old and new roles: its tables are
-    its sides, in order), or a baseline that names no side."""
+    its sides, in order), a side's name that is empty, holds a comma or a control character or
+    has spaces at its ends (the reports list the sides as ``a, b, c``), or a baseline that names
+    no side."""
     file = load_sides_file(sides_file)
     where = f"--sides {file.path}"
     if set(file.chosen) - {"reference"} and any(file.chosen[r] != r for r in file.chosen if r != "reference"):
@@ -92,6 +95,10 @@ def matrix_sides(sides_file: str | os.PathLike[str], baseline: str | None = None
     bad = [n for n in names if n in RESERVED]
     if bad:
         raise MatrixError(f"{where}: [sides.{bad[0]}]: {bad[0]!r} names the tables' own rows; give the side another name")
+    for n in names:  # a name is a column of the tables and an item of the lists "a, b, c" the reports print
+        if not n.strip() or n != n.strip() or "," in n or not n.isprintable():
+            raise MatrixError(f"{where}: [sides.{json.dumps(n)}]: a side's name is a column and an item of the lists the report "
+                              "prints: give one without a comma, a control character or spaces at its ends, and not empty")
     if not names:
         raise MatrixError(f"{where}: no side besides the reference; a matrix needs at least one [sides.NAME] table")
     base = baseline if baseline is not None else names[0]
@@ -260,7 +267,7 @@ def run_matrix(
                     configs.append(cfg)
                     validate_specs(cfg)
                 except ValueError as exc:
-                    raise _renamed(exc, a, b) from None
+                    raise _renamed(exc, a, b, sides.path) from None
         except BaseException:
             for cfg in configs:
                 close_sides(cfg)
@@ -364,10 +371,13 @@ def _side_words(message: str, a: str, b: str | None) -> str:
     return re.sub(r"--(old|new)(?:-([a-z][a-z-]*))?\b", sub, message)
 
 
-def _renamed(exc: ValueError, a: str, b: str | None) -> ValueError:
+def _renamed(exc: ValueError, a: str, b: str | None, path: str) -> ValueError:
     """``exc`` again, same class where its constructor takes one message, its text said with the
-    matrix's side names (:func:`_side_words`)."""
+    matrix's side names (:func:`_side_words`) and, when it names a side, the sides file ``path``
+    first (``--sides FILE [sides.A] python PY: cannot run it``, as the file's own errors read)."""
     text = _side_words(str(exc), a, b)
+    if text.startswith("[sides."):
+        text = f"--sides {path} {text}"
     try:
         return type(exc)(text)
     except Exception:  # noqa: BLE001 - a class whose constructor takes other arguments

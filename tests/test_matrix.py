@@ -205,7 +205,7 @@ def test_a_bad_side_fails_before_any_work_naming_it(tmp_path: Path):
     result = runner.invoke(app, ["matrix", str(SAMPLES / "coding-agent.jsonl"), "--sides", str(f), "--out", str(out), "-q"])
     assert result.exit_code == 2, result.output
     line = " ".join(result.output.split())
-    assert line.startswith("error: [sides.b] serializer bogus: unknown"), line
+    assert line.startswith(f"error: --sides {f} [sides.b] serializer bogus: unknown"), line
     assert not (out / "exchanges.parquet").exists()  # nothing ingested
 
 

@@ -41,7 +41,10 @@ def _finished_run(run: Optional[Path], *, report: bool = False) -> None:
     """Exit 1 when ``run`` was left by a command that stopped midway (``run.json`` ``incomplete``,
     :meth:`replay.runner.runfolder.RunFolder.mark`): its tables must not be read as a finished run's.
     ``report``: the caller is ``replay report``, which finishes a run stopped during its report
-    stage (its tables are whole: the report only reads them), so that stage is let through."""
+    stage (its tables are whole: the report only reads them), so that stage is let through; not
+    for a ``replay matrix`` run, whose report stage merges its sides' tables first, and which the
+    message sends back to ``replay matrix --force``."""
+    from replay.matrix_vars import recorded_order
     from replay.runner.runfolder import RunFolder
 
     if run is None:
@@ -51,7 +54,8 @@ def _finished_run(run: Optional[Path], *, report: bool = False) -> None:
         stage = folder.incomplete_stage()
     except ValueError as exc:  # run.json not JSON
         _fail(str(exc))
-    if stage == "report" and report:
+    matrix = recorded_order(run) is not None  # replay matrix merges its tables in its report stage: none of it resumes
+    if stage == "report" and report and not matrix:
         if not folder.writer():
             return
     if stage:
@@ -60,8 +64,11 @@ def _finished_run(run: Optional[Path], *, report: bool = False) -> None:
             _fail(f"{run}: {writer} is writing this run (now in its {stage} stage): its tables are incomplete until it ends")
         redo = {"render": "replay render --run RUN, then replay stream --run RUN", "re-stream": "replay stream --run RUN",
                 "report": "replay report --run RUN"}.get(stage)
-        again = ("run the command again: `replay audit` resumes; `replay ingest` needs --force"
-                 + (f" (or finish it: {redo.replace('RUN', str(run))})" if redo else ""))
+        if matrix:
+            again = "run `replay matrix` again with --force"
+        else:
+            again = ("run the command again: `replay audit` resumes; `replay ingest` needs --force"
+                     + (f" (or finish it: {redo.replace('RUN', str(run))})" if redo else ""))
         _fail(f"{run}: the command that wrote this run stopped during {stage} (interrupted?): its tables are incomplete; {again}")
 
 

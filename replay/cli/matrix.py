@@ -14,7 +14,7 @@ import typer
 from replay.cli.app import _GroupedHelp, app, console
 from replay.cli.common import _captures, _fail, _progress
 from replay.cli.options import (OUTPUT, SCALE, SIDES, CaptureFormatOpt, ChunkingsOpt, ExemplarTextOpt, MaxLineOpt, ParserOpt, QuietOpt,
-                                RendererOpt, TemplateOpt, TimeoutOpt)
+                                TemplateOpt, TimeoutOpt)
 from replay.errors import UsageError
 from replay.term import plain
 
@@ -29,7 +29,10 @@ def matrix(
     baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="NAME", rich_help_panel=SIDES,
                                                     help="The side the others are compared with (fixed, broke); default the first.")] = None,
     chat_template: TemplateOpt = None,
-    renderer: RendererOpt = None,
+    renderer: Annotated[Optional[str], typer.Option(
+        "--renderer", metavar="SPEC", rich_help_panel=SIDES,
+        help="Renderer of every side that names none: json-tools (default), harmony, mistral-common[:V], file.py:function, "
+             "sglang:DIR, vllm:DIR (a release's own), http://HOST:PORT (a tokenize endpoint).")] = None,
     parser: ParserOpt = None,
     chunkings: ChunkingsOpt = None,
     replay_timeout: TimeoutOpt = 10.0,
@@ -49,7 +52,10 @@ def matrix(
     """
     import time
 
-    from replay.audit import RunExistsError
+    import duckdb
+
+    from replay.runner.runfolder import RunExistsError
+    from replay.sql import is_interrupt
     from replay.matrix import matrix_sides, run_matrix
     from replay.report.markdown import rich_table
     from replay.report.matrix import LEGEND, FAULTS_SHOWN, headline
@@ -67,14 +73,20 @@ def matrix(
                                 force=force, redact=not exemplar_text, stage=stage)
     except (RunExistsError, UsageError) as exc:
         _fail(str(exc), 2)
+    except (KeyboardInterrupt, RuntimeError, duckdb.Error) as exc:  # a Ctrl-C, also inside a DuckDB query of the report stage
+        if not is_interrupt(exc):
+            raise
+        _fail(f"interrupted: {run_dir} is incomplete (run.json says so); run the matrix again with --force", 130)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
-    except KeyboardInterrupt:
-        _fail(f"interrupted: {run_dir} is incomplete (run.json says so); run the matrix again with --force", 130)
     names, base = chosen.names, chosen.baseline
     console.print(rich_table(result.report.wide, title=f"check by side (exchanges wrong; baseline {base})"))
     console.print(plain(LEGEND.format(baseline=base)), soft_wrap=True)
     console.print(plain(headline(names, base, result.matrix)), soft_wrap=True)
+    if result.report.ingest:  # every line accounted for, as the audit prints it
+        console.print(plain(result.report.ingest), soft_wrap=True)
+    for line in result.report.render_failures:  # why a side has render failures, or no judged render check
+        console.print(plain(line), soft_wrap=True)
     faults = result.report.faults
     if faults.num_rows:
         title = "where each fault appears and goes away" + (f" (the first {FAULTS_SHOWN} of {faults.num_rows:,})" if faults.num_rows > FAULTS_SHOWN else "")

@@ -67,8 +67,12 @@ def repro_command(
         raise typer.BadParameter(f"{fmt!r} is not one of: text, json", param_hint="'--format'")
     try:
         got = repro(run, exchange_id, check, side=side, fixed=fixed, out=out, keep_text=keep_text, seconds=max_seconds)
-    except (ReproError, FileNotFoundError) as exc:
+    except ReproError as exc:
         sys.stderr.write(f"replay repro: {exc}\n")
+        raise typer.Exit(1) from None
+    except OSError as exc:  # --out a file, a folder it cannot write, ...
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"replay repro: {where}{exc.strerror or exc}\n")
         raise typer.Exit(1) from None
     if fmt == "json":
         sys.stdout.write(json.dumps(got.as_json(), indent=2) + "\n")

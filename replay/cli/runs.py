@@ -52,6 +52,13 @@ def query(
         _fail("--run RUN is required", 2)
     _finished_run(run)
     try:
+        if name:  # a query of an audit's old/new sides finds nothing on a matrix run's named sides
+            from replay.matrix_vars import matrix_run_refusal
+            from replay.sql import get_query
+
+            refusal = matrix_run_refusal(run, name, get_query(name).sql)
+            if refusal:
+                _fail(refusal)
         con = connect(run, _duckdb(duckdb_memory, duckdb_threads, duckdb_temp))
         table = run_query(con, name) if name else run_sql(con, sql or "")
     except (FileNotFoundError, ValueError) as exc:  # QueryError is a ValueError

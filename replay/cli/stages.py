@@ -19,6 +19,11 @@ from typing import Any, Optional
 
 def _stage_command(ctx: Any, which: str, run: Path, cfg: Any, quiet: bool, duckdb_settings: Any = None, engine: str = "local", ray_address: Optional[str] = None) -> None:
     folder = _hold_run(ctx, run, "render" if which == "render" else "stream")
+    from replay.matrix_vars import matrix_rewrite_refusal
+
+    refusal = matrix_rewrite_refusal(run, "render" if which == "render" else "stream")
+    if refusal:  # its tables hold the matrix's named sides
+        _fail(refusal)
     from replay.audit import write_report
     from replay.runner.driver import count_exchanges, run_render, run_stream
     from replay.stages.validate import validate_specs

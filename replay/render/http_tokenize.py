@@ -54,7 +54,7 @@ from replay import exactjson
 from replay.render.base import RenderError
 
 __all__ = ["DEFAULT_CONCURRENCY", "DEFAULT_TIMEOUT", "DEFAULT_RETRIES", "DEFAULT_BACKOFF", "TokenizeError", "TokenizeSpec",
-           "HttpTokenizeRenderer", "is_tokenize_spec", "parse_spec", "decode_token_strs", "prefetch", "ids_plan"]
+           "HttpTokenizeRenderer", "is_tokenize_spec", "parse_spec", "decode_token_strs", "prefetch", "ids_plan", "token_ids"]
 
 #: Requests in flight at once per server (``concurrency=``).
 DEFAULT_CONCURRENCY = 4
@@ -105,7 +105,9 @@ class TokenizeSpec:
 
 def parse_spec(spec: str) -> TokenizeSpec:
     """The :class:`TokenizeSpec` of ``http[s]://HOST:PORT[/PATH][?OPTIONS]``. Raises ValueError
-    (the caller names the option and the spec) for a URL without a host, an unknown option, or an option value out of range
+    (the caller names the option and the spec) for a URL without a host, a URL the HTTP client
+    (httpx) refuses (a port that is not a number from 0 to 65535, ...), an unknown option, or an
+    option value out of range
     (``concurrency`` and ``retries`` integers, ``concurrency`` at least 1; ``timeout`` a positive
     number of seconds; ``backoff`` seconds, 0 or more)."""
     spec = spec.strip()
@@ -114,6 +116,13 @@ def parse_spec(spec: str) -> TokenizeSpec:
         raise ValueError("expected http://HOST:PORT[/PATH][?OPTIONS]")
     path = parts.path if parts.path not in ("", "/") else "/tokenize"
     url = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    import httpx
+
+    try:  # the client that will post to it checks the URL now (a port that is no number, ...), not mid-render
+        parts.port
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise ValueError(f"expected http://HOST:PORT[/PATH][?OPTIONS]: {exc}") from None
     kw: dict[str, Any] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         key = key.replace("-", "_")
@@ -305,9 +314,7 @@ class HttpTokenizeRenderer:
         """One render's ``(text, ids)`` from the server, or the error (counted in ``stats``)."""
         try:
             got = self._post(self.spec.url, body)
-            ids = got.get("tokens") if isinstance(got, dict) else None
-            if not (isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)):
-                raise TokenizeError(f"tokenize {self.spec.url}: the answer has no token ids (\"tokens\"): {_excerpt(str(got))}")
+            ids = token_ids(got, self.spec.url, empty_ok=False)  # a chat request renders to some tokens
             text = got.get("prompt")
             if not isinstance(text, str):
                 strs = got.get("token_strs")
@@ -330,6 +337,20 @@ class HttpTokenizeRenderer:
         return got["prompt"]
 
 
+def token_ids(answer: Any, url: str, *, empty_ok: bool) -> list[int]:
+    """The token ids of a tokenize answer ``answer`` (parsed JSON) from ``url``: its ``tokens``,
+    a list of integers 0 or more (vLLM's ``TokenizeResponse.tokens``: ``list[int]``; a JSON
+    ``true`` is no id). ``empty_ok``: whether no id is a right answer (only for an empty text:
+    a chat request, or a text that is not empty, has tokens). Returns the ids. Raises
+    :class:`TokenizeError` naming ``url`` and an excerpt of the answer otherwise."""
+    ids = answer.get("tokens") if isinstance(answer, dict) else None
+    if not (isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)):
+        raise TokenizeError(f"tokenize {url}: the answer has no token ids (\"tokens\": a list of integers 0 or more): {_excerpt(str(answer))}")
+    if not ids and not empty_ok:
+        raise TokenizeError(f"tokenize {url}: the answer has no token ids (\"tokens\" is empty): {_excerpt(str(answer))}")
+    return list(ids)
+
+
 def _excerpt(text: str, n: int = 200) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[:n] + "..."
@@ -349,10 +370,7 @@ class _ServerTextTokenizer:
         if got is None:
             try:
                 ans = r._post(r.spec.url, body)
-                ids = ans.get("tokens") if isinstance(ans, dict) else None
-                if not (isinstance(ids, list) and all(isinstance(i, int) for i in ids)):
-                    raise TokenizeError(f"tokenize {r.spec.url}: the answer has no token ids (\"tokens\"): {_excerpt(str(ans))}")
-                got = list(ids)
+                got = token_ids(ans, r.spec.url, empty_ok=not text)
             except TokenizeError as exc:
                 r._count("failed")
                 got = exc

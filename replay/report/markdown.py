@@ -43,9 +43,9 @@ def rich_table(table: pa.Table, title: str | None = None) -> FitTable:
 
 
 def markdown_table(table: pa.Table) -> str:
-    """An Arrow table as a GitHub Markdown table (``|`` in cells escaped)."""
+    """An Arrow table as a GitHub Markdown table (``|`` in cells and column names escaped)."""
     cols = table.column_names
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---:" if _numeric(table, c) else "---" for c in cols) + "|"]
+    lines = ["| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cols) + " |", "|" + "|".join("---:" if _numeric(table, c) else "---" for c in cols) + "|"]
     for row in table.to_pylist():
         lines.append("| " + " | ".join(_fmt(row[c]).replace("|", "\\|").replace("\n", " ") for c in cols) + " |")
     return "\n".join(lines)
@@ -223,6 +223,24 @@ def chunking_lost_line(redactions: dict[str, int] | None) -> str | None:
     )
 
 
+def ingest_sentence(con: Any, ingest: dict[str, Any]) -> str:
+    """The ingest accounting as one Markdown sentence: lines (and records, where a line held
+    several), exchanges, errors by reason, blank lines, skipped records, repeated ids, and the
+    first error's ``file:line``. ``con``: a connection from :func:`replay.sql.connect` (the first
+    error is read from ``ingest_errors``); ``ingest``: ``run.json`` ``ingest``. Returns the sentence."""
+    reasons = ", ".join(f"{k}: {v}" for k, v in sorted((ingest.get("errors_by_reason") or {}).items()))
+    blank = ingest.get("blank_lines") or 0
+    dup = ingest.get("duplicate_ids") or 0
+    return (
+        f"Ingested {lines_and_records(ingest.get('lines') or 0, ingest.get('shared_line_records') or 0)}: {_n(ingest.get('exchanges'), 'exchange')}, "
+        f"{_n(ingest.get('errors'), 'error')}" + (f" ({reasons})" if reasons else "")
+        + (f", {_n(blank, 'blank line')}" if blank else "")
+        + (f", {ingest.get('skipped')} skipped (not an LLM exchange)" if ingest.get("skipped") else "")
+        + (f"; {_n(dup, 'repeated id')} kept apart as `<id>@<file>:<line>`" if dup else "")
+        + ("; first: " + _first_error(con) + "." if ingest.get("errors") else ".")
+    )
+
+
 def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | None = None) -> list[str]:
     """The run's headline numbers as sentences, in Markdown (one list item each).
 
@@ -240,17 +258,7 @@ def headlines(con: Any, meta: dict[str, Any], results: dict[str, pa.Table] | Non
 
     ingest = meta.get("ingest") or {}
     if ingest:
-        reasons = ", ".join(f"{k}: {v}" for k, v in sorted((ingest.get("errors_by_reason") or {}).items()))
-        blank = ingest.get("blank_lines") or 0
-        dup = ingest.get("duplicate_ids") or 0
-        out.append(
-            f"Ingested {lines_and_records(ingest.get('lines') or 0, ingest.get('shared_line_records') or 0)}: {_n(ingest.get('exchanges'), 'exchange')}, "
-            f"{_n(ingest.get('errors'), 'error')}" + (f" ({reasons})" if reasons else "")
-            + (f", {_n(blank, 'blank line')}" if blank else "")
-            + (f", {ingest.get('skipped')} skipped (not an LLM exchange)" if ingest.get("skipped") else "")
-            + (f"; {_n(dup, 'repeated id')} kept apart as `<id>@<file>:<line>`" if dup else "")
-            + ("; first: " + _first_error(con) + "." if ingest.get("errors") else ".")
-        )
+        out.append(ingest_sentence(con, ingest))
         if ingest.get("skipped_by"):
             out.append("Skipped, by reason: " + "; ".join(f"{v:,} {k}" for k, v in sorted(ingest["skipped_by"].items())) + ".")
         if (meta.get("filters") or {}).get("sentence"):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -42,12 +42,16 @@ FAULTS_SHOWN = 60
 @dataclass
 class MatrixReport:
     """What :func:`write_matrix_report` wrote: ``path`` (report.md), ``html_path`` (report.html or
-    None), ``wide`` (:func:`matrix_wide`) and ``faults`` (:func:`faults_display`), Arrow tables."""
+    None), ``wide`` (:func:`matrix_wide`) and ``faults`` (:func:`faults_display`), Arrow tables;
+    ``render_failures``, the sentences of :func:`render_failure_lines`, and ``ingest``, the ingest
+    accounting (:func:`replay.report.markdown.ingest_sentence`; "" without ingest statistics)."""
 
     path: Path
     html_path: Path | None
     wide: pa.Table
     faults: pa.Table
+    render_failures: list[str] = field(default_factory=list)
+    ingest: str = ""
 
 
 def cell_text(wrong: int, fixed: int, broke: int, baseline: bool) -> str:
@@ -96,25 +100,67 @@ def faults_display(faults: pa.Table) -> pa.Table:
 
 
 def headline(names: Sequence[str], baseline: str, matrix: pa.Table) -> str:
-    """One sentence: the sides, the baseline, and per side the exchanges fixed and broken in all."""
+    """One sentence: the sides, the baseline, and per side the exchanges fixed and broken in all
+    (``names``: the sides in order; ``matrix``: the ``matrix`` query's rows). Returns the sentence;
+    for one side, that there is nothing to compare it with."""
     per = {n: [0, 0] for n in names}
     for row in matrix.to_pylist():
         if row["side"] in per:
             per[row["side"]][0] += row["fixed"]
             per[row["side"]][1] += row["broke"]
     parts = [f"{n}: {f:,} fixed, {b:,} broken" for n, (f, b) in per.items() if n != baseline]
-    return f"{len(names)} sides in order {', '.join(names)}; against the baseline {baseline} ((check, exchange) pairs): " + ("; ".join(parts) or "no other side") + "."
+    if len(names) == 1:  # a matrix of one side: nothing to compare it with
+        return f"1 side, {names[0]}: no other side to compare it with."
+    return f"{len(names)} sides in order {', '.join(names)}; against the baseline {baseline} ((check, exchange) pairs): " + "; ".join(parts) + "."
 
 
-def matrix_markdown(names: Sequence[str], baseline: str, matrix: pa.Table, faults: pa.Table, meta: dict[str, Any]) -> str:
-    """``report.md`` of a matrix: the headline, the table (:func:`matrix_wide`), the legend, and
-    the first :data:`FAULTS_SHOWN` faults (:func:`faults_display`)."""
-    from replay.report.markdown import markdown_table
+def render_failure_lines(con: Any, names: Sequence[str]) -> list[str]:
+    """Why sides could not render, one sentence per side that failed (``names`` in order, then the
+    reference): the exchanges it failed on and its top three ``renders.error`` texts with a count
+    and one exchange each; then, when the reference failed, that those exchanges are judged by no
+    side on the render checks (the matrix's ``judged`` column leaves them out). ``con``: the run's
+    connection. Returns Markdown sentences (code spans around the reasons); [] when every render
+    succeeded. The audit report's "Top render-failure reasons" (replay.report.markdown) is the
+    same count over old, new and the reference."""
+    from replay.report.markdown import _short
+
+    rows = con.execute(
+        "SELECT side, error, count(*) AS n, min(exchange_id) AS example FROM renders WHERE error IS NOT NULL "
+        "GROUP BY side, error ORDER BY side, n DESC, error"
+    ).fetchall()
+    by: dict[str, list[tuple[str, int, str]]] = {}
+    for side, error, n, example in rows:
+        by.setdefault(side, []).append((error, n, example))
+    out = []
+    for side in [*names, "reference"]:
+        got = by.get(side)
+        if not got:
+            continue
+        total = sum(n for _, n, _ in got)
+        out.append(f"Render failures, {side}: {total:,} exchange{'' if total == 1 else 's'}; "
+                   + "; ".join(f"`{_short(e)}` ({n:,}, e.g. `{x}`)" for e, n, x in got[:3]) + ".")
+    ref = sum(n for _, n, _ in by.get("reference", []))
+    if ref:
+        out.append(f"{ref:,} exchange{'' if ref == 1 else 's'} the reference could not render: no side is judged on them by "
+                   "null-leak, prompt-divergence and render-failure.")
+    return out
+
+
+def matrix_markdown(names: Sequence[str], baseline: str, matrix: pa.Table, faults: pa.Table, meta: dict[str, Any], con: Any) -> str:
+    """``report.md`` of a matrix: the headline, the ingest accounting (the audit report's sentence,
+    :func:`replay.report.markdown.ingest_sentence`: lines and records, errors by reason, skipped,
+    the first error; ``con``, the run's connection, gives that first error), the table
+    (:func:`matrix_wide`), the legend, and the first :data:`FAULTS_SHOWN` faults
+    (:func:`faults_display`). Returns the Markdown text."""
+    from replay.report.markdown import ingest_sentence, markdown_table
 
     ingest = meta.get("ingest") or {}
     lines = [f"# replay matrix", "", headline(names, baseline, matrix), ""]
     if ingest:
-        lines += [f"Ingested {ingest.get('lines', 0):,} lines: {ingest.get('exchanges', 0):,} exchanges, {ingest.get('errors', 0):,} errors.", ""]
+        lines += [ingest_sentence(con, ingest), ""]
+    failures = render_failure_lines(con, names)
+    if failures:
+        lines += [f"- {x}" for x in failures] + [""]
     lines += ["## Check by side", "", markdown_table(matrix_wide(matrix, names, baseline)), "", LEGEND.format(baseline=baseline), ""]
     shown = faults_display(faults)
     lines += ["## Where each fault appears and goes away", ""]
@@ -292,10 +338,13 @@ def write_matrix_report(run_dir: Path, con: Any, names: Sequence[str], baseline:
 
     run_dir = Path(run_dir)
     md = run_dir / "report.md"
-    md.write_text(matrix_markdown(names, baseline, matrix, faults, meta), encoding="utf-8")
+    md.write_text(matrix_markdown(names, baseline, matrix, faults, meta, con), encoding="utf-8")
     html_path = None
     if html:
         exemplars = run_query(con, "matrix_exemplars")
         html_path = run_dir / "report.html"
         html_path.write_text(matrix_html(names, baseline, matrix, faults, exemplars, meta, run_dir, redact=redact), encoding="utf-8")
-    return MatrixReport(md, html_path, matrix_wide(matrix, names, baseline), faults_display(faults))
+    from replay.report.markdown import ingest_sentence
+
+    ingest = ingest_sentence(con, meta["ingest"]) if meta.get("ingest") else ""
+    return MatrixReport(md, html_path, matrix_wide(matrix, names, baseline), faults_display(faults), render_failure_lines(con, names), ingest)

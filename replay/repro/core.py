@@ -90,7 +90,9 @@ def load(run_dir: str | Path, exchange_id: str, check: str, side: str | None = N
     (default: ``new`` when the new side is wrong, else ``old``). ``fixed`` (``old``/``new``): the
     failing chunking is picked among those where that side is right, when there are some.
 
-    Raises :class:`ReproError` for a folder that is not a run, an unknown exchange or check, a
+    Raises :class:`ReproError` for a folder that is not a run, a run a command left incomplete
+    (``run.json`` ``incomplete``), a ``replay matrix`` run (its sides
+    are named, not old and new), an unknown exchange or check, a
     check that is not a stream check, an exchange without a raw completion, or a side the run
     does not find wrong on that check."""
     from replay import exactjson
@@ -101,6 +103,21 @@ def load(run_dir: str | Path, exchange_id: str, check: str, side: str | None = N
     run = Path(run_dir)
     if not (run / "exchanges.parquet").is_file():
         raise ReproError(f"{run}: not a run folder (no exchanges.parquet)")
+    from replay.runner.runfolder import incomplete_stage
+
+    try:
+        stopped = incomplete_stage(run)
+    except ValueError as exc:  # run.json not JSON
+        raise ReproError(str(exc)) from None
+    if stopped:  # its verdicts would be read from tables a command left half written (as replay query refuses it)
+        raise ReproError(f"{run}: the command that wrote this run stopped during {stopped} (interrupted?): its tables are incomplete; "
+                         "run it again to the end, then repro")
+    from replay.matrix_vars import recorded_order
+
+    recorded = recorded_order(run)
+    if recorded is not None:  # a replay matrix run has named sides, no old and new (as replay show refuses it)
+        raise ReproError(f"{run} is a replay matrix run (sides {', '.join(recorded[0])}): replay repro reads an audit's old and new sides; "
+                         "audit the side that fails against the one that fixes it (replay audit --old ... --new ...) and repro that run")
     if check not in STREAM_CHECKS:
         raise ReproError(f"--check {check}: repro shrinks the stream checks only ({', '.join(STREAM_CHECKS)})")
     if side is not None and side not in ("old", "new"):

@@ -52,6 +52,20 @@ class Candidate:
         return json.dumps([self.deltas, self.tools], sort_keys=True, ensure_ascii=False)
 
 
+def _as_run_sides(message: str, side: str, fixed: str) -> str:
+    """``message`` of an error of the judging config, its options (``--old-python PY``, the slot
+    the tested ``side`` sits in; ``--new-...``, the ``fixed`` side's) said as the run's sides:
+    ``the new side's python PY (as the run recorded it)``."""
+    import re
+
+    def sub(m: re.Match[str]) -> str:
+        role = side if m.group(1) == "old" else fixed
+        return f"the {role} side's " + (m.group(2).replace("-", "_") if m.group(2) else "value")
+
+    text = re.sub(r"--(old|new)(?:-([a-z][a-z-]*))?\b", sub, message)
+    return text.replace(":", " (as the run recorded it):", 1) if text != message else text
+
+
 class Judge:
     """Judges :class:`Candidate` batches for ``check`` on one side of a run.
 
@@ -61,8 +75,9 @@ class Judge:
     ``recorded``; ``fixed``: ``old`` or ``new`` puts that side of the run (in its own interpreter)
     in the ``new`` slot instead of the reference parser, so a candidate counts only when the fixed
     side passes it too (a shrink must not slip into a case the fix does not fix either).
-    Raises :class:`ReproError` for a check that is not a stream check, and what
-    :func:`replay.sides.open_sides` raises for a side whose worker does not start."""
+    Raises :class:`ReproError` for a check that is not a stream check, and for a side whose
+    worker does not start or whose spec does not resolve (what :func:`replay.sides.open_sides`
+    raises, its option said as the run's side: the tested side sits in the old slot here)."""
 
     def __init__(self, spec: Any, side: str, check: str, ex: dict[str, Any], *, fixed: str | None = None, timeout: float | None = None) -> None:
         from replay.stages.context import ParserResolver
@@ -98,8 +113,11 @@ class Judge:
             chunkings=("recorded",),
             **({"replay_timeout": timeout} if timeout is not None else {}),
         )
-        self.cfg = build_config(run)
-        self.resolver = ParserResolver(self.cfg)
+        try:  # the run's sides as its run.json records them: an interpreter since moved or deleted fails here
+            self.cfg = build_config(run)
+            self.resolver = ParserResolver(self.cfg)
+        except ValueError as exc:  # replay.sides.SideError, a spec that does not resolve: its option said as the run's side
+            raise ReproError(_as_run_sides(str(exc), side, fixed if fixed in ("old", "new") else "reference")) from None
         self.calls = 0  # candidates judged (not counting the cache)
         self.undeclared: set[str] = set()
         #: the names of the reference's calls every candidate must keep (set by :meth:`keep_calls`)

@@ -400,9 +400,12 @@ def _pytest_only_path() -> str:
 def run_test(path: Path, python: str | None, *, with_replay: bool = False, pythonpath: tuple[str, ...] = (), timeout: float = 300) -> Proof:
     """Run the test file ``path`` with pytest in ``python`` (None: this interpreter), with only
     pytest added to its path (and this ``replay`` package when ``with_replay``: the protocol
-    style). Returns the :class:`Proof`."""
-    exe = python or sys.executable
-    paths = [*pythonpath]
+    style). Returns the :class:`Proof`. pytest runs in ``path``'s folder: a relative ``path``,
+    ``python`` or ``pythonpath`` entry is taken from the current directory first (made absolute,
+    symlinks kept: a venv's ``bin/python`` is one)."""
+    path = Path(path).absolute()
+    exe = str(Path(python).absolute()) if python and os.sep in python else (python or sys.executable)
+    paths = [str(Path(p).absolute()) for p in pythonpath]
     if with_replay:
         paths.append(str(Path(__file__).resolve().parents[2]))
     paths.append(_pytest_only_path())
