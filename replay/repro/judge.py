@@ -224,7 +224,7 @@ class Judge:
             con.register("checks", checks.table())
             con.create_function("is_json_object", checks.json_object, [VARCHAR], BOOLEAN, null_handling="special")
             con.create_function("canonical_json", canonical_json, [VARCHAR], VARCHAR, null_handling="special")
-            _create_views(con, [e for e in _query_files() if e.name in ("_verdict_pairs.sql", "_fidelity_exchanges.sql")])
+            _create_views(con, [e for e in _query_files() if e.name in ("_side_checks.sql", "_verdict_pairs.sql", "_fidelity_exchanges.sql")])
             cur = con.execute(
                 'SELECT * FROM verdict_pairs WHERE "check" = ? AND chunking = ?', [self.check, self.chunking]
             )
