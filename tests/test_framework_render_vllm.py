@@ -126,3 +126,39 @@ def test_seed_audit_two_vllm_releases(vllm_pythons, model_dir, corpus, tmp_path)
     assert sum(rows[(x, "old")]["prompt_tokens"] - rows[(x, "new")]["prompt_tokens"] for x, s in rows if s == "old" and not rows[(x, "old")].get("error")) == 0
     assert "0 of 46 prompts differ between `vllm-0.11.0` and `vllm-0.33.0`" in out
     assert "15 of 147 tool schemas carried a null the client never sent with `vllm-0.11.0`; 15 with `vllm-0.33.0`." in out
+
+
+def test_render_venv_takes_the_transformers_its_release_loads(vllm_pythons):
+    """``vllm-render==X``'s plan pins ``transformers<5`` for 0.11.0 (whose ``get_cached_tokenizer``
+    reads ``all_special_tokens_extended``, gone in transformers 5) and leaves 0.33.0 unpinned; the
+    built 0.11.0 venv holds a transformers 4 and loads the model folder's tokenizer through vLLM."""
+    import subprocess
+
+    import engines
+
+    assert engines._vllm_transformers(vllm_pythons["0.11.0"]) == "transformers<5"
+    assert engines._vllm_transformers(vllm_pythons["0.33.0"]) == "transformers"
+    assert engines._vllm_transformers in engines._install_plan("vllm-render==0.11.0")[0][-2]
+    got = subprocess.run([str(vllm_pythons["0.11.0"]), "-c", "import transformers; print(transformers.__version__.split('.')[0])"],
+                         capture_output=True, text=True, check=True)
+    assert got.stdout.strip() == "4"
+
+
+def test_release_it_cannot_drive_is_one_line(model_dir, tmp_path):  # noqa: F811
+    """A vllm with neither ``vllm.renderers.online_renderer`` nor
+    ``vllm.entrypoints.openai.serving_chat``: one line naming the release and both missing paths,
+    before any work (exit 1). Runs in this interpreter with a stand-in ``vllm`` package."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "fake"
+    (fake / "vllm").mkdir(parents=True)
+    (fake / "vllm" / "__init__.py").write_text("")
+    replay = Path(sys.executable).parent / "replay"
+    cmd = [str(replay), "audit", str(ROOT / "samples" / "coding-agent.jsonl"), "--out", str(tmp_path / "run"), "--jobs", "1",
+           "--old", f"python={sys.executable},pythonpath={fake},render_in=python,renderer=vllm:{model_dir}"]
+    got = subprocess.run(cmd, capture_output=True, text=True)
+    assert got.returncode == 1, got.stdout + got.stderr
+    lines = [line for line in (got.stdout + got.stderr).splitlines() if "cannot drive" in line]
+    assert len(lines) == 1, got.stdout + got.stderr
+    assert "neither vllm.renderers.online_renderer (OnlineRenderer.render_chat) nor vllm.entrypoints.openai.serving_chat" in lines[0]
