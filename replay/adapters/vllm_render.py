@@ -120,7 +120,7 @@ class VLLMRenderer:
         self.model_dir = str(Path(model_dir).expanduser().resolve())
         self.name = "vllm"
         self.release: str | None = None
-        self._online: Any = None  # 0.33 and newer: OnlineRenderer
+        self._online: Any = None  # a release with OnlineRenderer (0.33)
         self._chat: Any = None  # before OnlineRenderer: OpenAIServingChat
         self._last: tuple[Any, dict[str, Any]] | None = None
         self._calls: list[tuple[Any, dict[str, Any]]] = []
@@ -156,7 +156,7 @@ class VLLMRenderer:
         self._tok, self._real_apply = tok, real
 
     def _setup_online(self, where: str) -> None:
-        """0.33 and newer: ``OnlineRenderer.render_chat`` (module docstring)."""
+        """A release with ``OnlineRenderer`` (0.33): ``OnlineRenderer.render_chat`` (module docstring)."""
         try:
             online = importlib.import_module("vllm.renderers.online_renderer")
             protocol = importlib.import_module("vllm.entrypoints.openai.chat_completion.protocol")
