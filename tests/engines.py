@@ -21,7 +21,8 @@ installs without a GPU is in ``../shared/docs/real-engines.md``:
 - SGLang's render path (``sglang-render==X``, for ``renderer=sglang:MODEL_DIR``): the same, plus
   fastapi, jsonschema, jinja2 and the transformers release that SGLang release pins; no torch.
 - vLLM's render path (``vllm-render==X``, for ``renderer=vllm:MODEL_DIR``): the vLLM venv plus
-  ``llguidance`` (``--no-deps``).
+  ``llguidance`` (``--no-deps``), with ``transformers<5`` for a release whose tokenizer code
+  predates transformers 5 (0.11: :func:`_vllm_transformers`).
 - transformers (a render environment for ``--old-render-in python``): ``transformers==X`` with
   its dependencies, jinja2 and orjson (about 260 MB per venv).
 - vLLM: ``--no-deps vllm==X`` plus torch 2.13.0 (the CPU build pip finds on this machine's disk;
@@ -128,7 +129,8 @@ def _install_plan(requirement: str) -> tuple[list[list[str]], str]:
         )
     if name == "vllm-render":  # vLLM's render path (renderer=vllm:MODEL_DIR): the parser venv plus llguidance
         plan, check = _install_plan("vllm==" + requirement.split("==", 1)[1].strip())
-        return [*plan, ["--no-deps", "llguidance"]], check + "; assert u.find_spec('llguidance')"
+        return ([*plan, [_vllm_transformers], ["--no-deps", "llguidance"]],
+                check + "; assert u.find_spec('llguidance')")
     if name == "vllm":
         return (
             [
@@ -154,6 +156,20 @@ def _pinned_transformers(python: Path) -> str:
     code = ("from importlib.metadata import requires\n"
             "print(next((r.split(';')[0].replace(' ', '') for r in requires('sglang') or [] "
             "if r.replace(' ', '').startswith('transformers==')), 'transformers'))")
+    got = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
+    return got.stdout.strip() or "transformers"
+
+
+def _vllm_transformers(python: Path) -> str:
+    """``transformers<5`` when the vllm installed in ``python``'s venv reads tokenizer attributes
+    transformers 5 removed (``all_special_tokens_extended`` in its
+    ``vllm/transformers_utils/tokenizer.py``: 0.11, released before transformers 5, whose
+    ``get_cached_tokenizer`` then fails on every tokenizer), else ``transformers`` (what
+    :data:`VLLM_DEPS` installed). vLLM's own ``Requires-Dist`` (``transformers>=4.55.2`` in 0.11)
+    has no upper bound, so pip would take a release that the render path cannot load."""
+    code = ("import importlib.util as u, pathlib\n"
+            "src = pathlib.Path(u.find_spec('vllm').origin).parent / 'transformers_utils' / 'tokenizer.py'\n"
+            "print('transformers<5' if src.is_file() and 'all_special_tokens_extended' in src.read_text() else 'transformers')")
     got = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
     return got.stdout.strip() or "transformers"
 
