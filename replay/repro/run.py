@@ -94,7 +94,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_") or "x"
 
 
-def _expected(judge: Judge, shrunk: Shrunk, check: str) -> Expected:
+def _expected(judge: Judge, shrunk: Shrunk, check: str, whole: bool = False) -> Expected:
     ref = judge.reference_parse(shrunk.after)
     if ref is None:
         raise ReproError("the reference does not parse the shrunk completion")
@@ -104,7 +104,7 @@ def _expected(judge: Judge, shrunk: Shrunk, check: str) -> Expected:
             calls.append((c.name, json.loads(c.arguments)))
         except (TypeError, ValueError):
             calls.append((c.name, c.arguments))
-    return Expected(tuple(calls), ref.content or "", tuple(judge.markers()), check == "content-leak", whole=check == "semantic-diff")
+    return Expected(tuple(calls), ref.content or "", tuple(judge.markers()), check == "content-leak", whole=whole or check == "semantic-diff")
 
 
 def repro(
@@ -134,7 +134,8 @@ def repro(
     lo = load(run_dir, exchange_id, check, side, fixed)
     if fixed == lo.side:
         raise ReproError(f"--fixed {fixed}: that is the side being shrunk")
-    judge = Judge(lo.spec, lo.side, check, lo.ex, fixed=fixed)
+    whole = lo.chunking == "parse"  # the failure is in the side's whole-text parse: judge and test that
+    judge = Judge(lo.spec, lo.side, check, lo.ex, fixed=fixed, whole=whole)
     try:
         shrunk = shrink(lo, judge, seconds)
         if not keep_text:
@@ -144,7 +145,7 @@ def repro(
                     f"{exchange_id}: the failure depends on the exact text (masking the user text makes it pass); "
                     "pass --keep-text to write it as captured"
                 )
-        expected = _expected(judge, shrunk, check)
+        expected = _expected(judge, shrunk, check, whole)
         family = judge.family()
         markers = tuple(judge.markers())
     finally:

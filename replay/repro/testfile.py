@@ -183,10 +183,11 @@ def _sglang(case: dict[str, Any], deltas: list[str], tools: list[dict[str, Any]]
     if expected.no_markup:
         leak = f"\n        for marker in {_py(list(expected.markers))}:\n            self.assertNotIn(marker, normal_text)"
     if expected.whole:
-        test = """
+        whole_leak = f"\n        normal_text = result.normal_text or \"\"{leak}" if leak else ""
+        test = f"""
     def test_whole_text_calls(self):
         result = self.detector.detect_and_parse(TEXT, self.tools)
-        self.assertEqual([[c.name, _arguments(c.parameters)] for c in result.calls], EXPECTED_CALLS)
+        self.assertEqual([[c.name, _arguments(c.parameters)] for c in result.calls], EXPECTED_CALLS){whole_leak}
 """
     else:
         test = f"""
@@ -233,10 +234,11 @@ def _vllm(case: dict[str, Any], deltas: list[str], tools: list[dict[str, Any]], 
     if expected.no_markup:
         leak = f"\n    for marker in {_py(list(expected.markers))}:\n        assert marker not in content"
     if expected.whole:
-        test = """
+        whole_leak = f"\n    content = info.content or \"\"{leak}" if leak else ""
+        test = f"""
 def test_whole_text_calls(parser):
     info = parser.extract_tool_calls(TEXT, request=_request())
-    assert [[tc.function.name, _arguments(tc.function.arguments)] for tc in info.tool_calls] == EXPECTED_CALLS
+    assert [[tc.function.name, _arguments(tc.function.arguments)] for tc in info.tool_calls] == EXPECTED_CALLS{whole_leak}
 """
     else:
         test = f"""
@@ -348,10 +350,11 @@ def _protocol(case: dict[str, Any], deltas: list[str], tools: list[dict[str, Any
     if expected.no_markup:
         leak = f"\n    for marker in {_py(list(expected.markers))}:\n        assert marker not in got.content"
     if expected.whole:
-        test = """
+        whole_leak = leak.replace("got.content", "result.content")
+        test = f"""
 def test_whole_text_calls():
     result = new_parser(get_parser(PARSER), TOOLS).parse(TEXT)
-    assert [[c.name, _arguments(c.arguments)] for c in result.calls] == EXPECTED_CALLS
+    assert [[c.name, _arguments(c.arguments)] for c in result.calls] == EXPECTED_CALLS{whole_leak}
 """
     else:
         test = f"""
