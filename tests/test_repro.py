@@ -151,7 +151,9 @@ def test_vllm_style_file_text(tmp_path):
     src = path.read_text(encoding="utf-8")
     tree = ast.parse(src)
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-    assert names == ["_arguments", "_offline_tokenizer", "tokenizer", "parser", "_request", "_ids", "test_streaming_calls"]
+    assert names == ["_arguments", "_offline_tokenizer", "tokenizer", "parser", "_request", "_finishing_step", "_ids", "test_streaming_calls"]
+    # the last delta is finished as the server finishes it (remaining arguments, engine parsers' flush)
+    assert "message = _finishing_step(parser, message)" in src and "finish_streaming()" in src
     assert "ToolParserManager.get_tool_parser(PARSER)" in src and "extract_tool_calls_streaming(" in src
     assert "pytestmark = pytest.mark.cpu_test" in src
     # the tokenizer is built here (byte-level, the family's markers added), never downloaded by the model's name

@@ -15,7 +15,10 @@ Styles (:func:`style_of`, from the side's parser spec):
   on a tokenizer (and the request's tools, in releases whose ``ToolParser`` takes them), a
   ``ChatCompletionRequest`` with the request's tools, the deltas fed to
   ``extract_tool_calls_streaming(previous_text, current_text, delta_text, ...)`` with each
-  delta's token ids, and the whole text to ``extract_tool_calls``; calls asserted by
+  delta's token ids, the last finished as the server finishes it where the release's ``Parser``
+  does (0.33: ``get_remaining_unstreamed_args()`` appended, an engine-based parser's
+  ``finish_streaming()``; vLLM ``parser/abstract_parser.py``), and the whole text to
+  ``extract_tool_calls``; calls asserted by
   ``function.name`` and ``json.loads`` of ``function.arguments``. The tokenizer is built in the
   file, offline (:data:`_VLLM_TOKENIZER`): vLLM's parsers look their markers' ids up in
   ``get_vocab()``, and a model name would be a download.
@@ -245,7 +248,7 @@ def test_whole_text_calls(parser):
 def test_streaming_calls(parser, tokenizer):
     request = _request()
     calls, content, previous, previous_ids = {{}}, "", "", []
-    for delta in DELTAS:
+    for step, delta in enumerate(DELTAS):
         current = previous + delta
         delta_ids = _ids(tokenizer, delta)
         message = parser.extract_tool_calls_streaming(
@@ -254,6 +257,8 @@ def test_streaming_calls(parser, tokenizer):
             delta_token_ids=delta_ids, request=request,
         )
         previous, previous_ids = current, previous_ids + delta_ids
+        if step == len(DELTAS) - 1:
+            message = _finishing_step(parser, message)
         if message is None:
             continue
         content += message.content or ""
@@ -308,6 +313,25 @@ def parser(tokenizer):
 
 def _request():
     return ChatCompletionRequest(model=MODEL, messages=[{{"role": "user", "content": ""}}], tools=TOOLS, tool_choice="auto")
+
+
+def _finishing_step(parser, message):
+    """The last delta as the server finishes it, in releases whose Parser does so
+    (Parser.finalize_generation, then _flush_engine_parsers): the arguments parsed but not yet
+    streamed appended to the last tool call, then an engine-based parser's finish_streaming()."""
+    remaining = getattr(parser, "get_remaining_unstreamed_args", None)
+    if callable(remaining) and message is not None and message.tool_calls and message.tool_calls[-1].function:
+        last = message.tool_calls[-1].function
+        last.arguments = (last.arguments or "") + remaining()
+    finish = getattr(parser, "finish_streaming", None)
+    if getattr(parser, "engine_based_streaming", False) and callable(finish):
+        flush = finish()
+        if flush is not None and message is None:
+            message = flush
+        elif flush is not None:
+            message.content = (message.content or "") + (flush.content or "")
+            message.tool_calls = list(message.tool_calls or []) + list(flush.tool_calls or [])
+    return message
 
 
 def _ids(tokenizer, text):
