@@ -153,7 +153,9 @@ def test_vllm_style_file_text(tmp_path):
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     assert names == ["_arguments", "_offline_tokenizer", "tokenizer", "parser", "_request", "_finishing_step", "_ids", "test_streaming_calls"]
     # the last delta is finished as the server finishes it (remaining arguments, engine parsers' flush)
-    assert "message = _finishing_step(parser, message)" in src and "finish_streaming()" in src
+    test_fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "test_streaming_calls")
+    assert [n.func.id for n in ast.walk(test_fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "_finishing_step"] == ["_finishing_step"]
+    assert "finish_streaming()" in src
     assert "ToolParserManager.get_tool_parser(PARSER)" in src and "extract_tool_calls_streaming(" in src
     assert "pytestmark = pytest.mark.cpu_test" in src
     # the tokenizer is built here (byte-level, the family's markers added), never downloaded by the model's name
