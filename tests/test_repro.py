@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -144,18 +145,35 @@ def test_cli_repro_json(run, tmp_path):
 def test_vllm_style_file_text(tmp_path):
     case = {"check": "dropped-call", "exchange_id": "x", "broken": "vllm/hermes in A", "fixed": "vllm/hermes in B",
             "sizes": {"chars": [90, 40], "deltas": [9, 2], "tools": [2, 1]}, "masked": True,
-            "deltas": ['<tool_call>{"name": "f", ', '"arguments": {}}</tool_call>'], "tools": TOOLS[:1], "parser": "hermes", "model": "m"}
+            "deltas": ['<tool_call>{"name": "f", ', '"arguments": {}}</tool_call>'], "tools": TOOLS[:1], "parser": "hermes", "model": "m",
+            "special_tokens": ["<tool_call>", "</tool_call>", "<|im_end|>"]}
     path = write_test(tmp_path / "test_v.py", "vllm", case, Expected((("f", {}),), "", ("<tool_call>",), False))
     src = path.read_text(encoding="utf-8")
     tree = ast.parse(src)
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-    assert names == ["_arguments", "tokenizer", "parser", "_request", "test_streaming_calls"]
-    assert "ToolParserManager.get_tool_parser(PARSER)(tokenizer)" in src and "extract_tool_calls_streaming(" in src
+    assert names == ["_arguments", "_offline_tokenizer", "tokenizer", "parser", "_request", "_finishing_step", "_ids", "test_streaming_calls"]
+    # the last delta is finished as the server finishes it (remaining arguments, engine parsers' flush)
+    test_fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "test_streaming_calls")
+    assert [n.func.id for n in ast.walk(test_fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "_finishing_step"] == ["_finishing_step"]
+    assert "finish_streaming()" in src
+    assert "ToolParserManager.get_tool_parser(PARSER)" in src and "extract_tool_calls_streaming(" in src
     assert "pytestmark = pytest.mark.cpu_test" in src
-    consts = {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id in ("DELTAS", "EXPECTED_CALLS", "PARSER")}
-    assert consts == {"PARSER": "hermes", "DELTAS": case["deltas"], "EXPECTED_CALLS": [["f", {}]]}
+    # the tokenizer is built here (byte-level, the family's markers added), never downloaded by the model's name
+    assert "get_tokenizer(" not in src and "from_pretrained(path, local_files_only=True)" in src
+    assert "delta_token_ids=delta_ids" in src  # the parser sees the markers' ids, as on the server
+    consts = {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body
+              if isinstance(n, ast.Assign) and n.targets[0].id in ("DELTAS", "EXPECTED_CALLS", "PARSER", "SPECIAL_TOKENS")}
+    assert consts == {"PARSER": "hermes", "DELTAS": case["deltas"], "EXPECTED_CALLS": [["f", {}]],
+                      "SPECIAL_TOKENS": ["<tool_call>", "</tool_call>", "<|im_end|>"]}
     whole = write_test(tmp_path / "test_w.py", "vllm", case, Expected((("f", {}),), "", (), False, whole=True)).read_text(encoding="utf-8")
     assert "def test_whole_text_calls(parser)" in whole and "extract_tool_calls_streaming" not in whole
+    # the built tokenizer (transformers and tokenizers, as a vLLM venv has them): each marker one special id
+    ns: dict = {"os": os}  # the file's constants and helpers, without its vLLM imports
+    exec(compile(src.split("@pytest.fixture", 1)[0].split("pytestmark", 1)[1].split("\n", 1)[1], "t", "exec"), ns)
+    tok = ns["_offline_tokenizer"]()
+    vocab = tok.get_vocab()
+    ids = tok.encode("a<tool_call>b", add_special_tokens=False)
+    assert len(ids) == 3 and ids[1] == vocab["<tool_call>"] and tok.decode(ids) == "a<tool_call>b"
 
 
 def test_the_time_bound_stops_shrinking_and_says_so(run, tmp_path):

@@ -142,8 +142,9 @@ def load(run_dir: str | Path, exchange_id: str, check: str, side: str | None = N
             mine = [r for r in mine if not r[f"{fixed}_wrong"]]
         if not mine:
             raise ReproError(f"the {side} side does not fail {check} on {exchange_id!r} in {run}: nothing to shrink")
-        # the failing chunking with the fewest deltas (the whole-text parse counts as one)
-        pick = min(mine, key=lambda r: (max(r[f"{side}_deltas"] or 1, 1), r["chunking"] != "recorded", r["chunking"]))
+        # the failing chunking with the fewest deltas (the whole-text parse counts as one, after a
+        # streamed chunking of one delta: the parse row is picked only where no stream fails)
+        pick = min(mine, key=lambda r: (max(r[f"{side}_deltas"] or 1, 1), r["chunking"] == "parse", r["chunking"] != "recorded", r["chunking"]))
         chunking = pick["chunking"]
         text = ex["server_output_text"]
         if chunking == "parse":

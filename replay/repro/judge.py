@@ -71,22 +71,26 @@ class Judge:
 
     ``spec``: the run's :class:`replay.runspec.RunSpec` (from ``run.json``); ``side``: ``old`` or
     ``new`` (the side judged); ``ex``: the exchange's ``exchanges`` row (model, route, prompt,
-    finish_reason); ``chunking``: ``parse`` for a whole-text check (``semantic-diff``) else
-    ``recorded``; ``fixed``: ``old`` or ``new`` puts that side of the run (in its own interpreter)
+    finish_reason); ``chunking``: ``parse`` for a whole-text check (``semantic-diff``) or with
+    ``whole`` (the run's failing row is the side's whole-text parse), else ``recorded``; ``fixed``: ``old`` or ``new`` puts that side of the run (in its own interpreter)
     in the ``new`` slot instead of the reference parser, so a candidate counts only when the fixed
     side passes it too (a shrink must not slip into a case the fix does not fix either).
     Raises :class:`ReproError` for a check that is not a stream check, and for a side whose
     worker does not start or whose spec does not resolve (what :func:`replay.sides.open_sides`
     raises, its option said as the run's side: the tested side sits in the old slot here)."""
 
-    def __init__(self, spec: Any, side: str, check: str, ex: dict[str, Any], *, fixed: str | None = None, timeout: float | None = None) -> None:
+    def __init__(self, spec: Any, side: str, check: str, ex: dict[str, Any], *, fixed: str | None = None, timeout: float | None = None,
+                 whole: bool = False) -> None:
         from replay.stages.context import ParserResolver
         from replay.runspec import build_config
 
         if check not in STREAM_CHECKS:
             raise ReproError(f"--check {check}: repro shrinks the stream checks only ({', '.join(STREAM_CHECKS)})")
         self.check = check
-        self.chunking = "parse" if check == "semantic-diff" else "recorded"
+        # the whole-text parse's row when the check is judged there (semantic-diff), or when the
+        # failure the run found is in the side's whole-text parse only (``whole``: a dropped call
+        # or leaked markup of extract_tool_calls that no streamed chunking shows)
+        self.chunking = "parse" if check == "semantic-diff" or whole else "recorded"
         self.ex = ex
         s = dataclasses.asdict(spec)
         tested = {

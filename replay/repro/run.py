@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from replay.adapters.vllm import COMMON_SPECIAL
 from replay.repro.core import DEFAULT_SECONDS, Shrunk, load, mask, shrink
 from replay.repro.judge import Judge, ReproError
-from replay.repro.testfile import Expected, Proof, framework_facts, run_test, style_of, write_test
+from replay.repro.testfile import Expected, Proof, framework_facts, run_test, style_of, vllm_facts, write_test
 
 __all__ = ["Repro", "repro", "FIXED_SIDES"]
 
@@ -85,7 +86,7 @@ class Repro:
 def _describe(parser: str | None, python: str | None, facts: dict[str, str] | None = None) -> str:
     what = parser or "built-in"
     if facts:
-        what += f" (SGLang {facts['version']})"
+        what += f" ({facts.get('framework', 'SGLang')} {facts['version']})"
     return what + (f" in {python}" if python else " in this interpreter")
 
 
@@ -93,7 +94,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_") or "x"
 
 
-def _expected(judge: Judge, shrunk: Shrunk, check: str) -> Expected:
+def _expected(judge: Judge, shrunk: Shrunk, check: str, whole: bool = False) -> Expected:
     ref = judge.reference_parse(shrunk.after)
     if ref is None:
         raise ReproError("the reference does not parse the shrunk completion")
@@ -103,7 +104,7 @@ def _expected(judge: Judge, shrunk: Shrunk, check: str) -> Expected:
             calls.append((c.name, json.loads(c.arguments)))
         except (TypeError, ValueError):
             calls.append((c.name, c.arguments))
-    return Expected(tuple(calls), ref.content or "", tuple(judge.markers()), check == "content-leak", whole=check == "semantic-diff")
+    return Expected(tuple(calls), ref.content or "", tuple(judge.markers()), check == "content-leak", whole=whole or check == "semantic-diff")
 
 
 def repro(
@@ -133,7 +134,8 @@ def repro(
     lo = load(run_dir, exchange_id, check, side, fixed)
     if fixed == lo.side:
         raise ReproError(f"--fixed {fixed}: that is the side being shrunk")
-    judge = Judge(lo.spec, lo.side, check, lo.ex, fixed=fixed)
+    whole = lo.chunking == "parse"  # the failure is in the side's whole-text parse: judge and test that
+    judge = Judge(lo.spec, lo.side, check, lo.ex, fixed=fixed, whole=whole)
     try:
         shrunk = shrink(lo, judge, seconds)
         if not keep_text:
@@ -143,7 +145,7 @@ def repro(
                     f"{exchange_id}: the failure depends on the exact text (masking the user text makes it pass); "
                     "pass --keep-text to write it as captured"
                 )
-        expected = _expected(judge, shrunk, check)
+        expected = _expected(judge, shrunk, check, whole)
         family = judge.family()
         markers = tuple(judge.markers())
     finally:
@@ -158,8 +160,9 @@ def repro(
     folder = Path(out) if out is not None else Path(run_dir) / "repro"
     base = f"test_repro_{_slug(str(exchange_id))}_{_slug(check)}"
     b_style, f_style = style_of(b_parser), style_of(f_parser)
-    b_facts = framework_facts(b_python, b_parser, b_path) if b_style == "sglang" else None
-    f_facts = framework_facts(f_python, f_parser, f_path) if f_style == "sglang" else None
+    facts_of = {"sglang": framework_facts, "vllm": vllm_facts}
+    b_facts = facts_of[b_style](b_python, b_parser, b_path) if b_style in facts_of else None
+    f_facts = facts_of[f_style](f_python, f_parser, f_path) if f_style in facts_of else None
     result = Repro(str(exchange_id), check, lo.side, _describe(b_parser, b_python, b_facts), _describe(f_parser, f_python, f_facts), shrunk, markers=markers)
     case = {
         "check": check,
@@ -172,6 +175,9 @@ def repro(
         "deltas": list(shrunk.after.deltas),
         "tools": list(shrunk.after.tools),
         "model": lo.ex.get("model"),
+        # a vLLM-style file builds its tokenizer offline with these as special tokens (its parser
+        # looks their ids up in get_vocab()): the family's markers and the common end-of-turn tokens
+        "special_tokens": list(dict.fromkeys((*markers, *COMMON_SPECIAL))),
     }
 
     def write(style: str, parser: str | None, facts: dict[str, str] | None, name: str) -> Path:

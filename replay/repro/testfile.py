@@ -12,10 +12,16 @@ Styles (:func:`style_of`, from the side's parser spec):
   tools)``; both assert the expected names and ``json.loads`` of the arguments.
 - ``vllm``: as vLLM's ``tests/tool_parsers/test_*_tool_parser.py``: ``pytestmark =
   pytest.mark.cpu_test``, the parser class from ``ToolParserManager.get_tool_parser(NAME)`` built
-  on a tokenizer, a ``ChatCompletionRequest`` with the request's tools, the deltas fed to
-  ``extract_tool_calls_streaming(previous_text, current_text, delta_text, ...)`` and the whole
-  text to ``extract_tool_calls``; calls asserted by ``function.name`` and ``json.loads`` of
-  ``function.arguments``.
+  on a tokenizer (and the request's tools, in releases whose ``ToolParser`` takes them), a
+  ``ChatCompletionRequest`` with the request's tools, the deltas fed to
+  ``extract_tool_calls_streaming(previous_text, current_text, delta_text, ...)`` with each
+  delta's token ids, the last finished as the server finishes it where the release's ``Parser``
+  does (0.33: ``get_remaining_unstreamed_args()`` appended, an engine-based parser's
+  ``finish_streaming()``; vLLM ``parser/abstract_parser.py``), and the whole text to
+  ``extract_tool_calls``; calls asserted by
+  ``function.name`` and ``json.loads`` of ``function.arguments``. The tokenizer is built in the
+  file, offline (:data:`_VLLM_TOKENIZER`): vLLM's parsers look their markers' ids up in
+  ``get_vocab()``, and a model name would be a download.
 - ``protocol``: a built-in or plugin parser, through replay's parser protocol
   (``replay.stream.replay_stream`` and ``parse``; docs/parsers-and-serializers.md).
 
@@ -38,7 +44,7 @@ from typing import Any
 
 from replay.repro.judge import ReproError
 
-__all__ = ["Expected", "style_of", "write_test", "Proof", "run_test", "framework_facts"]
+__all__ = ["Expected", "style_of", "write_test", "Proof", "run_test", "framework_facts", "vllm_facts"]
 
 
 @dataclass(frozen=True)
@@ -140,8 +146,10 @@ def _header(case: dict[str, Any]) -> str:
 def write_test(path: Path, style: str, case: dict[str, Any], expected: Expected) -> Path:
     """Write the test file of ``style`` for ``case`` (keys: ``check``, ``exchange_id``,
     ``broken``, ``fixed``, ``sizes``, ``masked``, ``deltas``, ``tools``, ``parser``: the
-    framework's parser name or the protocol spec, and for ``sglang`` ``detector_module`` and
-    ``detector_class``) to ``path``; returns it. Raises ValueError for an unknown style."""
+    framework's parser name or the protocol spec, for ``sglang`` ``detector_module`` and
+    ``detector_class``, for ``vllm`` ``model`` and ``special_tokens``: the markers the file's
+    offline tokenizer holds as special tokens) to ``path``; returns it. Raises ValueError for an
+    unknown style."""
     deltas = list(case["deltas"])
     tools = list(case["tools"])
     exp = [[n, a] for n, a in expected.calls]
@@ -178,10 +186,11 @@ def _sglang(case: dict[str, Any], deltas: list[str], tools: list[dict[str, Any]]
     if expected.no_markup:
         leak = f"\n        for marker in {_py(list(expected.markers))}:\n            self.assertNotIn(marker, normal_text)"
     if expected.whole:
-        test = """
+        whole_leak = f"\n        normal_text = result.normal_text or \"\"{leak}" if leak else ""
+        test = f"""
     def test_whole_text_calls(self):
         result = self.detector.detect_and_parse(TEXT, self.tools)
-        self.assertEqual([[c.name, _arguments(c.parameters)] for c in result.calls], EXPECTED_CALLS)
+        self.assertEqual([[c.name, _arguments(c.parameters)] for c in result.calls], EXPECTED_CALLS){whole_leak}
 """
     else:
         test = f"""
@@ -228,23 +237,28 @@ def _vllm(case: dict[str, Any], deltas: list[str], tools: list[dict[str, Any]], 
     if expected.no_markup:
         leak = f"\n    for marker in {_py(list(expected.markers))}:\n        assert marker not in content"
     if expected.whole:
-        test = """
+        whole_leak = f"\n    content = info.content or \"\"{leak}" if leak else ""
+        test = f"""
 def test_whole_text_calls(parser):
     info = parser.extract_tool_calls(TEXT, request=_request())
-    assert [[tc.function.name, _arguments(tc.function.arguments)] for tc in info.tool_calls] == EXPECTED_CALLS
+    assert [[tc.function.name, _arguments(tc.function.arguments)] for tc in info.tool_calls] == EXPECTED_CALLS{whole_leak}
 """
     else:
         test = f"""
-def test_streaming_calls(parser):
+def test_streaming_calls(parser, tokenizer):
     request = _request()
-    calls, content, previous = {{}}, "", ""
-    for delta in DELTAS:
+    calls, content, previous, previous_ids = {{}}, "", "", []
+    for step, delta in enumerate(DELTAS):
         current = previous + delta
+        delta_ids = _ids(tokenizer, delta)
         message = parser.extract_tool_calls_streaming(
             previous_text=previous, current_text=current, delta_text=delta,
-            previous_token_ids=[], current_token_ids=[], delta_token_ids=[], request=request,
+            previous_token_ids=previous_ids, current_token_ids=previous_ids + delta_ids,
+            delta_token_ids=delta_ids, request=request,
         )
-        previous = current
+        previous, previous_ids = current, previous_ids + delta_ids
+        if step == len(DELTAS) - 1:
+            message = _finishing_step(parser, message)
         if message is None:
             continue
         content += message.content or ""
@@ -257,6 +271,7 @@ def test_streaming_calls(parser):
     assert got == EXPECTED_CALLS{leak}
 """
     return f'''
+import inspect
 import json
 import os
 
@@ -270,32 +285,88 @@ try:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 except ImportError:
     from vllm.entrypoints.openai.protocol import ChatCompletionRequest
-from vllm.transformers_utils.tokenizer import get_tokenizer
 
 pytestmark = pytest.mark.cpu_test
 
 PARSER = {_py(case["parser"])}
 MODEL = {_py(case.get("model") or "")}
+SPECIAL_TOKENS = {_py(list(case.get("special_tokens") or ()))}
 TOOLS = {_py(tools)}
 DELTAS = {_py(deltas)}
 TEXT = "".join(DELTAS)
 EXPECTED_CALLS = {_py(exp)}
 {_arguments_helper()}
+{_VLLM_TOKENIZER}
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return get_tokenizer(os.environ.get("REPLAY_VLLM_TOKENIZER") or MODEL)
+    return _offline_tokenizer()
 
 
 @pytest.fixture
 def parser(tokenizer):
-    return ToolParserManager.get_tool_parser(PARSER)(tokenizer)
+    cls = ToolParserManager.get_tool_parser(PARSER)
+    if "tools" in inspect.signature(cls.__init__).parameters:  # later releases take the request's tools
+        return cls(tokenizer, _request().tools)
+    return cls(tokenizer)
 
 
 def _request():
-    return ChatCompletionRequest(model=MODEL, messages=[{{"role": "user", "content": ""}}], tools=TOOLS)
+    return ChatCompletionRequest(model=MODEL, messages=[{{"role": "user", "content": ""}}], tools=TOOLS, tool_choice="auto")
+
+
+def _finishing_step(parser, message):
+    """The last delta as the server finishes it, in releases whose Parser does so
+    (Parser.finalize_generation, then _flush_engine_parsers): the arguments parsed but not yet
+    streamed appended to the last tool call, then an engine-based parser's finish_streaming()."""
+    remaining = getattr(parser, "get_remaining_unstreamed_args", None)
+    if callable(remaining) and message is not None and message.tool_calls and message.tool_calls[-1].function:
+        last = message.tool_calls[-1].function
+        last.arguments = (last.arguments or "") + remaining()
+    finish = getattr(parser, "finish_streaming", None)
+    if getattr(parser, "engine_based_streaming", False) and callable(finish):
+        flush = finish()
+        if flush is not None and message is None:
+            message = flush
+        elif flush is not None:
+            message.content = (message.content or "") + (flush.content or "")
+            message.tool_calls = list(message.tool_calls or []) + list(flush.tool_calls or [])
+    return message
+
+
+def _ids(tokenizer, text):
+    return list(tokenizer.encode(text, add_special_tokens=False)) if text else []
 
 {test}'''
+
+
+#: The tokenizer a vLLM-style test file builds (no download): the model's own when
+#: ``$REPLAY_VLLM_TOKENIZER`` names one on disk, else byte-level BPE without merges (each byte one
+#: id; ``tokenizers``' own ``ByteLevel`` alphabet) with the family's markers added as special
+#: tokens, as :func:`replay.adapters.vllm.marker_tokenizer` builds it: vLLM's parsers look their
+#: markers' ids up in ``get_vocab()`` and in the token-id lists.
+_VLLM_TOKENIZER = '''
+def _offline_tokenizer():
+    """The model's tokenizer when $REPLAY_VLLM_TOKENIZER names one on disk (a tokenizer.json or a
+    folder), else a byte-level tokenizer holding SPECIAL_TOKENS, each one id: built here, nothing
+    is downloaded."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    path = os.environ.get("REPLAY_VLLM_TOKENIZER")
+    if path and path.endswith(".json"):
+        return PreTrainedTokenizerFast(tokenizer_file=path)
+    if path:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    tok = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(sorted(alphabet))}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
+    fast.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS})
+    return fast
+'''
 
 
 def _protocol(case: dict[str, Any], deltas: list[str], tools: list[dict[str, Any]], exp: list[Any], expected: Expected) -> str:
@@ -303,10 +374,11 @@ def _protocol(case: dict[str, Any], deltas: list[str], tools: list[dict[str, Any
     if expected.no_markup:
         leak = f"\n    for marker in {_py(list(expected.markers))}:\n        assert marker not in got.content"
     if expected.whole:
-        test = """
+        whole_leak = leak.replace("got.content", "result.content")
+        test = f"""
 def test_whole_text_calls():
     result = new_parser(get_parser(PARSER), TOOLS).parse(TEXT)
-    assert [[c.name, _arguments(c.arguments)] for c in result.calls] == EXPECTED_CALLS
+    assert [[c.name, _arguments(c.arguments)] for c in result.calls] == EXPECTED_CALLS{whole_leak}
 """
     else:
         test = f"""
@@ -348,6 +420,25 @@ def framework_facts(python: str | None, parser_spec: str, pythonpath: tuple[str,
     if proc.returncode != 0:
         raise ReproError(f"cannot read SGLang's detector for {parser_spec} in {python or sys.executable}: {proc.stderr.strip()[-500:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+_VLLM_FACTS = r'''
+import json
+from importlib.metadata import version
+print(json.dumps({"version": version("vllm")}))
+'''
+
+
+def vllm_facts(python: str | None, parser_spec: str, pythonpath: tuple[str, ...] = ()) -> dict[str, str]:
+    """For a ``vllm/NAME`` side: the vLLM release installed in the side's interpreter
+    (``{"framework": "vLLM", "version": ...}``, from the package metadata, without importing vLLM),
+    so that the test file and the report name the release, as for SGLang. Raises
+    :class:`ReproError` when vLLM is not installed there."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath)}
+    proc = subprocess.run([python or sys.executable, "-c", _VLLM_FACTS], capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode != 0:
+        raise ReproError(f"cannot read the vLLM release for {parser_spec} in {python or sys.executable}: {proc.stderr.strip()[-500:]}")
+    return {"framework": "vLLM", **json.loads(proc.stdout.strip().splitlines()[-1])}
 
 
 @dataclass(frozen=True)
