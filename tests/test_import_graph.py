@@ -224,3 +224,22 @@ def test_a_long_module_without_its_reason_is_found(tmp_path):
     (tmp_path / "replay" / "ok.py").write_text('"""Many lines: one concern, the grammar."""\n' + "x = 1\n" * MAX_LINES)
     (tmp_path / "replay" / "small.py").write_text('"""Short."""\n' + "x = 1\n" * 10)
     assert long_modules_without_reason(tmp_path) == [f"replay.big ({MAX_LINES + 1} lines)"]
+
+
+def test_the_cli_starts_without_duckdb_arrow_or_a_command_s_library():
+    """``import replay.cli`` (every command's module) loads no DuckDB, Arrow, stage or repro code:
+    each command imports its library when it runs. (An audit's pool processes and the CLI process
+    carried ~25 MiB more peak RSS while ``replay.cli.repro`` imported ``replay.repro`` at start-up.)
+    The repro command's own defaults agree with the library's."""
+    import subprocess
+    import sys
+
+    code = ("import sys, replay.cli; "
+            "print(sorted(m for m in ('duckdb', 'pyarrow', 'replay.repro.core', 'replay.matrix', 'replay.stages.stream') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
+    from replay.cli import repro as command
+    from replay.repro.core import DEFAULT_SECONDS
+    from replay.repro.judge import STREAM_CHECKS
+
+    assert command.DEFAULT_SECONDS == DEFAULT_SECONDS and command.STREAM_CHECKS == STREAM_CHECKS
