@@ -21,31 +21,11 @@ runner = CliRunner()
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 #: A parser that drops the last call of every Hermes completion when streamed (test_report_html's).
-PLUGIN = '''
-from replay.parsers.base import StreamDelta
-from replay.parsers.hermes import HermesParser
-
-
-class DropLast(HermesParser):
-    def __init__(self, tools=None, **kw):
-        super().__init__(tools, **kw)
-        self._held = []
-
-    def feed(self, delta):
-        d = super().feed(delta)
-        self._held.extend(d.calls)
-        return StreamDelta(content=d.content, reasoning=d.reasoning)
-
-    def finish(self):
-        d = super().finish()
-        held = self._held + list(d.calls)
-        gone = max((c.index for c in held), default=None)
-        return StreamDelta(content=d.content, reasoning=d.reasoning, calls=[c for c in held if c.index != gone])
-'''
+from test_report_html import DROP_LAST  # a parser that drops the last call of every Hermes completion when streamed
 
 
 def sides_file(d: Path) -> Path:
-    (d / "drop_last.py").write_text(PLUGIN, encoding="utf-8")
+    (d / "drop_last.py").write_text(DROP_LAST.read_text(encoding="utf-8"), encoding="utf-8")
     f = d / "sides.toml"
     f.write_text(
         '[sides.dump]\nserializer = "model-dump"\n\n'

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from replay.cli import app
+from test_report_html import DROP_LAST
 
 runner = CliRunner()
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -316,8 +317,7 @@ def test_repro_when_the_run_s_interpreter_is_gone_is_one_line_naming_the_side(tm
     import sys
 
     plugin = tmp_path / "drop_last.py"
-    src = (Path(__file__).parent / "test_matrix.py").read_text(encoding="utf-8")
-    plugin.write_text(src.split("PLUGIN = '''")[1].split("'''")[0], encoding="utf-8")
+    plugin.write_text(DROP_LAST.read_text(encoding="utf-8"), encoding="utf-8")
     py = tmp_path / "py"
     os.symlink(sys.executable, py)
     run = tmp_path / "a"
@@ -347,8 +347,7 @@ def test_repro_of_a_run_given_by_a_relative_path_proves_its_test(tmp_path, monke
     """`replay repro runs/x ID` as the docs write it: pytest ran in the test's folder with the
     file's relative path, found nothing there (exit 4) and the proof failed: "not written"."""
     plugin = tmp_path / "drop_last.py"
-    src = (Path(__file__).parent / "test_matrix.py").read_text(encoding="utf-8")
-    plugin.write_text(src.split("PLUGIN = '''")[1].split("'''")[0], encoding="utf-8")
+    plugin.write_text(DROP_LAST.read_text(encoding="utf-8"), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["audit", str(SAMPLES / "coding-agent.jsonl"), "--out", "runs/a", "-q", "--new", f"parser={plugin}:DropLast"])
     assert result.exit_code == 0, result.output
@@ -365,8 +364,7 @@ def dropping_audit(tmp_path_factory) -> Path:
     """An audit whose new side (a plugin dropping each completion's last call) fails dropped-call."""
     d = tmp_path_factory.mktemp("dropping")
     plugin = d / "drop_last.py"
-    src = (Path(__file__).parent / "test_matrix.py").read_text(encoding="utf-8")
-    plugin.write_text(src.split("PLUGIN = '''")[1].split("'''")[0], encoding="utf-8")
+    plugin.write_text(DROP_LAST.read_text(encoding="utf-8"), encoding="utf-8")
     run = d / "a"
     result = runner.invoke(app, ["audit", str(SAMPLES / "coding-agent.jsonl"), "--out", str(run), "-q", "--new", f"parser={plugin}:DropLast"])
     assert result.exit_code == 0, result.output

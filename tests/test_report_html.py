@@ -7,39 +7,20 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from browser import headless_page
 from replay.cli import app
 
 runner = CliRunner()
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 #: A new-side parser that drops the last call of every completion: dropped-call exemplars.
-PLUGIN = '''
-from replay.parsers.base import StreamDelta
-from replay.parsers.hermes import HermesParser
-
-
-class DropLast(HermesParser):
-    def __init__(self, tools=None, **kw):
-        super().__init__(tools, **kw)
-        self._held = []
-
-    def feed(self, delta):
-        d = super().feed(delta)
-        self._held.extend(d.calls)
-        return StreamDelta(content=d.content, reasoning=d.reasoning)
-
-    def finish(self):
-        d = super().finish()
-        held = self._held + list(d.calls)
-        gone = max((c.index for c in held), default=None)
-        return StreamDelta(content=d.content, reasoning=d.reasoning, calls=[c for c in held if c.index != gone])
-'''
+#: A parser that drops the last call of every Hermes completion when streamed.
+DROP_LAST = Path(__file__).resolve().parent / "data" / "plugins" / "drop_last.py"
 
 CHARTS = ["chart-checks", "chart-families", "chart-extra-tokens", "chart-nulls", "chart-served", "chart-errors"]
 
@@ -47,7 +28,7 @@ CHARTS = ["chart-checks", "chart-families", "chart-extra-tokens", "chart-nulls",
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("html")
-    (d / "drop_last.py").write_text(PLUGIN, encoding="utf-8")
+    (d / "drop_last.py").write_text(DROP_LAST.read_text(encoding="utf-8"), encoding="utf-8")
     out = d / "run"
     result = runner.invoke(app, ["audit", str(SAMPLES), "--out", str(out), "-q", "--new-parser", f"{d / 'drop_last.py'}:DropLast"])
     assert result.exit_code == 0, result.output
@@ -85,57 +66,31 @@ def test_report_rewrites_the_page_and_an_ingest_only_run_says_not_judged(run: Pa
     assert "Not judged" in page and 'id="verdicts"' not in page
 
 
-def chromium() -> str | None:
-    for name in ("chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-
-
 def test_page_in_headless_chromium(run: Path, tmp_path: Path):
-    exe = chromium()
-    if exe is None:
-        pytest.skip("no chromium (apt-get install chromium; .ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (pip, the test extra) is not installed")
-    args = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"]
     url = (run / "report.html").as_uri()
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=exe, headless=True, args=args,
-                                                   viewport={"width": 1100, "height": 900})
-        try:
-            page = ctx.new_page()
-            problems: list[str] = []
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            requests: list[str] = []
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(url)
-            page.evaluate("window.replayChartsDrawn")
-            assert problems == []
-            assert requests == [url]  # the page itself, nothing else
-            # the verdict table: every number as `replay query verdicts` gives it, column by column
-            cells = page.evaluate(
-                "Array.from(document.querySelectorAll('#verdicts tbody tr')).map(tr => "
-                "Object.fromEntries(Array.from(tr.querySelectorAll('td')).map(td => [td.dataset.col, td.textContent])))"
-            )
-            want = verdict_rows(run)
-            assert [list(r) for r in cells] == [list(r) for r in want]
-            assert cells == [{k: (f"{v:,}" if isinstance(v, int) else "–" if v is None else str(v)) for k, v in r.items()} for r in want]
-            assert any(r["check"] == "dropped-call" and r["broken"] > 0 for r in want)
-            # every chart drew its marks (Vega's SVG: one g.role-mark per mark, a path per bar)
-            drawn = page.evaluate(
-                "Array.from(document.querySelectorAll('div.chart')).map(el => [el.id, el.dataset.drawn || null, "
-                "el.querySelectorAll('svg g.role-mark path, svg g.role-mark rect, svg g.role-mark line').length])"
-            )
-            assert [d[0] for d in drawn] == CHARTS
-            assert all(d[1] == "1" and d[2] > 0 for d in drawn), drawn
-            shot = tmp_path / "report.png"
-            page.screenshot(path=str(shot), full_page=True)
-            assert shot.stat().st_size > 50_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        finally:
-            ctx.close()
+    with headless_page(run / "report.html", tmp_path / "profile") as (page, problems, requests):
+        page.evaluate("window.replayChartsDrawn")
+        assert problems == []
+        assert requests == [url]  # the page itself, nothing else
+        # the verdict table: every number as `replay query verdicts` gives it, column by column
+        cells = page.evaluate(
+            "Array.from(document.querySelectorAll('#verdicts tbody tr')).map(tr => "
+            "Object.fromEntries(Array.from(tr.querySelectorAll('td')).map(td => [td.dataset.col, td.textContent])))"
+        )
+        want = verdict_rows(run)
+        assert [list(r) for r in cells] == [list(r) for r in want]
+        assert cells == [{k: (f"{v:,}" if isinstance(v, int) else "–" if v is None else str(v)) for k, v in r.items()} for r in want]
+        assert any(r["check"] == "dropped-call" and r["broken"] > 0 for r in want)
+        # every chart drew its marks (Vega's SVG: one g.role-mark per mark, a path per bar)
+        drawn = page.evaluate(
+            "Array.from(document.querySelectorAll('div.chart')).map(el => [el.id, el.dataset.drawn || null, "
+            "el.querySelectorAll('svg g.role-mark path, svg g.role-mark rect, svg g.role-mark line').length])"
+        )
+        assert [d[0] for d in drawn] == CHARTS
+        assert all(d[1] == "1" and d[2] > 0 for d in drawn), drawn
+        shot = tmp_path / "report.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 50_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_family_chart_counts_stream_checks_of_re_streamed_exchanges_only():

@@ -16,7 +16,7 @@ from replay.matrix import matrix_connect
 from replay.report.matrix import cell_text
 from replay.sql import run_query
 from test_matrix import SAMPLES, sides_file
-from test_report_html import chromium
+from browser import headless_page
 
 runner = CliRunner()
 NAMES = ["dump", "droplast", "fields"]
@@ -49,56 +49,38 @@ def test_the_page_is_self_contained_and_masked(run: Path):
 
 
 def test_matrix_page_in_headless_chromium(run: Path, tmp_path: Path):
-    exe = chromium()
-    if exe is None:
-        pytest.skip("no chromium (apt-get install chromium; .ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (pip, the test extra) is not installed")
     matrix, exemplars = queries(run)
-    args = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"]
     url = (run / "report.html").as_uri()
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=exe, headless=True, args=args,
-                                                   viewport={"width": 1100, "height": 900})
-        try:
-            page = ctx.new_page()
-            problems: list[str] = []
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            requests: list[str] = []
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(url)
-            # every cell present, with the query's numbers, shown as the terminal shows them
-            cells = page.evaluate(
-                "Array.from(document.querySelectorAll('#matrix td[data-check]')).map(td => ({check: td.dataset.check, side: td.dataset.side, "
-                "wrong: +td.dataset.wrong, judged: +td.dataset.judged, fixed: +td.dataset.fixed, broke: +td.dataset.broke, text: td.textContent}))"
-            )
-            assert [(c["check"], c["side"]) for c in cells] == [(r["check"], r["side"]) for r in matrix]
-            for c, r in zip(cells, matrix):
-                assert (c["wrong"], c["judged"], c["fixed"], c["broke"]) == (r["wrong"], r["judged"], r["fixed"], r["broke"])
-                assert c["text"] == cell_text(r["wrong"], r["fixed"], r["broke"], r["side"] == "dump")
-            leak = next(c for c in cells if (c["check"], c["side"]) == ("null-leak", "fields"))
-            assert leak["text"] == "5 (-30 +0)"
-            # no exemplar shows before a click; clicking a cell shows its exchanges, and only those
-            assert page.evaluate("document.querySelectorAll('section.panel:not([hidden])').length") == 0
-            page.click('#matrix td[data-check="dropped-call"][data-side="droplast"] button')
-            shown = page.evaluate(
-                "Array.from(document.querySelectorAll('section.panel:not([hidden])')).map(s => [s.dataset.check, s.dataset.side, "
-                "Array.from(s.querySelectorAll('div.exemplar')).map(e => e.dataset.exchange)])"
-            )
-            want = [r["exchange_id"] for r in exemplars if (r["check"], r["side"]) == ("dropped-call", "droplast")]
-            assert shown == [["dropped-call", "droplast", want]] and want
-            assert page.is_visible('section.panel:not([hidden]) div.exemplar')
-            page.click('#matrix td[data-check="null-leak"][data-side="dump"] button')
-            shown = page.evaluate("Array.from(document.querySelectorAll('section.panel:not([hidden])')).map(s => [s.dataset.check, s.dataset.side, "
-                                  "s.querySelectorAll('div.exemplar').length])")
-            assert shown == [["null-leak", "dump", 20]]  # 35 wrong: the first 20 (EXEMPLARS_PER_CELL)
-            # a cell with nothing wrong has no button
-            assert page.evaluate("document.querySelectorAll('#matrix td[data-wrong=\"0\"] button').length") == 0
-            assert problems == []
-            assert requests == [url]
-        finally:
-            ctx.close()
+    with headless_page(run / "report.html", tmp_path / "profile") as (page, problems, requests):
+        # every cell present, with the query's numbers, shown as the terminal shows them
+        cells = page.evaluate(
+            "Array.from(document.querySelectorAll('#matrix td[data-check]')).map(td => ({check: td.dataset.check, side: td.dataset.side, "
+            "wrong: +td.dataset.wrong, judged: +td.dataset.judged, fixed: +td.dataset.fixed, broke: +td.dataset.broke, text: td.textContent}))"
+        )
+        assert [(c["check"], c["side"]) for c in cells] == [(r["check"], r["side"]) for r in matrix]
+        for c, r in zip(cells, matrix):
+            assert (c["wrong"], c["judged"], c["fixed"], c["broke"]) == (r["wrong"], r["judged"], r["fixed"], r["broke"])
+            assert c["text"] == cell_text(r["wrong"], r["fixed"], r["broke"], r["side"] == "dump")
+        leak = next(c for c in cells if (c["check"], c["side"]) == ("null-leak", "fields"))
+        assert leak["text"] == "5 (-30 +0)"
+        # no exemplar shows before a click; clicking a cell shows its exchanges, and only those
+        assert page.evaluate("document.querySelectorAll('section.panel:not([hidden])').length") == 0
+        page.click('#matrix td[data-check="dropped-call"][data-side="droplast"] button')
+        shown = page.evaluate(
+            "Array.from(document.querySelectorAll('section.panel:not([hidden])')).map(s => [s.dataset.check, s.dataset.side, "
+            "Array.from(s.querySelectorAll('div.exemplar')).map(e => e.dataset.exchange)])"
+        )
+        want = [r["exchange_id"] for r in exemplars if (r["check"], r["side"]) == ("dropped-call", "droplast")]
+        assert shown == [["dropped-call", "droplast", want]] and want
+        assert page.is_visible('section.panel:not([hidden]) div.exemplar')
+        page.click('#matrix td[data-check="null-leak"][data-side="dump"] button')
+        shown = page.evaluate("Array.from(document.querySelectorAll('section.panel:not([hidden])')).map(s => [s.dataset.check, s.dataset.side, "
+                              "s.querySelectorAll('div.exemplar').length])")
+        assert shown == [["null-leak", "dump", 20]]  # 35 wrong: the first 20 (EXEMPLARS_PER_CELL)
+        # a cell with nothing wrong has no button
+        assert page.evaluate("document.querySelectorAll('#matrix td[data-wrong=\"0\"] button').length") == 0
+        assert problems == []
+        assert requests == [url]
 
 
 def test_masked_exemplars_keep_structure_and_names():

@@ -13,13 +13,10 @@ from __future__ import annotations
 import ast
 
 import pytest
-from typer.testing import CliRunner
 
 from engines import EngineBuildError, engine_python
-from replay.cli import app
-from replay.repro.run import repro
+from repro_releases import audit_and_repro
 from strategies import PUBLIC_BUGS
-from tests.writers.public_bugs import write_public_bugs_capture
 
 #: id -> (SGLang parser name, faulty release, fixed release or None: the built-in parser, check,
 #: (captured chars, shrunk chars, shrunk chars in family markers), (captured deltas, shrunk deltas))
@@ -44,24 +41,10 @@ def pythons() -> dict[str, str]:
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_repro_fails_on_the_faulty_release_and_passes_without_the_fault(bug, pythons, tmp_path):
-    name, broken, fixed, check, chars, deltas = BUGS[bug]
-    capture = write_public_bugs_capture(PUBLIC_BUGS, tmp_path / "cap.jsonl", ids=[bug])
-    args = ["audit", str(capture), "--out", str(tmp_path / "run"), "--quiet", "--jobs", "1",
-            "--old", f"python={pythons[broken]},parser=sglang/{name}", "--chunkings", "recorded,whole,char,fixed-40"]
-    if fixed is not None:
-        args += ["--new", f"python={pythons[fixed]},parser=sglang/{name}"]
-    got = CliRunner().invoke(app, args)
-    assert got.exit_code == 0, got.output
-    r = repro(tmp_path / "run", bug, check, side="old", fixed="new" if fixed else "reference", out=tmp_path / "repro")
-    sizes = r.shrunk.sizes()
-    assert (sizes["chars"][0], sizes["chars"][1], r.marker_chars()) == chars and tuple(sizes["deltas"]) == deltas
-    assert r.broken_proof.failed and r.fixed_proof.passed
-    assert f"SGLang {broken}" in r.broken and (f"SGLang {fixed}" in r.fixed if fixed else r.fixed.startswith("built-in"))
-    src = r.files[0].read_text(encoding="utf-8")
-    assert f"Broken: sglang/{name} (SGLang {broken})." in src and str(pythons[broken]) not in src  # releases, not local paths
+    r, src = audit_and_repro("sglang", "SGLang", bug, BUGS[bug], pythons, tmp_path)
     tree = ast.parse(src)
     # SGLang's suite style: a TestCase whose setUp builds Tool(...Function(...)) and the detector
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     assert [f.name for f in cls.body if isinstance(f, ast.FunctionDef)] == ["setUp", "test_streaming_calls"]
     assert "parse_streaming_increment(delta, self.tools)" in src and "from sglang.srt.entrypoints.openai.protocol import Function, Tool" in src
-    assert len(r.files) == (1 if fixed else 2)  # the built-in side gets a protocol-style file of the same case
+    assert len(r.files) == (1 if BUGS[bug][2] else 2)  # the built-in side gets a protocol-style file of the same case

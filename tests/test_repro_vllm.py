@@ -16,13 +16,10 @@ from __future__ import annotations
 import ast
 
 import pytest
-from typer.testing import CliRunner
 
 from engines import EngineBuildError, engine_python
-from replay.cli import app
-from replay.repro.run import repro
+from repro_releases import audit_and_repro
 from strategies import PUBLIC_BUGS
-from tests.writers.public_bugs import write_public_bugs_capture
 
 pytestmark = pytest.mark.engines
 
@@ -57,21 +54,7 @@ def pythons() -> dict[str, str]:
 def test_repro_fails_on_the_faulty_release_and_passes_without_the_fault(bug, pythons, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the written file must build its tokenizer without the hub
     monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "error")
-    name, broken, fixed, check, chars, deltas = BUGS[bug]
-    capture = write_public_bugs_capture(PUBLIC_BUGS, tmp_path / "cap.jsonl", ids=[bug])
-    args = ["audit", str(capture), "--out", str(tmp_path / "run"), "--quiet", "--jobs", "1",
-            "--old", f"python={pythons[broken]},parser=vllm/{name}", "--chunkings", "recorded,whole,char,fixed-40"]
-    if fixed is not None:
-        args += ["--new", f"python={pythons[fixed]},parser=vllm/{name}"]
-    got = CliRunner().invoke(app, args)
-    assert got.exit_code == 0, got.output
-    r = repro(tmp_path / "run", bug, check, side="old", fixed="new" if fixed else "reference", out=tmp_path / "repro")
-    sizes = r.shrunk.sizes()
-    assert (sizes["chars"][0], sizes["chars"][1], r.marker_chars()) == chars and tuple(sizes["deltas"]) == deltas
-    assert r.broken_proof.failed and r.fixed_proof.passed
-    assert f"vLLM {broken}" in r.broken and (f"vLLM {fixed}" in r.fixed if fixed else r.fixed.startswith("built-in"))
-    src = r.files[0].read_text(encoding="utf-8")
-    assert f"Broken: vllm/{name} (vLLM {broken})." in src and str(pythons[broken]) not in src  # releases, not local paths
+    r, src = audit_and_repro("vllm", "vLLM", bug, BUGS[bug], pythons, tmp_path)
     tree = ast.parse(src)
     # vLLM's suite style: module-level fixtures and one test function, the parser from ToolParserManager
     tests = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
@@ -79,4 +62,4 @@ def test_repro_fails_on_the_faulty_release_and_passes_without_the_fault(bug, pyt
     call = "parser.extract_tool_calls(TEXT" if bug in WHOLE else "parser.extract_tool_calls_streaming("
     assert "ToolParserManager.get_tool_parser(PARSER)" in src and call in src
     assert "get_tokenizer(" not in src  # a model name would be a download: the tokenizer is built in the file
-    assert len(r.files) == (1 if fixed else 2)  # the built-in side gets a protocol-style file of the same case
+    assert len(r.files) == (1 if BUGS[bug][2] else 2)  # the built-in side gets a protocol-style file of the same case
