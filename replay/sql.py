@@ -277,14 +277,33 @@ def connect(run_dir: str | Path, settings: DuckDBSettings | None = None) -> duck
                 con.execute(f"CREATE VIEW {name} AS SELECT * FROM {src}")
         else:
             con.register(name, pa.Table.from_batches([], schema=schema))  # an empty view of the schema
-    con.register("checks", checks.table())  # the check registry: the queries read the check list from it
-    con.create_function("is_json_object", checks.json_object, [VARCHAR], BOOLEAN, null_handling="special", side_effects=False)
-    con.create_function("canonical_json", canonical_json, [VARCHAR], VARCHAR, null_handling="special", side_effects=False)
-    _create_views(con, [e for e in _query_files() if e.name.startswith("_")])
+    _install(con)
     recorded = recorded_order(run)  # a matrix run: its sides' order and baseline (queries/matrix*.sql)
     if recorded is not None:
         set_matrix_vars(con, *recorded)
     return con
+
+
+def connect_tables(given: dict[str, pa.Table]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection as :func:`connect` makes one for a run, over Arrow tables
+    instead of a run's files (``replay repro`` judges its candidates' rows with it): each table of
+    :data:`replay.tables.TABLES` is ``given[name]`` or an empty table of its schema, then the same
+    registry, functions and derived views. Returns the connection (the caller closes it)."""
+    con = duckdb.connect(":memory:")
+    for name, schema in tables.TABLES.items():
+        con.register(name, given[name] if name in given else pa.Table.from_batches([], schema=schema))
+    _install(con)
+    return con
+
+
+def _install(con: duckdb.DuckDBPyConnection) -> None:
+    """What every connection holds besides the tables: the view ``checks`` (the check registry:
+    the queries read the check list from it), the SQL functions ``is_json_object`` and
+    ``canonical_json``, and the derived views of ``queries/_*.sql``."""
+    con.register("checks", checks.table())
+    con.create_function("is_json_object", checks.json_object, [VARCHAR], BOOLEAN, null_handling="special", side_effects=False)
+    con.create_function("canonical_json", canonical_json, [VARCHAR], VARCHAR, null_handling="special", side_effects=False)
+    _create_views(con, [e for e in _query_files() if e.name.startswith("_")])
 
 
 def _create_views(con: duckdb.DuckDBPyConnection, entries: list[Any]) -> None:

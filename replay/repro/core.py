@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replay.repro.judge import STREAM_CHECKS, Candidate, Judge, ReproError
+from replay.repro import DEFAULT_SECONDS, STREAM_CHECKS
+from replay.repro.judge import Candidate, Judge, ReproError
 from replay.repro.shrink import Budget, atoms, ddmin, from_atoms
 
 __all__ = ["Loaded", "Shrunk", "load", "shrink", "mask", "DEFAULT_SECONDS"]
 
 #: Default time bound of the shrinking passes (seconds; ``--max-seconds``).
-DEFAULT_SECONDS = 120.0
 
 
 @dataclass
@@ -96,7 +96,6 @@ def load(run_dir: str | Path, exchange_id: str, check: str, side: str | None = N
     check that is not a stream check, an exchange without a raw completion, or a side the run
     does not find wrong on that check."""
     from replay import exactjson
-    from replay.prepare import openai_tools  # noqa: F401  (the request's tools, as the stages read them)
     from replay.show import spec_from_options
     from replay.sql import connect
 

@@ -23,15 +23,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
-import pyarrow as pa
-
-from replay import checks, tables
+from replay import tables
 
 __all__ = ["Candidate", "Judge", "ReproError", "STREAM_CHECKS"]
 
 #: The checks ``repro`` shrinks: those judged per chunking on a replay (scope ``stream``).
-STREAM_CHECKS: tuple[str, ...] = tuple(c.name for c in checks.by_scope("stream"))
+from replay.repro import STREAM_CHECKS  # noqa: E402,F401  (part of this module's API)
 
 
 class ReproError(ValueError):
@@ -213,22 +210,11 @@ class Judge:
         undeclared tool is another fault than the one being shrunk: dropping the declaration
         would slip to it) or whose reference calls are not those :meth:`keep_calls` fixed."""
         from replay.stages.rows import rows_table
-        from replay.sql import BOOLEAN, VARCHAR, _create_views, _query_files, canonical_json
+        from replay.sql import connect_tables
 
         streams, calls = self.rows(cands)
-        con = duckdb.connect(":memory:")
+        con = connect_tables({"streams": rows_table(streams, tables.STREAMS), "calls": rows_table(calls, tables.CALLS)})
         try:
-            for name, schema in tables.TABLES.items():
-                if name == "streams":
-                    con.register(name, rows_table(streams, schema))
-                elif name == "calls":
-                    con.register(name, rows_table(calls, schema))
-                else:
-                    con.register(name, pa.Table.from_batches([], schema=schema))
-            con.register("checks", checks.table())
-            con.create_function("is_json_object", checks.json_object, [VARCHAR], BOOLEAN, null_handling="special")
-            con.create_function("canonical_json", canonical_json, [VARCHAR], VARCHAR, null_handling="special")
-            _create_views(con, [e for e in _query_files() if e.name in ("_side_checks.sql", "_verdict_pairs.sql", "_fidelity_exchanges.sql")])
             cur = con.execute(
                 'SELECT * FROM verdict_pairs WHERE "check" = ? AND chunking = ?', [self.check, self.chunking]
             )
