@@ -50,7 +50,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from replay.adapters import AdapterError, FrameworkMissingError
+from replay.adapters import AdapterError
 
 #: Third-party packages SGLang's serving modules import at module level and the render path never
 #: runs (GPU kernels, IPC): served as inert stand-ins when they are not installed.
@@ -399,20 +399,4 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:500]
 
 
-def sglang_renderer(spec: str) -> SGLangRenderer:
-    """The renderer of ``sglang:MODEL_DIR``: set up at once in an interpreter that has sglang
-    (the side's worker: a release it cannot drive fails there, before any work), lazily elsewhere
-    (the audit's own process only names it). Raises ValueError when the model folder is not given,
-    :class:`replay.adapters.AdapterError` for a release it cannot drive."""
-    import importlib.util
-
-    model_dir = spec.partition(":")[2].strip()
-    if not model_dir:
-        raise ValueError(f"renderer {spec!r}: give the model folder (config.json, tokenizer files, chat template): sglang:MODEL_DIR")
-    renderer = SGLangRenderer(model_dir)
-    if importlib.util.find_spec("sglang") is not None:
-        renderer._setup()
-    return renderer
-
-
-__all__ = ["SGLangRenderer", "sglang_renderer", "install_render_stubs", "STOOD_IN", "HEAVY", "STRICT"]
+__all__ = ["SGLangRenderer", "install_render_stubs", "STOOD_IN", "HEAVY", "STRICT"]

@@ -322,19 +322,4 @@ class VLLMRenderer:
         return framework_row(self, ex, request, client_tools, row, **kw)
 
 
-def vllm_renderer(spec: str) -> VLLMRenderer:
-    """The renderer of ``vllm:MODEL_DIR``, set up at once where vllm is installed (the side's
-    worker), lazily elsewhere. Raises ValueError without a model folder,
-    :class:`replay.adapters.AdapterError` for a release it cannot drive."""
-    import importlib.util
-
-    model_dir = spec.partition(":")[2].strip()
-    if not model_dir:
-        raise ValueError(f"renderer {spec!r}: give the model folder (config.json, tokenizer files, chat template): vllm:MODEL_DIR")
-    renderer = VLLMRenderer(model_dir)
-    if importlib.util.find_spec("vllm") is not None:
-        renderer._setup()
-    return renderer
-
-
-__all__ = ["VLLMRenderer", "vllm_renderer"]
+__all__ = ["VLLMRenderer"]

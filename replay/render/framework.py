@@ -25,9 +25,9 @@ from typing import Any, Callable
 
 from replay.render.base import RenderError
 
-#: Renderer spec prefixes that name a framework's render path (built by
-#: :func:`replay.adapters.sglang_render.sglang_renderer`, :func:`replay.adapters.vllm_render.vllm_renderer`).
+#: Renderer spec prefixes that name a framework's render path (:func:`replay.render.specs.framework_renderer`).
 FRAMEWORKS = ("sglang", "vllm")
+
 
 
 def as_declarations(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:

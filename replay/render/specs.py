@@ -19,6 +19,7 @@ A spec names one renderer:
 from __future__ import annotations
 
 from replay.errors import UnknownNameError
+from replay.render.framework import FRAMEWORKS
 from replay.resolve import resolve_spec
 
 import datetime as _dt
@@ -59,14 +60,8 @@ def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> An
             from replay.render.harmony import HarmonyRenderer
 
             return HarmonyRenderer(date=date)
-        if spec.split(":", 1)[0] == "sglang":  # SGLang's own render path (replay.render.framework)
-            from replay.adapters.sglang_render import sglang_renderer
-
-            return sglang_renderer(spec)
-        if spec.split(":", 1)[0] == "vllm":  # vLLM's own render path
-            from replay.adapters.vllm_render import vllm_renderer
-
-            return vllm_renderer(spec)
+        if spec.split(":", 1)[0] in FRAMEWORKS:  # SGLang's or vLLM's own render path
+            return framework_renderer(spec)
         if spec == "mistral-common" or spec.startswith("mistral-common:"):
             from replay.render.mistral import DEFAULT_VERSION, MistralCommonRenderer
 
@@ -94,3 +89,25 @@ def renderer_from_spec(spec: str, *, date: _dt.date | None = DEFAULT_DATE) -> An
             "or a server's tokenize endpoint as http://HOST:PORT"
         ),
     )
+
+def framework_renderer(spec: str) -> Any:
+    """The renderer of ``sglang:MODEL_DIR`` (:class:`replay.adapters.sglang_render.SGLangRenderer`)
+    or ``vllm:MODEL_DIR`` (:class:`replay.adapters.vllm_render.VLLMRenderer`), set up at once in an
+    interpreter that has the framework (the side's worker: a release it cannot drive fails there,
+    before any work), lazily elsewhere (the audit's own process only names it). Raises ValueError
+    when the model folder is not given, :class:`replay.adapters.AdapterError` for a release it
+    cannot drive."""
+    import importlib.util
+
+    name, _, model_dir = spec.partition(":")
+    model_dir = model_dir.strip()
+    if not model_dir:
+        raise ValueError(f"renderer {spec!r}: give the model folder (config.json, tokenizer files, chat template): {name}:MODEL_DIR")
+    if name == "sglang":
+        from replay.adapters.sglang_render import SGLangRenderer as cls
+    else:
+        from replay.adapters.vllm_render import VLLMRenderer as cls
+    renderer = cls(model_dir)
+    if importlib.util.find_spec(name) is not None:
+        renderer._setup()
+    return renderer
